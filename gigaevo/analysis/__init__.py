@@ -1,0 +1,1 @@
+"""gigaevo.analysis."""

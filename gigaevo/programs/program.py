@@ -1,0 +1,153 @@
+"""The Program record, its id scheme and code normalisation for duplicate detection."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import io
+import tokenize
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class ProgramStatus(StrEnum):
+    """What became of a program once it was committed to the store."""
+
+    INITIAL = "initial"  # a seed program of the problem
+    ACCEPTED = "accepted"  # valid and entered at least one island archive
+    REJECTED = "rejected"  # valid but not good enough for its cell
+    INVALID = "invalid"  # failed to mutate, run or validate; reason recorded
+    DUPLICATE = "duplicate"  # normalised code equal to an earlier program; not evaluated
+
+
+@dataclass(frozen=True)
+class MutationInfo:
+    """How a child was produced: which operator, which model, what it said."""
+
+    model: str
+    tactic: str = ""
+    change_report: str = ""
+    explanation: str = ""
+    card_ids_used: tuple[str, ...] = ()
+    inspiration_ids: tuple[str, ...] = ()
+    failure: str | None = None  # reason when the answer could not be turned into a child
+    raw_answer: str | None = None  # kept when the answer failed to parse
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["card_ids_used"] = list(self.card_ids_used)
+        d["inspiration_ids"] = list(self.inspiration_ids)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> MutationInfo:
+        d = dict(d)
+        d["card_ids_used"] = tuple(d.get("card_ids_used", ()))
+        d["inspiration_ids"] = tuple(d.get("inspiration_ids", ()))
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class Program:
+    """One evaluated (or attempted) program and its lineage.
+
+    ``fitness`` is the primary metric for valid programs and the problem's
+    sentinel otherwise. ``cell`` is the MAP-Elites cell on ``island`` (None
+    when the program never had behaviour coordinates, e.g. it was invalid).
+    ``ordinal`` is the commit order: 0.. for initial programs, then mutants.
+    """
+
+    id: str
+    code: str
+    ordinal: int
+    parent_ids: tuple[str, ...] = ()
+    generation: int = 0
+    island: int = 0
+    cell: tuple[int, ...] | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    fitness: float = 0.0
+    valid: bool = False
+    invalid_reason: str | None = None
+    status: ProgramStatus = ProgramStatus.INITIAL
+    mutation: MutationInfo | None = None
+    eval_seconds: float = 0.0
+    duplicate_of: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "code": self.code,
+            "ordinal": self.ordinal,
+            "parent_ids": list(self.parent_ids),
+            "generation": self.generation,
+            "island": self.island,
+            "cell": list(self.cell) if self.cell is not None else None,
+            "metrics": dict(self.metrics),
+            "fitness": self.fitness,
+            "valid": self.valid,
+            "invalid_reason": self.invalid_reason,
+            "status": str(self.status),
+            "mutation": self.mutation.to_dict() if self.mutation else None,
+            "eval_seconds": self.eval_seconds,
+            "duplicate_of": self.duplicate_of,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Program:
+        return cls(
+            id=d["id"],
+            code=d["code"],
+            ordinal=int(d["ordinal"]),
+            parent_ids=tuple(d.get("parent_ids", ())),
+            generation=int(d.get("generation", 0)),
+            island=int(d.get("island", 0)),
+            cell=tuple(d["cell"]) if d.get("cell") is not None else None,
+            metrics={k: float(v) for k, v in (d.get("metrics") or {}).items()},
+            fitness=float(d.get("fitness", 0.0)),
+            valid=bool(d.get("valid", False)),
+            invalid_reason=d.get("invalid_reason"),
+            status=ProgramStatus(d.get("status", "initial")),
+            mutation=MutationInfo.from_dict(d["mutation"]) if d.get("mutation") else None,
+            eval_seconds=float(d.get("eval_seconds", 0.0)),
+            duplicate_of=d.get("duplicate_of"),
+        )
+
+
+def make_program_id(run_seed: int, ordinal: int, code: str) -> str:
+    """Deterministic id: the same seed, commit ordinal and code give the same id.
+
+    Returns 16 hex digits of SHA-256 over the three, so ids are stable across
+    runs and resumes and independent of worker timing.
+    """
+    h = hashlib.sha256(f"{run_seed}\x00{ordinal}\x00{code}".encode())
+    return h.hexdigest()[:16]
+
+
+def normalise_code(code: str) -> str:
+    """Code with comments, docstring-free formatting and whitespace removed.
+
+    Two programs that differ only in comments or layout normalise equal. Code
+    that parses is round-tripped through ``ast.unparse``; code that does not is
+    reduced token by token (comments and whitespace dropped); text that cannot
+    even be tokenised is compared with all whitespace stripped.
+    """
+    try:
+        return ast.unparse(ast.parse(code))
+    except (SyntaxError, ValueError):
+        pass
+    try:
+        toks = [
+            t.string
+            for t in tokenize.generate_tokens(io.StringIO(code).readline)
+            if t.type
+            not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)
+        ]
+        return " ".join(toks)
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return "".join(code.split())
+
+
+def code_digest(code: str) -> str:
+    """SHA-256 of the normalised code: the duplicate-detection key."""
+    return hashlib.sha256(normalise_code(code).encode()).hexdigest()
