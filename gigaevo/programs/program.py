@@ -141,7 +141,13 @@ def normalise_code(code: str) -> str:
             t.string
             for t in tokenize.generate_tokens(io.StringIO(code).readline)
             if t.type
-            not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)
+            not in (
+                tokenize.COMMENT,
+                tokenize.NL,
+                tokenize.NEWLINE,
+                tokenize.INDENT,
+                tokenize.DEDENT,
+            )
         ]
         return " ".join(toks)
     except (tokenize.TokenError, IndentationError, SyntaxError):

@@ -1,0 +1,196 @@
+"""Main-process handle on one warm worker: spawn, handshake, request with watchdog, kill."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import gigaevo
+from gigaevo.evaluation.limits import kill_group, scrubbed_environment
+from gigaevo.evaluation.protocol import (
+    FrameTimeoutError,
+    PipeClosedError,
+    ProtocolError,
+    read_frame,
+    write_frame,
+)
+
+WORKER_MODULE = "gigaevo.evaluation.worker"
+_LOG_TAIL_BYTES = 4000
+
+
+class SandboxError(RuntimeError):
+    """The sandbox cannot run programs: a worker failed to start, or the evaluator is closed."""
+
+
+class WorkerLostError(SandboxError):
+    """A worker died or stopped answering during an evaluation (it has been killed)."""
+
+
+def worker_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Scrubbed environment for worker processes, with this ``gigaevo`` on ``PYTHONPATH``."""
+    env = scrubbed_environment(os.environ if environ is None else environ)
+    root = str(Path(gigaevo.__file__).resolve().parent.parent)
+    existing = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = root if not existing else root + os.pathsep + existing
+    return env
+
+
+class WorkerProcess:
+    """One ``python -m gigaevo.evaluation.worker`` process and its pipes.
+
+    Not thread-safe by itself: the evaluator hands each worker to one thread at
+    a time. ``kill`` may be called from another thread (on close).
+    """
+
+    def __init__(self, config: Mapping[str, Any], env: Mapping[str, str], log_path: Path) -> None:
+        self.config = dict(config)
+        self.env = dict(env)
+        self.log_path = log_path
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._child_pid: int | None = None
+
+    @property
+    def alive(self) -> bool:
+        """True while the worker process exists and has not exited."""
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's pid, if started."""
+        return None if self._proc is None else self._proc.pid
+
+    def spawn(self) -> None:
+        """Start the process and send its config (does not wait for ``ready``).
+
+        Raises:
+            SandboxError: the interpreter could not be started.
+        """
+        with open(self.log_path, "ab") as log:
+            try:
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-m", WORKER_MODULE],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                    env=self.env,
+                    cwd=self.config["temp_root"],
+                    start_new_session=True,
+                    close_fds=True,
+                    bufsize=0,
+                )
+            except OSError as exc:
+                raise SandboxError(f"cannot start a sandbox worker: {exc}") from exc
+        # If the worker already died, wait_ready reports why.
+        with contextlib.suppress(PipeClosedError):
+            write_frame(self._stdin_fd(), {"config": self.config})
+
+    def wait_ready(self, timeout_s: float) -> dict[str, Any]:
+        """Wait for the worker's ``ready`` frame and return it.
+
+        Raises:
+            SandboxError: the worker reported an error, died, or stayed silent;
+                the message names the validator file.
+        """
+        validator = self.config["validator_path"]
+        try:
+            frame = read_frame(self._stdout_fd(), time.monotonic() + timeout_s)
+        except FrameTimeoutError:
+            self.kill()
+            raise SandboxError(
+                f"sandbox worker for validator {validator} not ready after {timeout_s:g} s"
+            ) from None
+        except ProtocolError:
+            self.kill()
+            raise SandboxError(
+                f"sandbox worker for validator {validator} died at start-up:\n{self._log_tail()}"
+            ) from None
+        if not isinstance(frame, dict) or frame.get("type") != "ready":
+            self.kill()
+            stage = frame.get("stage", "?") if isinstance(frame, dict) else "?"
+            error = frame.get("error", frame) if isinstance(frame, dict) else frame
+            what = "cannot import validator" if stage == "validator" else f"{stage} failed for"
+            raise SandboxError(f"sandbox worker start-up: {what} {validator}:\n{error}")
+        return frame
+
+    def start(self, timeout_s: float) -> None:
+        """``spawn`` then ``wait_ready``; raises ``SandboxError`` like them."""
+        self.spawn()
+        self.wait_ready(timeout_s)
+
+    def run(self, code: str, answer_within_s: float) -> dict[str, Any]:
+        """Send one program and return the worker's ``result`` frame.
+
+        Raises:
+            WorkerLostError: the worker died, sent garbage, or did not answer in
+                ``answer_within_s`` (the watchdog); it has been killed.
+        """
+        deadline = time.monotonic() + answer_within_s
+        try:
+            write_frame(self._stdin_fd(), {"op": "run", "code": code})
+            while True:
+                frame = read_frame(self._stdout_fd(), deadline)
+                if isinstance(frame, dict) and frame.get("type") == "started":
+                    self._child_pid = int(frame["pid"])
+                    continue
+                if isinstance(frame, dict) and frame.get("type") == "result":
+                    self._child_pid = None
+                    return frame
+                raise ProtocolError(f"unexpected frame from worker: {frame!r:.200}")
+        except FrameTimeoutError:
+            self.kill()
+            raise WorkerLostError(
+                f"sandbox worker did not answer within {answer_within_s:g} s (watchdog killed it)"
+            ) from None
+        except PipeClosedError:
+            self.kill()
+            raise WorkerLostError(
+                "sandbox worker died during the evaluation (killed by the program?)"
+            ) from None
+        except ProtocolError as exc:
+            self.kill()
+            raise WorkerLostError(f"sandbox worker protocol failure: {exc}") from None
+
+    def kill(self) -> None:
+        """SIGKILL the worker's process group and its current child's group; reap the worker."""
+        if self._child_pid is not None:
+            kill_group(self._child_pid)
+            self._child_pid = None
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            kill_group(proc.pid)  # the worker leads its own session and group
+            proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+    def discard(self) -> None:
+        """``kill`` and close the pipes; the handle can be ``start``-ed again."""
+        self.kill()
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            for stream in (proc.stdin, proc.stdout):
+                if stream is not None:
+                    stream.close()
+
+    def _stdin_fd(self) -> int:
+        assert self._proc is not None and self._proc.stdin is not None
+        return self._proc.stdin.fileno()
+
+    def _stdout_fd(self) -> int:
+        assert self._proc is not None and self._proc.stdout is not None
+        return self._proc.stdout.fileno()
+
+    def _log_tail(self) -> str:
+        try:
+            data = self.log_path.read_bytes()[-_LOG_TAIL_BYTES:]
+        except OSError as exc:
+            return f"(no worker log: {exc})"
+        return data.decode("utf-8", errors="replace")

@@ -1,0 +1,151 @@
+"""Turn what a finished child left behind into a verdict (trusted side, in the worker)."""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+import os
+import signal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+_MAX_REASON_CHARS = 1000
+_CRASH_SIGNALS = {signal.SIGKILL, signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT}
+
+
+@dataclass(frozen=True)
+class ChildRun:
+    """Raw facts about one child: exit status, timing, result bytes, output size and tail."""
+
+    status: int
+    wall_seconds: float
+    timed_out: bool
+    result: bytes | None
+    result_too_large: bool
+    output_bytes: int
+    tail: str
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The limits a verdict refers to."""
+
+    timeout_s: float
+    max_output_bytes: int
+    max_result_bytes: int
+
+
+class MetricsError(ValueError):
+    """The validator's answer is not a usable metrics dict."""
+
+
+def invalid(reason: str, run: ChildRun, run_seconds: float | None = None) -> dict[str, Any]:
+    """Fields of an invalid verdict."""
+    return {
+        "valid": False,
+        "metrics": {},
+        "reason": reason[:_MAX_REASON_CHARS],
+        "run_seconds": run.wall_seconds if run_seconds is None else run_seconds,
+        "stdout_tail": run.tail,
+    }
+
+
+def check_metrics(raw: Any, primary: str) -> dict[str, float]:
+    """Coerce the validator's answer to ``{name: finite float}`` with ``primary`` present.
+
+    Raises:
+        MetricsError: not a dict, a non-numeric or non-finite value, or no primary metric.
+    """
+    if not isinstance(raw, Mapping):
+        raise MetricsError(f"validator returned a {type(raw).__name__}, expected a dict")
+    metrics: dict[str, float] = {}
+    for name, value in raw.items():
+        if not isinstance(value, numbers.Real):
+            raise MetricsError(f"non-numeric metric {name}={value!r}")
+        number = float(value)
+        if not math.isfinite(number):
+            raise MetricsError(f"non-finite metric {name}={number}")
+        metrics[str(name)] = number
+    if primary not in metrics:
+        raise MetricsError(f"primary metric {primary!r} missing from validator output")
+    return metrics
+
+
+def _signal_reason(signum: int) -> str:
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    if signum == signal.SIGXCPU:
+        return "cpu time limit exceeded (SIGXCPU)"
+    if signum in _CRASH_SIGNALS:
+        return f"killed by {name} (memory limit or crash)"
+    return f"killed by {name}"
+
+
+def _process_reason(run: ChildRun, limits: Limits) -> str | None:
+    """Why the child failed at the process level, or None when it reported normally."""
+    signalled = os.WIFSIGNALED(run.status)
+    signum = os.WTERMSIG(run.status) if signalled else 0
+    if run.output_bytes > limits.max_output_bytes or signum == signal.SIGXFSZ:
+        return "output limit exceeded"
+    if run.timed_out:
+        return f"timeout after {limits.timeout_s:g} s"
+    if run.result_too_large:
+        return f"result larger than {limits.max_result_bytes} bytes"
+    if signalled:
+        return _signal_reason(signum)
+    if not run.result:
+        code = os.WEXITSTATUS(run.status) if os.WIFEXITED(run.status) else run.status
+        return f"program exited (status {code}) without returning a result"
+    return None
+
+
+def _parse_payload(data: bytes) -> dict[str, Any] | None:
+    try:
+        payload = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(payload, dict) or not isinstance(payload.get("ok"), bool):
+        return None
+    return payload
+
+
+def _reported_seconds(payload: Mapping[str, Any], wall: float) -> float:
+    seconds = payload.get("seconds")
+    if isinstance(seconds, int | float) and math.isfinite(seconds):
+        return min(max(float(seconds), 0.0), wall)
+    return wall
+
+
+def judge(
+    run: ChildRun, limits: Limits, primary: str, validate: Callable[[Any], Any]
+) -> dict[str, Any]:
+    """Verdict fields (valid, metrics, reason, run_seconds, stdout_tail) for one child."""
+    reason = _process_reason(run, limits)
+    if reason is not None:
+        return invalid(reason, run)
+    payload = _parse_payload(run.result or b"")
+    if payload is None:
+        return invalid("malformed result from the program", run)
+    seconds = _reported_seconds(payload, run.wall_seconds)
+    if not payload["ok"]:
+        return invalid(str(payload.get("reason", "program failed")), run, seconds)
+    try:
+        raw = validate(payload.get("output"))
+    except Exception as exc:  # trusted validator on untrusted output: record and survive
+        message = str(exc) or type(exc).__name__
+        return invalid(f"validator: {message}", run, seconds)
+    try:
+        metrics = check_metrics(raw, primary)
+    except MetricsError as exc:
+        return invalid(str(exc), run, seconds)
+    return {
+        "valid": True,
+        "metrics": metrics,
+        "reason": None,
+        "run_seconds": seconds,
+        "stdout_tail": run.tail,
+    }

@@ -1,0 +1,352 @@
+"""Ordered commits: turn an attempt's result into a Program, archive it, persist, report.
+
+The committer runs on the engine's main thread only. It owns the counters,
+the cache of programs by id and the set of evaluated code digests, and it is
+the single writer of the program store, ``best_program.py`` and
+``summary.json``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gigaevo.evaluation.base import EvaluationResult, Evaluator
+from gigaevo.evolution.events import EventLog
+from gigaevo.evolution.islands import IslandModel
+from gigaevo.evolution.migration import RingMigration
+from gigaevo.evolution.state import RunCounters
+from gigaevo.evolution.store import ProgramStore
+from gigaevo.memory.base import Decision, MemoryProvider, MutationResult, ground_citations
+from gigaevo.problems.spec import Problem
+from gigaevo.programs import MutationInfo, Program, ProgramStatus, code_digest, make_program_id
+from gigaevo.util import atomic_write_json, atomic_write_text
+
+if TYPE_CHECKING:
+    from gigaevo.evolution.engine import AttemptResult
+
+log = logging.getLogger("gigaevo")
+
+
+class InitialProgramError(ValueError):
+    """An initial program of the problem does not produce a valid solution."""
+
+
+class Committer:
+    """Single writer of the run's state; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        problem: Problem,
+        islands: IslandModel,
+        migration: RingMigration,
+        memory: MemoryProvider,
+        store: ProgramStore,
+        events: EventLog,
+        checkpoint_dir: Path,
+        seed: int,
+    ) -> None:
+        self.problem = problem
+        self.metrics = problem.metrics
+        self.islands = islands
+        self.migration = migration
+        self.memory = memory
+        self.store = store
+        self.events = events
+        self.dir = Path(checkpoint_dir)
+        self.seed = seed
+        self.counters = RunCounters()
+        self.n_initial = 0
+        self._programs: dict[str, Program] = {}
+        self._digests: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    # -- queries (thread-safe) -------------------------------------------------
+    def program(self, program_id: str) -> Program:
+        with self._lock:
+            return self._programs[program_id]
+
+    def known_digest(self, digest: str) -> bool:
+        with self._lock:
+            return digest in self._digests
+
+    def coordinates(self, program: Program) -> tuple[float, ...]:
+        return tuple(self.islands.space.coordinates(program.code, program.metrics))
+
+    def valid_share(self) -> float:
+        k = self.counters
+        return k.n_valid / k.n_mutants if k.n_mutants else 1.0
+
+    # -- start / resume ----------------------------------------------------------
+    def commit_initial(self, sources: Sequence[str], evaluator: Evaluator) -> None:
+        """Evaluate and archive the problem's initial programs (a fresh run only).
+
+        Raises:
+            InitialProgramError: an initial program is invalid; nothing is stored.
+        """
+        results = [evaluator.evaluate(code) for code in sources]
+        for i, res in enumerate(results):
+            if not res.valid:
+                raise InitialProgramError(
+                    f"{self.problem.directory}: initial program {i} is invalid: {res.reason}"
+                )
+        self.store.set_meta("n_initial", len(sources))
+        self.n_initial = len(sources)
+        for i, (code, res) in enumerate(zip(sources, results, strict=True)):
+            self._commit_initial_one(i, code, res)
+
+    def _commit_initial_one(self, ordinal: int, code: str, res: EvaluationResult) -> None:
+        fitness = float(res.metrics[self.metrics.primary])
+        cell = tuple(self.islands.space.cell(code, res.metrics))
+        pid = make_program_id(self.seed, ordinal, code)
+        for island in range(self.islands.n_islands):
+            self.islands.add(island, pid, fitness, cell)
+        prog = Program(
+            id=pid,
+            code=code,
+            ordinal=ordinal,
+            cell=cell,
+            metrics=dict(res.metrics),
+            fitness=fitness,
+            valid=True,
+            status=ProgramStatus.INITIAL,
+            eval_seconds=res.run_seconds,
+        )
+        k = self.counters
+        if ordinal == 0 or self.metrics.better(fitness, k.best_fitness):
+            k.best_id, k.best_fitness = pid, fitness
+            self._write_best(prog)
+        if ordinal == 0:
+            k.initial_fitness = fitness
+        self._remember(prog, code_digest(code))
+        self.store.commit(prog, code_digest(code), attempt=None, state=self._state())
+        self.events.emit("initial", program_id=pid, fitness=fitness, cell=list(cell))
+
+    def restore(self) -> None:
+        """Reload counters, archives, programs and digests from the store."""
+        state = self.store.get_meta("state")
+        self.n_initial = int(self.store.get_meta("n_initial") or 0)
+        self.counters = RunCounters.from_dict(state["counters"])
+        self.islands.load_dict(state["islands"])
+        for prog in self.store.iter_programs():
+            with self._lock:
+                self._programs[prog.id] = prog
+        self._digests = self.store.digests()
+        self.events.emit("resume", n_mutants=self.counters.n_mutants)
+
+    # -- commit one attempt ------------------------------------------------------
+    def commit_attempt(self, result: AttemptResult, wall_seconds: float) -> Program:
+        """Turn ``result`` into a program, archive it and persist everything in one commit."""
+        d = result.dispatch
+        parent = self.program(d.parent_id)
+        prog = self._build_program(result, parent)
+        k = self.counters
+        k.n_mutants += 1
+        k.mutants_since_improvement += 1
+        self._count_llm(result)
+        accepted = False
+        if prog.status is ProgramStatus.DUPLICATE:
+            k.n_duplicate += 1
+        elif not prog.valid:
+            k.n_invalid += 1
+            k.count_reason(prog.invalid_reason or "unknown")
+            if prog.mutation is not None and prog.mutation.failure is not None:
+                k.n_failed_mutations += 1
+        else:
+            k.n_valid += 1
+            add = self.islands.add(d.island, prog.id, prog.fitness, prog.cell or ())
+            accepted = add.status != "rejected"
+            if accepted:
+                k.n_accepted += 1
+            prog = _with_status(
+                prog, ProgramStatus.ACCEPTED if accepted else ProgramStatus.REJECTED
+            )
+            self._note_archive(prog, add)
+            self._maybe_new_best(prog)
+        self._remember(prog, result.digest)
+        self._migrate_if_due()
+        k.wall_seconds = wall_seconds
+        self.store.commit(prog, result.digest or "", attempt=d.attempt, state=self._state())
+        self._tell_memory(result, prog, parent, accepted)
+        self.events.emit(
+            "mutant",
+            attempt=d.attempt,
+            program_id=prog.id,
+            parent_id=parent.id,
+            island=d.island,
+            status=str(prog.status),
+            fitness=prog.fitness,
+            reason=prog.invalid_reason,
+            tactic=prog.mutation.tactic if prog.mutation else "",
+        )
+        if k.n_mutants % 10 == 0:
+            self.write_summary(wall_seconds, None)
+        return prog
+
+    def _build_program(self, result: AttemptResult, parent: Program) -> Program:
+        d, out, ev = result.dispatch, result.outcome, result.evaluation
+        ordinal = self.n_initial + d.attempt
+        code = out.child_code or ""
+        info = out.info
+        if info.inspiration_ids != d.inspiration_ids:
+            info = _replace_info(info, inspiration_ids=d.inspiration_ids)
+        pid = make_program_id(self.seed, ordinal, code or (info.raw_answer or ""))
+        base: dict[str, Any] = {
+            "id": pid,
+            "code": code,
+            "ordinal": ordinal,
+            "parent_ids": (parent.id,),
+            "generation": parent.generation + 1,
+            "island": d.island,
+            "fitness": self.metrics.sentinel,
+            "mutation": info,
+        }
+        if out.child_code is None:
+            reason = f"mutation failed: {info.failure}"
+            return Program(**base, valid=False, invalid_reason=reason, status=ProgramStatus.INVALID)
+        assert result.digest is not None
+        original = self._digests.get(result.digest)
+        if original is not None:
+            return Program(**base, status=ProgramStatus.DUPLICATE, duplicate_of=original)
+        if ev is None:  # claimed as a duplicate of an attempt that never produced it
+            raise RuntimeError(f"attempt {d.attempt}: evaluation skipped without an original")
+        if not ev.valid:
+            return Program(
+                **base,
+                valid=False,
+                invalid_reason=ev.reason or "invalid",
+                status=ProgramStatus.INVALID,
+                eval_seconds=ev.run_seconds,
+            )
+        fitness = float(ev.metrics[self.metrics.primary])
+        base["fitness"] = fitness
+        return Program(
+            **base,
+            cell=tuple(self.islands.space.cell(code, ev.metrics)),
+            metrics=dict(ev.metrics),
+            valid=True,
+            status=ProgramStatus.REJECTED,
+            eval_seconds=ev.run_seconds,
+        )
+
+    # -- helpers -----------------------------------------------------------------
+    def _remember(self, prog: Program, digest: str | None) -> None:
+        with self._lock:
+            self._programs[prog.id] = prog
+            if digest and prog.status is not ProgramStatus.DUPLICATE:
+                self._digests.setdefault(digest, prog.id)
+
+    def _count_llm(self, result: AttemptResult) -> None:
+        k, llm = self.counters, result.outcome.llm
+        if llm is None:
+            return
+        k.llm_calls += 1
+        k.prompt_tokens += llm.prompt_tokens
+        k.completion_tokens += llm.completion_tokens
+        k.llm_cost_usd += llm.cost_usd or 0.0
+
+    def _note_archive(self, prog: Program, add: Any) -> None:
+        if add.status == "rejected":
+            return
+        self.events.emit(
+            "archive",
+            program_id=prog.id,
+            island=prog.island,
+            cell=list(prog.cell or ()),
+            status=add.status,
+            replaced=add.replaced,
+            evicted=list(add.evicted),
+        )
+
+    def _maybe_new_best(self, prog: Program) -> None:
+        k = self.counters
+        if not self.metrics.better(prog.fitness, k.best_fitness):
+            return
+        k.best_id, k.best_fitness = prog.id, prog.fitness
+        k.mutants_since_improvement = 0
+        self._write_best(prog)
+        self.events.emit("new_best", program_id=prog.id, fitness=prog.fitness)
+
+    def _migrate_if_due(self) -> None:
+        if not self.migration.due(self.counters.n_mutants):
+            return
+        for m in self.migration.plan(self.islands):
+            self.islands.add(m.to_island, m.program_id, m.fitness, m.cell)
+            self.events.emit(
+                "migration",
+                program_id=m.program_id,
+                from_island=m.from_island,
+                to_island=m.to_island,
+            )
+
+    def _tell_memory(self, result: AttemptResult, prog: Program, parent: Program, ok: bool) -> None:
+        d = result.dispatch
+        decision = Decision(attempt=d.attempt, slate=d.slate, card_ids=d.card_ids)
+        gain = None
+        if prog.valid and math.isfinite(prog.fitness):
+            gain = self.metrics.normalised_gain(parent.fitness, prog.fitness)
+        self.memory.observe(
+            MutationResult(
+                attempt=d.attempt,
+                child_id=prog.id,
+                parent_id=parent.id,
+                status=str(prog.status),
+                valid=prog.valid,
+                parent_fitness=parent.fitness,
+                child_fitness=prog.fitness,
+                normalised_gain=gain,
+                cited_card_ids=ground_citations(result.outcome.info.card_ids_used, decision),
+                accepted=ok,
+            )
+        )
+
+    def _state(self) -> dict[str, Any]:
+        return {"counters": self.counters.to_dict(), "islands": self.islands.to_dict()}
+
+    def _write_best(self, prog: Program) -> None:
+        header = (
+            f"# best program of run in {self.dir}\n"
+            f"# id {prog.id}, {self.metrics.primary} = {prog.fitness!r}\n"
+        )
+        atomic_write_text(self.dir / "best_program.py", header + prog.code)
+
+    def write_summary(self, wall_seconds: float, stop_reason: str | None) -> None:
+        k = self.counters
+        summary = {
+            "problem": self.problem.name,
+            "primary_metric": self.metrics.primary,
+            "higher_is_better": self.metrics.higher_is_better,
+            "best_fitness": k.best_fitness,
+            "best_program_id": k.best_id,
+            "initial_fitness": k.initial_fitness,
+            "n_mutants": k.n_mutants,
+            "n_valid": k.n_valid,
+            "n_invalid": k.n_invalid,
+            "n_duplicate": k.n_duplicate,
+            "n_failed_mutations": k.n_failed_mutations,
+            "n_accepted": k.n_accepted,
+            "invalid_reasons": dict(k.invalid_reasons),
+            "llm_calls": k.llm_calls,
+            "llm_prompt_tokens": k.prompt_tokens,
+            "llm_completion_tokens": k.completion_tokens,
+            "llm_cost_usd": k.llm_cost_usd,
+            "wall_seconds": round(wall_seconds, 3),
+            "seed": self.seed,
+            "stop_reason": stop_reason,
+            "finished": stop_reason is not None,
+        }
+        atomic_write_json(self.dir / "summary.json", summary)
+
+
+def _with_status(prog: Program, status: ProgramStatus) -> Program:
+    return replace(prog, status=status)
+
+
+def _replace_info(info: MutationInfo, **changes: Any) -> MutationInfo:
+    return replace(info, **changes)

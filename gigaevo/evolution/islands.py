@@ -1,0 +1,140 @@
+"""The island model: one MAP-Elites archive per island over a shared behaviour space."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gigaevo.evolution.archive import AddResult, Elite, MapElitesArchive, rank_elites
+from gigaevo.evolution.descriptors import BehaviourSpace
+from gigaevo.problems.spec import MetricsSpec
+
+
+class IslandModel:
+    """``n_islands`` independent archives; programs move between them only by migration.
+
+    Args:
+        n_islands: number of islands, at least 1.
+        space: the behaviour space every island's cells belong to.
+        metrics: the problem's metrics spec.
+        capacity_per_island: elite limit of each island's archive (None: no limit).
+
+    Raises:
+        ValueError: when ``n_islands < 1`` or the capacity is below 1.
+    """
+
+    def __init__(
+        self,
+        n_islands: int,
+        space: BehaviourSpace,
+        metrics: MetricsSpec,
+        capacity_per_island: int | None = None,
+    ) -> None:
+        if n_islands < 1:
+            raise ValueError(f"n_islands must be >= 1, got {n_islands}")
+        self.n_islands = n_islands
+        self.space = space
+        self.metrics = metrics
+        self.capacity_per_island = capacity_per_island
+        self._archives = [MapElitesArchive(metrics, capacity_per_island) for _ in range(n_islands)]
+
+    def archive(self, island: int) -> MapElitesArchive:
+        """The archive of ``island``.
+
+        Raises:
+            IndexError: when ``island`` is not in ``[0, n_islands)``.
+        """
+        if not 0 <= island < self.n_islands:
+            raise IndexError(f"island {island} not in [0, {self.n_islands})")
+        return self._archives[island]
+
+    def add(self, island: int, program_id: str, fitness: float, cell: tuple[int, ...]) -> AddResult:
+        """Offer a program to one island's archive (rules of :class:`MapElitesArchive`).
+
+        Raises:
+            IndexError: on a bad island index.
+            ValueError: when ``cell`` is not a cell of the behaviour space.
+        """
+        archive = self.archive(island)
+        if not self.space.contains(cell):
+            raise ValueError(f"cell {cell} is not in a space of shape {self.space.shape}")
+        return archive.try_add(program_id, fitness, cell)
+
+    def remove(self, island: int, program_id: str) -> Elite:
+        """Remove a program from one island (raises KeyError when it is not there)."""
+        return self.archive(island).remove(program_id)
+
+    def elites(self, island: int) -> list[Elite]:
+        """The elites of ``island``, sorted by cell."""
+        return self.archive(island).elites()
+
+    def island_best(self, island: int) -> Elite | None:
+        """The best elite of ``island`` or None when it is empty."""
+        return self.archive(island).best()
+
+    def best(self) -> Elite | None:
+        """The best elite over all islands (ties: smaller id), or None when all are empty."""
+        bests = [b for b in (a.best() for a in self._archives) if b is not None]
+        return rank_elites(bests, self.metrics)[0] if bests else None
+
+    def islands_of(self, program_id: str) -> tuple[int, ...]:
+        """The islands holding ``program_id``, ascending."""
+        return tuple(i for i, a in enumerate(self._archives) if program_id in a)
+
+    def populated(self) -> list[int]:
+        """Indices of the islands holding at least one elite, ascending."""
+        return [i for i, a in enumerate(self._archives) if len(a)]
+
+    def __len__(self) -> int:
+        """Total number of elites over all islands (a migrated program counts per island)."""
+        return sum(len(a) for a in self._archives)
+
+    def __contains__(self, program_id: object) -> bool:
+        return any(program_id in a for a in self._archives)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly state: the island count, capacity and every island's archive."""
+        return {
+            "n_islands": self.n_islands,
+            "capacity_per_island": self.capacity_per_island,
+            "islands": [a.to_dict() for a in self._archives],
+        }
+
+    def load_dict(self, d: Mapping[str, Any]) -> None:
+        """Replace every island's elites with those saved by :meth:`to_dict`.
+
+        The model's own space, metrics and capacity are kept (with a smaller
+        capacity than the saved one, the best elites stay); the saved state
+        must have been written by a model with the same island count.
+
+        Raises:
+            ValueError: when the island count differs, a saved cell is outside
+                the space, or a saved archive is inconsistent.
+        """
+        islands = list(d.get("islands", ()))
+        if len(islands) != self.n_islands:
+            raise ValueError(f"{len(islands)} saved archives for {self.n_islands} islands")
+        archives = []
+        for i, state in enumerate(islands):
+            saved = MapElitesArchive.from_dict(state, self.metrics)
+            bad = [e.cell for e in saved.elites() if not self.space.contains(e.cell)]
+            if bad:
+                raise ValueError(f"island {i}: cells {bad} are outside shape {self.space.shape}")
+            archive = MapElitesArchive(self.metrics, self.capacity_per_island)
+            for elite in saved.elites():
+                archive.try_add(elite.program_id, elite.fitness, elite.cell)
+            archives.append(archive)
+        self._archives = archives
+
+    @classmethod
+    def from_dict(
+        cls, d: Mapping[str, Any], space: BehaviourSpace, metrics: MetricsSpec
+    ) -> IslandModel:
+        """A new model with the island count and capacity saved by :meth:`to_dict`.
+
+        Raises:
+            ValueError: as :meth:`load_dict`.
+        """
+        model = cls(int(d["n_islands"]), space, metrics, d.get("capacity_per_island"))
+        model.load_dict(d)
+        return model

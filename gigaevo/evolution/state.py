@@ -1,0 +1,40 @@
+"""Run counters that are checkpointed with every commit and summarised at the end."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class RunCounters:
+    """Mutable tallies of one run (restored on resume)."""
+
+    n_mutants: int = 0
+    n_valid: int = 0
+    n_invalid: int = 0
+    n_duplicate: int = 0
+    n_failed_mutations: int = 0
+    n_accepted: int = 0
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    llm_cost_usd: float = 0.0
+    best_id: str = ""
+    best_fitness: float = 0.0
+    initial_fitness: float = 0.0
+    mutants_since_improvement: int = 0
+    wall_seconds: float = 0.0  # run time at the last commit, across resumed sessions
+    invalid_reasons: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunCounters:
+        return cls(**d)
+
+    def count_reason(self, reason: str) -> None:
+        """Tally an invalid reason by its kind (text before the first colon)."""
+        kind = reason.split(":", 1)[0].strip()[:60] or "unknown"
+        self.invalid_reasons[kind] = self.invalid_reasons.get(kind, 0) + 1

@@ -1,0 +1,179 @@
+"""The program store: every program, pending dispatches and the archive checkpoint, in SQLite.
+
+One file, ``programs.sqlite3`` in ``checkpoint_dir``. Each committed mutant is
+one transaction that writes the program row, deletes its dispatch row and
+replaces the island checkpoint, so after a SIGKILL the store is exactly the
+state after the last complete commit.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from gigaevo.programs import Program
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS programs (
+    ordinal INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    digest TEXT NOT NULL,
+    status TEXT NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS programs_digest ON programs(digest);
+CREATE TABLE IF NOT EXISTS dispatches (
+    attempt INTEGER PRIMARY KEY,
+    data TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+"""
+
+
+class StoreError(RuntimeError):
+    """The program store is unreadable or belongs to a different run."""
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """A mutation attempt as decided before the LLM call; replayed verbatim on resume."""
+
+    attempt: int
+    island: int
+    parent_id: str
+    inspiration_ids: tuple[str, ...]
+    seed: int
+    slate: str = ""
+    card_ids: tuple[str, ...] = ()
+
+    def to_json(self) -> str:
+        d = asdict(self)
+        d["inspiration_ids"] = list(self.inspiration_ids)
+        d["card_ids"] = list(self.card_ids)
+        return json.dumps(d, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Dispatch:
+        d = json.loads(text)
+        d["inspiration_ids"] = tuple(d["inspiration_ids"])
+        d["card_ids"] = tuple(d.get("card_ids", ()))
+        return cls(**d)
+
+
+class ProgramStore:
+    """SQLite-backed store of programs and run state.
+
+    Args:
+        path: the database file; created with its schema when missing.
+
+    Raises:
+        StoreError: the file is not a readable store of this schema.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA busy_timeout=10000")
+            self._db.executescript(_SCHEMA)
+            version = self.get_meta("schema_version")
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: not a readable program store ({exc})") from exc
+        if version is None:
+            self.set_meta("schema_version", SCHEMA_VERSION)
+        elif version != SCHEMA_VERSION:
+            raise StoreError(f"{self.path}: schema version {version}, expected {SCHEMA_VERSION}")
+
+    # -- meta -----------------------------------------------------------------
+    def get_meta(self, key: str) -> Any:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def set_meta(self, key: str, value: Any) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value))
+        )
+
+    # -- programs -------------------------------------------------------------
+    def count(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM programs").fetchone()[0])
+
+    def get(self, program_id: str) -> Program:
+        row = self._db.execute("SELECT data FROM programs WHERE id = ?", (program_id,)).fetchone()
+        if row is None:
+            raise KeyError(program_id)
+        return Program.from_dict(json.loads(row[0]))
+
+    def iter_programs(self) -> Iterator[Program]:
+        """All programs in commit order."""
+        for (data,) in self._db.execute("SELECT data FROM programs ORDER BY ordinal"):
+            yield Program.from_dict(json.loads(data))
+
+    def digests(self) -> dict[str, str]:
+        """Normalised-code digest -> id of the first program with it (evaluated ones only)."""
+        out: dict[str, str] = {}
+        rows = self._db.execute(
+            "SELECT digest, id FROM programs WHERE status != 'duplicate' ORDER BY ordinal"
+        )
+        for digest, pid in rows:
+            out.setdefault(digest, pid)
+        return out
+
+    def commit(
+        self,
+        program: Program,
+        digest: str,
+        *,
+        attempt: int | None,
+        state: dict[str, Any],
+    ) -> None:
+        """Write one program, retire its dispatch and replace the run state, atomically."""
+        cur = self._db.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            cur.execute(
+                "INSERT INTO programs(ordinal, id, digest, status, data) VALUES (?, ?, ?, ?, ?)",
+                (
+                    program.ordinal,
+                    program.id,
+                    digest,
+                    str(program.status),
+                    json.dumps(program.to_dict(), sort_keys=True),
+                ),
+            )
+            if attempt is not None:
+                cur.execute("DELETE FROM dispatches WHERE attempt = ?", (attempt,))
+            cur.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('state', ?)",
+                (json.dumps(state, sort_keys=True),),
+            )
+            cur.execute("COMMIT")
+        except BaseException:
+            cur.execute("ROLLBACK")
+            raise
+
+    # -- dispatches -----------------------------------------------------------
+    def add_dispatch(self, dispatch: Dispatch) -> None:
+        self._db.execute(
+            "INSERT INTO dispatches(attempt, data) VALUES (?, ?)",
+            (dispatch.attempt, dispatch.to_json()),
+        )
+
+    def pending_dispatches(self) -> list[Dispatch]:
+        rows = self._db.execute("SELECT data FROM dispatches ORDER BY attempt")
+        return [Dispatch.from_json(data) for (data,) in rows]
+
+    def close(self) -> None:
+        self._db.close()

@@ -1,0 +1,217 @@
+"""Build a run from a composed Hydra config and own it while it runs.
+
+This is the only place (with ``run.py``) that touches OmegaConf: components
+are instantiated from their ``_target_`` nodes and receive plain values and
+built objects.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from gigaevo.evaluation.base import Evaluator
+from gigaevo.evolution import (
+    AnyStopper,
+    BehaviourSpace,
+    FitnessPlateau,
+    IslandModel,
+    MaxMutants,
+    TargetFitness,
+    WallClock,
+)
+from gigaevo.evolution.engine import EngineSettings, EvolutionEngine
+from gigaevo.evolution.events import EventLog
+from gigaevo.evolution.state import RunCounters
+from gigaevo.evolution.store import ProgramStore, StoreError
+from gigaevo.memory.base import MemoryProvider
+from gigaevo.problems import Problem, ProblemError, load_problem
+
+log = logging.getLogger("gigaevo")
+
+STORE_FILE = "programs.sqlite3"
+
+
+class ConfigError(ValueError):
+    """A configuration value is unusable; the message names the key."""
+
+
+@dataclass
+class BuiltRun:
+    """A ready engine plus what must be closed afterwards."""
+
+    engine: EvolutionEngine
+    evaluator: Evaluator
+    memory: MemoryProvider
+    store: ProgramStore
+    checkpoint_dir: Path
+
+    def close(self) -> None:
+        self.evaluator.close()
+        self.memory.close()
+        self.store.close()
+
+
+def _require_int(cfg: DictConfig, key: str, minimum: int) -> int:
+    value = OmegaConf.select(cfg, key)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{key} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ConfigError(f"{key} must be >= {minimum}, got {value}")
+    return value
+
+
+def validate_config(cfg: DictConfig) -> None:
+    """Check the top-level values before any work.
+
+    Raises:
+        ConfigError: naming the first offending key.
+    """
+    _require_int(cfg, "seed", 0)
+    _require_int(cfg, "max_mutants", 0)
+    _require_int(cfg, "evolution.max_in_flight", 1)
+    _require_int(cfg, "evolution.n_islands", 1)
+    _require_int(cfg, "evaluator.max_workers", 1)
+    if not isinstance(cfg.resume, bool):
+        raise ConfigError(f"resume must be true or false, got {cfg.resume!r}")
+    if not cfg.checkpoint_dir:
+        raise ConfigError("checkpoint_dir must be set")
+    mode = OmegaConf.select(cfg, "pipeline.mutator.mode")
+    if mode not in ("diff", "rewrite"):
+        raise ConfigError(f"pipeline.mutator.mode must be 'diff' or 'rewrite', got {mode!r}")
+
+
+def resolve_problem(cfg: DictConfig) -> Problem:
+    """Load ``problem.dir`` when given, else the built-in ``problem.name``."""
+    directory = OmegaConf.select(cfg, "problem.dir")
+    if directory:
+        return load_problem(directory=str(directory))
+    name = OmegaConf.select(cfg, "problem.name")
+    if not name:
+        raise ProblemError("problem.name or problem.dir must be set")
+    return load_problem(name=str(name))
+
+
+def _open_store(cfg: DictConfig, ckpt: Path, problem: Problem) -> ProgramStore:
+    path = ckpt / STORE_FILE
+    existed = path.exists()
+    if cfg.resume and not existed:
+        raise ConfigError(f"resume=true but checkpoint_dir={ckpt} holds no run ({STORE_FILE})")
+    try:
+        store = ProgramStore(path)
+    except StoreError as exc:
+        raise ConfigError(str(exc)) from exc
+    identity = {"problem": problem.name, "seed": int(cfg.seed)}
+    if not existed or store.count() == 0:
+        store.set_meta("identity", identity)
+        return store
+    if not cfg.resume:
+        store.close()
+        raise ConfigError(
+            f"checkpoint_dir={ckpt} already holds a run; pass resume=true to continue it "
+            "or choose another checkpoint_dir"
+        )
+    stored = store.get_meta("identity") or {}
+    for key, value in identity.items():
+        if stored.get(key) != value:
+            store.close()
+            raise ConfigError(
+                f"resume=true: checkpoint_dir={ckpt} was made with {key}={stored.get(key)!r}, "
+                f"not {value!r}"
+            )
+    return store
+
+
+def _build_stopper(cfg: DictConfig, problem: Problem) -> AnyStopper:
+    stop = cfg.evolution.stop
+    stoppers: list[Any] = [MaxMutants(int(cfg.max_mutants))]
+    try:
+        if stop.max_wall_seconds is not None:
+            stoppers.append(WallClock(float(stop.max_wall_seconds)))
+        if stop.plateau_patience is not None:
+            stoppers.append(
+                FitnessPlateau(int(stop.plateau_patience), float(stop.plateau_min_delta))
+            )
+        if stop.target_fitness is not None:
+            stoppers.append(TargetFitness(float(stop.target_fitness), problem.metrics))
+    except ValueError as exc:
+        raise ConfigError(f"evolution.stop: {exc}") from exc
+    return AnyStopper(stoppers)
+
+
+def build_run(cfg: DictConfig, *, show_progress: bool = True) -> BuiltRun:
+    """Validate ``cfg``, load the problem and instantiate every component.
+
+    Raises:
+        ConfigError, ProblemError: bad configuration; nothing has been run.
+    """
+    validate_config(cfg)
+    problem = resolve_problem(cfg)
+    ckpt = Path(str(cfg.checkpoint_dir)).resolve()
+    ckpt.mkdir(parents=True, exist_ok=True)
+    store = _open_store(cfg, ckpt, problem)
+    evo = cfg.evolution
+    space = BehaviourSpace.from_dicts(OmegaConf.to_container(evo.behaviour, resolve=True))  # type: ignore[arg-type]
+    islands = IslandModel(
+        n_islands=int(evo.n_islands),
+        space=space,
+        metrics=problem.metrics,
+        capacity_per_island=evo.capacity_per_island,
+    )
+    evaluator = instantiate(cfg.evaluator)(problem=problem)
+    memory = instantiate(cfg.memory)
+    llm = instantiate(cfg.llm)
+    mutator = instantiate(cfg.pipeline.mutator, llm=llm)
+    engine = EvolutionEngine(
+        problem=problem,
+        mutator=mutator,
+        evaluator=evaluator,
+        memory=memory,
+        islands=islands,
+        selector=instantiate(evo.selector),
+        inspirations=instantiate(evo.inspirations),
+        scheduler=instantiate(evo.scheduler),
+        migration=instantiate(evo.migration),
+        stopper=_build_stopper(cfg, problem),
+        store=store,
+        events=EventLog(ckpt / "events.jsonl"),
+        checkpoint_dir=ckpt,
+        settings=EngineSettings(
+            seed=int(cfg.seed),
+            max_mutants=int(cfg.max_mutants),
+            max_in_flight=int(evo.max_in_flight),
+            task_key=problem.name,
+        ),
+        show_progress=show_progress,
+    )
+    return BuiltRun(engine, evaluator, memory, store, ckpt)
+
+
+def run_from_config(cfg: DictConfig, *, show_progress: bool = True) -> RunCounters:
+    """Build and run; returns the final counters. Closes everything it opened."""
+    built = build_run(cfg, show_progress=show_progress)
+    try:
+        (built.checkpoint_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+        counters = built.engine.run()
+    finally:
+        built.close()
+    log.info(
+        "best %s = %.6g (initial %.6g) after %d mutants; outputs in %s",
+        built.engine.problem.metrics.primary,
+        counters.best_fitness,
+        counters.initial_fitness,
+        counters.n_mutants,
+        built.checkpoint_dir,
+    )
+    return counters
+
+
+def summary_of(checkpoint_dir: str | Path) -> dict[str, Any]:
+    """The ``summary.json`` of a run directory."""
+    return dict(json.loads((Path(checkpoint_dir) / "summary.json").read_text()))

@@ -1,0 +1,54 @@
+"""Shared fixtures: composing the real Hydra config for a run in tmp_path."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG_DIR = ROOT / "config"
+
+
+def compose_config(overrides: list[str]) -> DictConfig:
+    """The composed run config with ``overrides`` (no Hydra runtime needed)."""
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        return compose("config", overrides=overrides)
+
+
+@pytest.fixture
+def make_cfg(tmp_path: Path) -> Callable[..., DictConfig]:
+    """Build a config for a small run whose checkpoint_dir is under tmp_path."""
+
+    def _make(*overrides: str, run: str = "run") -> DictConfig:
+        base = [
+            "problem=rastrigin",
+            "max_mutants=12",
+            f"checkpoint_dir={tmp_path / run}",
+            "progress=false",
+            "evaluator.max_workers=1",
+        ]
+        return compose_config([*base, *overrides])
+
+    return _make
+
+
+def run_py(*args: str, cwd: Path, timeout: float = 300) -> tuple[int, str, str]:
+    """Run ``python run.py ARGS`` in ``cwd``; returns (exit code, stdout, stderr)."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HYDRA_")}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "run.py"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+    return proc.returncode, proc.stdout, proc.stderr

@@ -1,0 +1,113 @@
+"""Start-up failures, close, context manager, and no leaked processes or files."""
+
+from __future__ import annotations
+
+import gc
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from gigaevo.evaluation import SandboxError, SandboxEvaluator
+
+from .conftest import MakeProblem
+from .helpers import descendants, is_alive
+
+
+def test_close_leaves_no_processes(make_problem: MakeProblem) -> None:
+    ev = SandboxEvaluator(make_problem(), max_workers=2, memory_mb=512)
+    workers = ev.worker_pids
+    assert len(workers) == 2 and all(is_alive(pid) for pid in workers)
+    assert set(workers) <= set(descendants(os.getpid()))
+    result = ev.evaluate("import time\ndef solve():\n    return [1]\n")
+    assert result.valid
+    ev.close()
+    assert not any(is_alive(pid) for pid in workers)
+    assert descendants(os.getpid()) == []
+    ev.close()  # idempotent
+
+
+def test_close_kills_a_running_child(make_problem: MakeProblem) -> None:
+    ev = SandboxEvaluator(make_problem(timeout_s=30.0), max_workers=1, memory_mb=512)
+    results = []
+    code = "import os, time\ndef solve():\n    time.sleep(30)\n    return [1]\n"
+    thread = threading.Thread(target=lambda: results.append(ev.evaluate(code)))
+    thread.start()
+    time.sleep(0.3)
+    ev.close()
+    thread.join(timeout=5)
+    assert not thread.is_alive()
+    assert results and not results[0].valid
+    assert results[0].reason == "the sandbox evaluator was closed during the evaluation"
+    assert descendants(os.getpid()) == []
+
+
+def test_waiting_callers_are_released_by_close(make_problem: MakeProblem) -> None:
+    ev = SandboxEvaluator(make_problem(timeout_s=30.0), max_workers=1, memory_mb=512)
+    code = "import time\ndef solve():\n    time.sleep(30)\n    return [1]\n"
+    errors: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            ev.evaluate(code)
+        except SandboxError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=call) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.3)
+    ev.close()
+    for thread in threads:
+        thread.join(timeout=5)
+    assert not any(thread.is_alive() for thread in threads)
+    assert len(errors) == 2  # the two callers still waiting for a worker
+
+
+def test_context_manager_and_evaluate_after_close(make_problem: MakeProblem) -> None:
+    with SandboxEvaluator(make_problem(), max_workers=1, memory_mb=512) as ev:
+        scratch = Path(ev._temp_root)
+        assert scratch.is_dir()
+    assert not scratch.exists()
+    with pytest.raises(SandboxError, match="closed"):
+        ev.evaluate("def solve():\n    return [1]\n")
+
+
+@pytest.mark.parametrize(
+    "validator",
+    [
+        "def validate(output:\n    return {}\n",
+        "import no_such_module_xyz\n\ndef validate(output):\n    return {}\n",
+        "def not_validate(output):\n    return {}\n",
+    ],
+)
+def test_broken_validator_fails_the_constructor(make_problem: MakeProblem, validator: str) -> None:
+    problem = make_problem(validator)
+    with pytest.raises(SandboxError) as info:
+        SandboxEvaluator(problem, max_workers=2, memory_mb=512)
+    assert str(problem.validator_path.resolve()) in str(info.value)
+    assert descendants(os.getpid()) == []
+
+
+def test_missing_preload_module_fails_the_constructor(make_problem: MakeProblem) -> None:
+    with pytest.raises(SandboxError, match="no_such_module_xyz"):
+        SandboxEvaluator(make_problem(), max_workers=1, preload_modules=["no_such_module_xyz"])
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"max_workers": 0}, {"timeout_s": 0.0}, {"memory_mb": -1}, {"cpu_seconds": 0}]
+)
+def test_bad_limits_are_rejected(make_problem: MakeProblem, kwargs: dict[str, float]) -> None:
+    with pytest.raises(ValueError):
+        SandboxEvaluator(make_problem(), **kwargs)  # type: ignore[arg-type]
+
+
+def test_garbage_collection_kills_workers(make_problem: MakeProblem) -> None:
+    def start_and_forget() -> list[int]:
+        return SandboxEvaluator(make_problem(), max_workers=1, memory_mb=512).worker_pids
+
+    pids = start_and_forget()
+    gc.collect()
+    assert not any(is_alive(pid) for pid in pids)

@@ -1,0 +1,103 @@
+"""A well-behaved program is run, converted to JSON, validated and timed."""
+
+from __future__ import annotations
+
+from gigaevo.evaluation import EvaluationResult, Evaluator, SandboxEvaluator
+
+from .helpers import program
+
+
+def test_valid_program_returns_metrics(shared_evaluator: SandboxEvaluator) -> None:
+    code = program(
+        """
+        def solve():
+            print("hello from the child")
+            return [1.5, 2.5, 3]
+        """
+    )
+    result = shared_evaluator.evaluate(code)
+    assert isinstance(result, EvaluationResult)
+    assert result.valid, result.reason
+    assert result.reason is None
+    assert result.metrics == {"score": 7.0, "count": 3.0}
+    assert "hello from the child" in result.stdout_tail
+    assert 0.0 <= result.run_seconds < 1.0
+    assert 0.0 <= result.overhead_seconds < 1.0
+
+
+def test_numpy_values_and_tuples_are_converted(shared_evaluator: SandboxEvaluator) -> None:
+    code = program(
+        """
+        import numpy as np
+
+        def solve():
+            return list(np.arange(3, dtype=np.int64)) + [np.float32(0.5), (1, 2)[0]]
+        """
+    )
+    result = shared_evaluator.evaluate(code)
+    assert result.valid, result.reason
+    assert result.metrics["score"] == 4.5
+
+
+def test_numpy_array_return(shared_evaluator: SandboxEvaluator) -> None:
+    code = "import numpy as np\ndef solve():\n    return np.ones(4) * 2\n"
+    result = shared_evaluator.evaluate(code)
+    assert result.valid, result.reason
+    assert result.metrics == {"score": 8.0, "count": 4.0}
+
+
+def test_run_seconds_is_the_programs_own_time(shared_evaluator: SandboxEvaluator) -> None:
+    code = "import time\ndef solve():\n    time.sleep(0.2)\n    return [1]\n"
+    result = shared_evaluator.evaluate(code)
+    assert result.valid, result.reason
+    assert 0.19 <= result.run_seconds < 0.5
+    assert result.overhead_seconds < 0.2
+
+
+def test_satisfies_the_evaluator_protocol(shared_evaluator: SandboxEvaluator) -> None:
+    evaluator: Evaluator = shared_evaluator
+    assert evaluator.evaluate("def solve():\n    return [2]\n").metrics["score"] == 2.0
+
+
+def test_child_runs_in_a_fresh_temporary_directory(shared_evaluator: SandboxEvaluator) -> None:
+    code = program(
+        """
+        import os
+
+        def solve():
+            before = len(os.listdir("."))
+            with open("scratch.txt", "w") as handle:
+                handle.write("x")
+            print("CWD=" + os.getcwd())
+            return [before]
+        """
+    )
+    first = shared_evaluator.evaluate(code)
+    second = shared_evaluator.evaluate(code)
+    for result in (first, second):
+        assert result.valid, result.reason
+        assert result.metrics["score"] == 0.0  # nothing left over from an earlier child
+    cwd = first.stdout_tail.split("CWD=")[1].split()[0]
+    assert not __import__("os").path.exists(cwd)
+
+
+def test_stdin_is_closed(shared_evaluator: SandboxEvaluator) -> None:
+    result = shared_evaluator.evaluate("def solve():\n    return [len(input())]\n")
+    assert not result.valid
+    assert result.reason is not None and result.reason.startswith("EOFError")
+
+
+def test_stdout_tail_keeps_the_last_two_kilobytes(shared_evaluator: SandboxEvaluator) -> None:
+    code = program(
+        """
+        def solve():
+            for i in range(2000):
+                print(f"line {i}")
+            return [1]
+        """
+    )
+    result = shared_evaluator.evaluate(code)
+    assert result.valid, result.reason
+    assert result.stdout_tail.endswith("line 1999\n")
+    assert "line 0\n" not in result.stdout_tail
+    assert 1500 <= len(result.stdout_tail) <= 2048

@@ -1,0 +1,99 @@
+"""Bad input stops run.py before any work: one line naming the culprit, exit code 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_py
+
+
+def _one_error_line(stderr: str) -> str:
+    lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
+    assert lines, "no error message"
+    assert lines[-1].startswith("error: "), stderr
+    return lines[-1]
+
+
+def test_unknown_problem_name(tmp_path: Path) -> None:
+    code, _, err = run_py("problem.name=no_such_problem", cwd=tmp_path)
+    assert code == 2
+    line = _one_error_line(err)
+    assert "problem.name" in line and "no_such_problem" in line
+    assert not (tmp_path / "outputs").exists() or not list(
+        (tmp_path / "outputs").rglob("programs.sqlite3")
+    )
+
+
+def test_negative_budget(tmp_path: Path) -> None:
+    code, _, err = run_py("problem=rastrigin", "max_mutants=-5", cwd=tmp_path)
+    assert code == 2
+    assert "max_mutants" in _one_error_line(err)
+
+
+def test_missing_problem_directory(tmp_path: Path) -> None:
+    code, _, err = run_py(f"problem.dir={tmp_path / 'nowhere'}", cwd=tmp_path)
+    assert code == 2
+    line = _one_error_line(err)
+    assert "problem.dir" in line and "nowhere" in line
+
+
+def _copy_builtin(tmp_path: Path, name: str) -> Path:
+    import shutil
+
+    from gigaevo.problems import builtin_root
+
+    dst = tmp_path / "myproblem"
+    shutil.copytree(builtin_root() / name, dst)
+    return dst
+
+
+def test_broken_user_problem_dir_missing_validator(tmp_path: Path) -> None:
+    prob = _copy_builtin(tmp_path, "rastrigin")
+    (prob / "validator.py").unlink()
+    code, _, err = run_py(f"problem.dir={prob}", cwd=tmp_path)
+    assert code == 2
+    assert "validator.py" in _one_error_line(err)
+
+
+def test_initial_program_that_does_not_run(tmp_path: Path) -> None:
+    prob = _copy_builtin(tmp_path, "rastrigin")
+    init = prob / "initial_program.py"
+    init.write_text(init.read_text().replace("# EVOLVE-BLOCK-END", "1 / 0\n# EVOLVE-BLOCK-END"))
+    ckpt = tmp_path / "ck"
+    code, _, err = run_py(f"problem.dir={prob}", f"checkpoint_dir={ckpt}", cwd=tmp_path)
+    assert code == 2
+    line = _one_error_line(err)
+    assert "initial program" in line and "ZeroDivisionError" in line
+
+
+@pytest.mark.parametrize("value", ["abc", "1.5"])
+def test_ill_typed_seed(tmp_path: Path, value: str) -> None:
+    code, _, err = run_py("problem=rastrigin", f"seed={value}", cwd=tmp_path)
+    assert code == 2
+    assert "seed" in _one_error_line(err)
+
+
+def test_existing_run_is_not_overwritten(tmp_path: Path) -> None:
+    ckpt = tmp_path / "ck"
+    args = ("problem=rastrigin", "max_mutants=3", f"checkpoint_dir={ckpt}", "progress=false")
+    assert run_py(*args, cwd=tmp_path)[0] == 0
+    before = (ckpt / "programs.sqlite3").read_bytes()
+    code, _, err = run_py(*args, cwd=tmp_path)
+    assert code == 2
+    assert "resume=true" in _one_error_line(err)
+    assert (ckpt / "programs.sqlite3").read_bytes() == before
+
+
+def test_resume_without_earlier_run(tmp_path: Path) -> None:
+    code, _, err = run_py("problem=rastrigin", "resume=true", cwd=tmp_path)
+    assert code == 2
+    assert "resume=true" in _one_error_line(err)
+
+
+def test_help_and_cfg_job(tmp_path: Path) -> None:
+    code, out, _ = run_py("--help", cwd=tmp_path)
+    assert code == 0 and "problem" in out and "memory" in out
+    code, out, _ = run_py("--cfg", "job", cwd=tmp_path)
+    assert code == 0 and "max_mutants: 300" in out

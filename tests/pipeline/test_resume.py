@@ -1,0 +1,117 @@
+"""Resume: budget counted right, initial program never re-added, history unchanged."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from omegaconf import DictConfig
+
+from gigaevo.evolution.store import ProgramStore
+from gigaevo.pipeline.build import STORE_FILE, run_from_config
+from tests.conftest import ROOT, run_py
+
+
+def _ids(ckpt: Path) -> list[str]:
+    store = ProgramStore(ckpt / STORE_FILE)
+    try:
+        return [p.id for p in store.iter_programs()]
+    finally:
+        store.close()
+
+
+def test_resume_extends_budget_without_readding_initial(
+    make_cfg: Callable[..., DictConfig], tmp_path: Path
+) -> None:
+    first = run_from_config(make_cfg("max_mutants=10"), show_progress=False)
+    assert first.n_mutants == 10
+    again = run_from_config(make_cfg("max_mutants=20", "resume=true"), show_progress=False)
+    assert again.n_mutants == 20
+    ids = _ids(tmp_path / "run")
+    assert len(ids) == 21 and len(set(ids)) == 21
+    whole = run_from_config(make_cfg("max_mutants=20", run="whole"), show_progress=False)
+    assert whole.n_mutants == 20
+    assert _ids(tmp_path / "whole") == ids
+
+
+def test_resume_of_finished_run_does_nothing(
+    make_cfg: Callable[..., DictConfig], tmp_path: Path
+) -> None:
+    run_from_config(make_cfg("max_mutants=5"), show_progress=False)
+    before = _ids(tmp_path / "run")
+    k = run_from_config(make_cfg("max_mutants=5", "resume=true"), show_progress=False)
+    assert k.n_mutants == 5 and _ids(tmp_path / "run") == before
+
+
+def test_resume_with_other_seed_is_refused(
+    make_cfg: Callable[..., DictConfig],
+) -> None:
+    from gigaevo.pipeline.build import ConfigError
+
+    run_from_config(make_cfg("max_mutants=3"), show_progress=False)
+    with pytest.raises(ConfigError, match="seed"):
+        run_from_config(make_cfg("max_mutants=3", "seed=9", "resume=true"), show_progress=False)
+
+
+def _committed(store: Path) -> int:
+    if not store.exists():
+        return 0
+    try:
+        con = sqlite3.connect(store, timeout=5)
+        try:
+            return int(con.execute("SELECT COUNT(*) FROM programs").fetchone()[0])
+        finally:
+            con.close()
+    except sqlite3.OperationalError:
+        return 0
+
+
+@pytest.mark.slow
+def test_kill_9_then_resume_matches_uninterrupted_run(tmp_path: Path) -> None:
+    args = ["problem=rastrigin", "max_mutants=60", "progress=false", "seed=5"]
+    ckpt = tmp_path / "killed"
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "run.py"), *args, f"checkpoint_dir={ckpt}"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while _committed(ckpt / STORE_FILE) < 25 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done = _committed(ckpt / STORE_FILE)
+    assert 25 <= done < 61, "the run should have been killed mid-way"
+    code, _, err = run_py(*args, f"checkpoint_dir={ckpt}", "resume=true", cwd=tmp_path)
+    assert code == 0, err
+    code, _, err = run_py(*args, f"checkpoint_dir={tmp_path / 'whole'}", cwd=tmp_path)
+    assert code == 0, err
+    assert _ids(ckpt) == _ids(tmp_path / "whole")
+    summary = json.loads((ckpt / "summary.json").read_text())
+    assert summary["n_mutants"] == 60
+    events = (ckpt / "events.jsonl").read_text().splitlines()
+    assert sum('"event": "initial"' in e for e in events) == 1
+
+
+@pytest.mark.slow
+def test_same_command_plus_resume_finds_the_run(tmp_path: Path) -> None:
+    args = ["problem=rastrigin", "max_mutants=8", "progress=false"]
+    assert run_py(*args, cwd=tmp_path)[0] == 0
+    runs = list((tmp_path / "outputs").rglob(STORE_FILE))
+    assert len(runs) == 1
+    code, _, err = run_py(*[a.replace("8", "16") for a in args], "resume=true", cwd=tmp_path)
+    assert code == 2  # other overrides: not the same command
+    code, _, err = run_py(*args[:1], "max_mutants=8", "progress=false", "resume=true", cwd=tmp_path)
+    assert code == 0, err
+    assert "resuming" in err
+    assert list((tmp_path / "outputs").rglob(STORE_FILE)) == runs
