@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from gigaevo.evaluation.guard import ProcessCreationGuard
+from gigaevo.evaluation.isolation import drop_capabilities
 from gigaevo.evaluation.limits import apply_rlimits, die_with_parent
 
 PROGRAM_FILENAME = "<program>"
@@ -92,7 +93,12 @@ class ChunkedTextWriter(io.TextIOWrapper):
 
 
 def _confine(spec: ChildSpec, guard: ProcessCreationGuard) -> None:
-    """Own session, closed stdin, output to the capped file, limits, no process creation."""
+    """Own session, closed stdin, output to the capped file, limits, no capabilities.
+
+    Also blocks process creation at the Python level. The capabilities go
+    after ``setuid`` and the rlimits (both need them) and before the
+    parent-death signal, which a credential change would clear.
+    """
     os.setsid()
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -111,14 +117,15 @@ def _confine(spec: ChildSpec, guard: ProcessCreationGuard) -> None:
         os.setgroups([])
         os.setgid(spec.run_as_uid)
         os.setuid(spec.run_as_uid)
-    die_with_parent()  # after setuid: a credential change clears the death signal
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD):
-        signal.signal(signum, signal.SIG_DFL)
     apply_rlimits(
         memory_mb=spec.memory_mb,
         cpu_seconds=spec.cpu_seconds,
         max_file_bytes=spec.max_output_bytes + 1,
     )
+    drop_capabilities()  # also: the rlimits can no longer be raised
+    die_with_parent()  # after setuid: a credential change clears the death signal
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD):
+        signal.signal(signum, signal.SIG_DFL)
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
     # Line-buffered so that the tail survives a SIGKILL at the timeout.
     for fd, name in ((1, "stdout"), (2, "stderr")):

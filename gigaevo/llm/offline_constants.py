@@ -127,7 +127,11 @@ def _literal(view: SourceView, const: NumericConstant, text: str) -> Span:
 
 
 def _new_float(
-    rng: np.random.Generator, value: float, typical: float, partner: float | None, better: bool | None
+    rng: np.random.Generator,
+    value: float,
+    typical: float,
+    partner: float | None,
+    better: bool | None,
 ) -> tuple[float, float, str]:
     """A perturbed float, the step's resolution and how it was made.
 
@@ -235,8 +239,11 @@ def crossover_constants(ctx: TacticContext, rng: np.random.Generator) -> TacticR
     consts = numeric_constants(ctx.parent)
     for k in rng.permutation(len(ctx.inspirations)):
         elite, view = ctx.inspirations[int(k)]
-        pairs = [(i, o) for i, o in aligned(consts, numeric_constants(view)).items()]
-        pairs = [(i, o) for i, o in pairs if o.value != consts[i].value]
+        pairs = [
+            (i, o)
+            for i, o in aligned(consts, numeric_constants(view)).items()
+            if o.value != consts[i].value
+        ]
         if not pairs:
             continue
         take = [p for p in pairs if rng.random() < 0.5] or [pairs[int(rng.integers(len(pairs)))]]

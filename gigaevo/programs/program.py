@@ -129,29 +129,35 @@ def normalise_code(code: str) -> str:
 
     Two programs that differ only in comments or layout normalise equal. Code
     that parses is round-tripped through ``ast.unparse``; code that does not is
-    reduced token by token (comments and whitespace dropped); text that cannot
-    even be tokenised is compared with all whitespace stripped.
+    reduced token by token (comments and whitespace dropped); text after the
+    point where tokenising fails is compared with all whitespace stripped.
     """
     try:
         return ast.unparse(ast.parse(code))
     except (SyntaxError, ValueError):
         pass
+    skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT}
+    toks: list[str] = []
+    last_line = 0
     try:
-        toks = [
-            t.string
-            for t in tokenize.generate_tokens(io.StringIO(code).readline)
-            if t.type
-            not in (
-                tokenize.COMMENT,
-                tokenize.NL,
-                tokenize.NEWLINE,
-                tokenize.INDENT,
-                tokenize.DEDENT,
-            )
-        ]
-        return " ".join(toks)
-    except (tokenize.TokenError, IndentationError, SyntaxError):
-        return "".join(code.split())
+        for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+            last_line = tok.end[0]
+            if tok.type not in skip:
+                toks.append(tok.string)
+    except tokenize.TokenError as exc:
+        # keep the tokens read so far; compare the unread rest without whitespace
+        line, col = exc.args[1] if len(exc.args) > 1 else (last_line + 1, 0)
+        toks.append(_squeeze_from(code, line, col))
+    except (IndentationError, SyntaxError):
+        toks.append(_squeeze_from(code, last_line + 1, 0))
+    return " ".join(toks)
+
+
+def _squeeze_from(code: str, line: int, col: int) -> str:
+    """The text from 1-based ``line``, 0-based ``col`` onwards, whitespace removed."""
+    lines = code.splitlines()
+    rest = [lines[line - 1][col:], *lines[line:]] if 0 < line <= len(lines) else []
+    return "".join("".join(rest).split())
 
 
 def code_digest(code: str) -> str:

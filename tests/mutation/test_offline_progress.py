@@ -72,7 +72,8 @@ def test_toy_objective_improves_by_a_large_margin(seed: int) -> None:
 def _circle_score(validator: ModuleType) -> Score:
     def score(code: str) -> float | None:
         try:
-            result = _run(code, "run_packing")
+            with np.errstate(all="ignore"):  # children may divide by zero; the validator decides
+                result = _run(code, "run_packing")
             out = [np.asarray(part).tolist() for part in result]  # type: ignore[attr-defined]
             return float(validator.validate(out)["sum_radii"])
         except Exception:  # invalid packing or broken child

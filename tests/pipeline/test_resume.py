@@ -33,13 +33,15 @@ def test_resume_extends_budget_without_readding_initial(
 ) -> None:
     first = run_from_config(make_cfg("max_mutants=10"), show_progress=False)
     assert first.n_mutants == 10
+    before = _ids(tmp_path / "run")
     again = run_from_config(make_cfg("max_mutants=20", "resume=true"), show_progress=False)
     assert again.n_mutants == 20
     ids = _ids(tmp_path / "run")
     assert len(ids) == 21 and len(set(ids)) == 21
-    whole = run_from_config(make_cfg("max_mutants=20", run="whole"), show_progress=False)
-    assert whole.n_mutants == 20
-    assert _ids(tmp_path / "whole") == ids
+    assert ids[:11] == before  # nothing committed is lost or rewritten
+    # a larger budget dispatches attempts 10.. later than an uninterrupted run
+    # would, so only a resume at the same budget replays the same history
+    # (see test_kill_9_then_resume_matches_uninterrupted_run)
 
 
 def test_resume_of_finished_run_does_nothing(

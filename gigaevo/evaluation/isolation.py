@@ -1,0 +1,236 @@
+"""Kernel-level isolation: non-dumpable trusted processes, capability-free children, PID namespaces.
+
+Linux only; standard library alone (the worker imports it before anything else).
+
+The engine's credentials live in its initial environment block, which
+``/proc/<pid>/environ`` exposes and which no ``del os.environ[...]`` erases.
+Three layers keep that block, and the engine itself, out of a child's reach:
+
+* The evaluator's process and every worker are *non-dumpable*
+  (``PR_SET_DUMPABLE`` 0): reading their ``/proc/<pid>/environ``, ``mem``,
+  ``fd/*``, ``cwd`` or attaching with ``ptrace`` then needs ``CAP_SYS_PTRACE``.
+* Every child drops *all* capabilities (effective, permitted, inheritable,
+  ambient, bounding) and sets ``no_new_privs`` before running the program.
+  Even as uid 0 it then lacks ``CAP_SYS_PTRACE``, ``CAP_DAC_OVERRIDE``,
+  ``CAP_SYS_RESOURCE`` (cannot raise its rlimits back), ``CAP_SYS_ADMIN`` and
+  ``CAP_SYS_RAWIO``; the kernel also refuses it ptrace-mode access (``environ``,
+  ``mem``) to any process whose permitted capabilities it does not hold, which
+  is every ordinary root process. ``no_new_privs`` keeps an ``exec`` (from
+  native code) from giving the capabilities back.
+* Each worker runs as init (pid 1) of its own PID and mount namespace with a
+  private ``/proc``. A child can then name, signal, ptrace or inspect only
+  its worker and its own descendants: the engine, its ancestors, other
+  workers and their children do not exist for it (``kill`` gives
+  ``ProcessLookupError``, ``/proc/<pid>`` is absent). As namespace init the
+  worker ignores every signal sent from inside the namespace for which it has
+  no handler, ``SIGKILL`` included, and when it dies the kernel kills
+  everything left in the namespace.
+
+The first two layers need no privilege. The namespace needs ``CAP_SYS_ADMIN``
+(root) or unprivileged user namespaces; where neither is available the
+worker runs without one, and a same-uid child can still signal (not read or
+ptrace) other processes of that uid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+
+PR_SET_PDEATHSIG = 1
+PR_GET_DUMPABLE = 3
+PR_SET_DUMPABLE = 4
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_NOEXEC = 8
+MS_REC = 0x4000
+MS_PRIVATE = 1 << 18
+
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+_MAX_CAPABILITIES = 64
+
+# CDLL(None) resolves libc from the running interpreter; find_library would shell out.
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+class IsolationError(OSError):
+    """The kernel refused a step the sandbox cannot run without."""
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+def _prctl(option: int, arg2: int = 0, arg3: int = 0) -> int:
+    """Call ``prctl``; return 0 on success, else the ``errno``."""
+    status = _LIBC.prctl(option, ctypes.c_ulong(arg2), ctypes.c_ulong(arg3), 0, 0)
+    return 0 if status == 0 else ctypes.get_errno()
+
+
+def _raise(errno: int, what: str) -> None:
+    raise IsolationError(errno, f"{what} failed: {os.strerror(errno)}")
+
+
+def set_non_dumpable() -> None:
+    """Mark the calling process non-dumpable: no core dumps, ``/proc`` and ptrace need CAP_SYS_PTRACE.
+
+    The flag survives ``fork`` and is reset by ``exec``.
+
+    Raises:
+        IsolationError: the kernel refused.
+    """
+    errno = _prctl(PR_SET_DUMPABLE, 0)
+    if errno:
+        _raise(errno, "prctl(PR_SET_DUMPABLE, 0)")
+
+
+def is_dumpable() -> bool:
+    """The calling process's dumpable flag (``PR_GET_DUMPABLE``)."""
+    return bool(_LIBC.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0))
+
+
+def drop_capabilities() -> None:
+    """Set ``no_new_privs`` and empty every capability set of the calling process, for good.
+
+    The bounding set is emptied when the process may do so (``CAP_SETPCAP``);
+    with ``no_new_privs`` an ``exec`` could not regain anything anyway.
+
+    Raises:
+        IsolationError: ``no_new_privs`` or ``capset`` was refused.
+    """
+    errno = _prctl(PR_SET_NO_NEW_PRIVS, 1)
+    if errno:
+        _raise(errno, "prctl(PR_SET_NO_NEW_PRIVS)")
+    for capability in range(_MAX_CAPABILITIES):
+        if _prctl(PR_CAPBSET_DROP, capability):  # EINVAL past the last one, EPERM unprivileged
+            break
+    _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)  # EINVAL before Linux 4.3: nothing to clear
+    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()  # two 32-bit words per set, all zero
+    if _LIBC.capset(ctypes.byref(header), data) != 0:
+        _raise(ctypes.get_errno(), "capset")
+
+
+def _write_id_maps(uid: int, gid: int) -> None:
+    """Map our own uid/gid into a fresh user namespace (identity, one id each)."""
+    with contextlib.suppress(FileNotFoundError):
+        with open("/proc/self/setgroups", "w") as handle:
+            handle.write("deny")
+    with open("/proc/self/uid_map", "w") as handle:
+        handle.write(f"{uid} {uid} 1")
+    with open("/proc/self/gid_map", "w") as handle:
+        handle.write(f"{gid} {gid} 1")
+
+
+def _unshare(allow_user_namespace: bool) -> bool:
+    """Unshare PID and mount namespaces (in a user namespace when not privileged)."""
+    flags = CLONE_NEWPID | CLONE_NEWNS
+    if os.geteuid() == 0 and _LIBC.unshare(flags) == 0:
+        return True
+    if not allow_user_namespace:
+        return False
+    uid, gid = os.geteuid(), os.getegid()
+    if _LIBC.unshare(flags | CLONE_NEWUSER) != 0:
+        return False
+    try:
+        _write_id_maps(uid, gid)
+    except OSError as exc:  # unmapped ids still own our files; only getuid() changes
+        print(f"sandbox: cannot map ids in the user namespace: {exc}", file=sys.stderr)
+    return True
+
+
+def _mount_private_proc() -> None:
+    """Give this (new) mount namespace its own ``/proc`` showing only our PID namespace."""
+    if _LIBC.mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None) != 0:
+        _raise(ctypes.get_errno(), "making / private")
+    flags = ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    if _LIBC.mount(b"proc", b"/proc", b"proc", flags, None) != 0:
+        _raise(ctypes.get_errno(), "mounting /proc")
+
+
+def _wait_and_exit(pid: int, keep_fds: tuple[int, ...]) -> None:
+    """The namespace's parent: hold no pipe ends, wait for init, exit with its status."""
+    for fd in keep_fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    os._exit(code if code >= 0 else 128 - code)
+
+
+def enter_pid_namespace(*, close_in_parent: tuple[int, ...] = (), allow_user_namespace: bool = True) -> bool:
+    """Continue this process's work as init (pid 1) of new PID and mount namespaces.
+
+    Must be called while single-threaded. On success the calling process
+    forks: the parent closes ``close_in_parent``, waits for the child and
+    exits with its status (it never returns); the child, pid 1 of the new
+    namespace, gets a private ``/proc``, dies with the parent and returns
+    True. Without privilege, a user namespace mapping only our own uid is
+    tried (skipped when ``allow_user_namespace`` is false, e.g. when children
+    must switch to another uid).
+
+    Returns:
+        False, with nothing changed, when the kernel refuses the namespaces.
+    """
+    if not _unshare(allow_user_namespace):
+        return False
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid != 0:
+        _wait_and_exit(pid, close_in_parent)
+    _prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
+    try:
+        _mount_private_proc()
+    except IsolationError as exc:  # still isolated for signals; /proc shows pids it cannot use
+        print(f"sandbox: no private /proc in the worker namespace: {exc}", file=sys.stderr)
+    # Python's SIGINT handler would let a child interrupt us; SIG_DFL is ignored by a namespace init.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    return True
+
+
+def kill_namespace_members() -> None:
+    """As init of a PID namespace, SIGKILL every other process in it and reap them all.
+
+    Raises:
+        IsolationError: the caller is not pid 1 (``kill(-1)`` would reach far
+            beyond the sandbox).
+    """
+    if os.getpid() != 1:
+        raise IsolationError(0, "kill_namespace_members called outside a PID namespace init")
+    while True:
+        try:
+            os.kill(-1, signal.SIGKILL)  # everyone in the namespace except init itself
+        except ProcessLookupError:
+            break
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return

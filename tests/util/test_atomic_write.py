@@ -1,0 +1,55 @@
+"""Atomic writes leave either the old or the new file; torn JSONL lines are repaired."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import signal
+from pathlib import Path
+
+from gigaevo.util import append_jsonl, atomic_write_json, atomic_write_text
+
+
+def _writer_forever(path: str) -> None:
+    i = 0
+    while True:
+        atomic_write_json(path, {"i": i, "pad": "x" * 100_000})
+        i += 1
+
+
+def test_reader_never_sees_half_a_file_even_after_sigkill(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    atomic_write_json(path, {"i": -1, "pad": ""})
+    proc = mp.get_context("fork").Process(target=_writer_forever, args=(str(path),))
+    proc.start()
+    try:
+        for _ in range(300):
+            json.loads(path.read_text())  # raises on a torn file
+    finally:
+        assert proc.pid is not None
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.join()
+    assert "i" in json.loads(path.read_text())
+    leftovers = [p for p in tmp_path.iterdir() if p.name != "state.json"]
+    assert all(p.name.endswith(".tmp") for p in leftovers)
+
+
+def test_atomic_write_text_replaces_content(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "f.txt"
+    atomic_write_text(path, "one")
+    atomic_write_text(path, "two")
+    assert path.read_text() == "two"
+    assert [p.name for p in path.parent.iterdir()] == ["f.txt"]
+
+
+def test_append_jsonl_repairs_a_torn_last_line(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    append_jsonl(path, {"a": 1})
+    with open(path, "a") as f:
+        f.write('{"torn": ')
+    append_jsonl(path, {"b": 2})
+    lines = path.read_text().splitlines()
+    assert json.loads(lines[0]) == {"a": 1}
+    assert json.loads(lines[-1]) == {"b": 2}
+    assert len(lines) == 3
