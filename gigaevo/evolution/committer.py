@@ -339,7 +339,7 @@ class Committer:
             "wall_seconds": round(wall_seconds, 3),
             "seed": self.seed,
             "stop_reason": stop_reason,
-            "finished": stop_reason is not None,
+            "finished": stop_reason not in (None, "interrupted"),
         }
         atomic_write_json(self.dir / "summary.json", summary)
 

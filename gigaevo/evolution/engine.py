@@ -125,7 +125,10 @@ class EvolutionEngine:
             c.restore()
             self._wall_base = c.counters.wall_seconds
             log.info("resumed: %d mutants already committed", c.counters.n_mutants)
-        pending = self.store.pending_dispatches()
+        # attempts dispatched before a kill are replayed verbatim (within the budget)
+        pending = [
+            d for d in self.store.pending_dispatches() if d.attempt < self.settings.max_mutants
+        ]
         stop = self._stop_reason()
         if stop is None and not pending and c.counters.n_mutants >= self.settings.max_mutants:
             stop = "max_mutants"
@@ -134,6 +137,10 @@ class EvolutionEngine:
         )
         try:
             stop = self._loop(pending, stop, progress)
+        except KeyboardInterrupt:
+            c.events.emit("stop", reason="interrupted", n_mutants=c.counters.n_mutants)
+            c.write_summary(self._wall(), "interrupted")
+            raise
         finally:
             progress.close()
         c.events.emit("stop", reason=stop, n_mutants=c.counters.n_mutants)
@@ -145,14 +152,15 @@ class EvolutionEngine:
         c = self.committer
         next_attempt = pending[-1].attempt + 1 if pending else c.counters.n_mutants
         futures: dict[int, Future[AttemptResult]] = {}
-        with ThreadPoolExecutor(self.settings.max_in_flight, thread_name_prefix="mutant") as pool:
+        pool = ThreadPoolExecutor(self.settings.max_in_flight, thread_name_prefix="mutant")
+        interrupted = False
+        try:
             for d in pending:
                 futures[d.attempt] = pool.submit(self._attempt, d)
             while stop is None and len(futures) < self.settings.max_in_flight:
                 if next_attempt >= self.settings.max_mutants:
                     break
-                d = self._dispatch(next_attempt)
-                futures[d.attempt] = pool.submit(self._attempt, d)
+                futures[next_attempt] = pool.submit(self._attempt, self._dispatch(next_attempt))
                 next_attempt += 1
             while futures:
                 attempt = min(futures)
@@ -162,9 +170,13 @@ class EvolutionEngine:
                 if stop is None:
                     stop = self._stop_reason()
                 if stop is None and next_attempt < self.settings.max_mutants:
-                    d = self._dispatch(next_attempt)
-                    futures[d.attempt] = pool.submit(self._attempt, d)
+                    futures[next_attempt] = pool.submit(self._attempt, self._dispatch(next_attempt))
                     next_attempt += 1
+        except KeyboardInterrupt:
+            interrupted = True  # dispatched attempts stay in the store and replay on resume
+            raise
+        finally:
+            pool.shutdown(wait=not interrupted, cancel_futures=True)
         if stop is None:
             stop = "max_mutants"
         return stop

@@ -23,6 +23,7 @@ from gigaevo.problems import ProblemError
 from gigaevo.util import atomic_write_json
 
 USAGE_ERROR = 2
+INTERRUPTED = 130
 COMMAND_FILE = "command.json"
 OUTPUTS = Path("outputs")
 
@@ -103,3 +104,10 @@ def run_job(cfg: DictConfig) -> None:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"error: {message}", file=sys.stderr)
         sys.exit(USAGE_ERROR)
+    except KeyboardInterrupt:
+        print(
+            f"interrupted; continue with the same command plus resume=true "
+            f"(checkpoint_dir={cfg.checkpoint_dir})",
+            file=sys.stderr,
+        )
+        sys.exit(INTERRUPTED)

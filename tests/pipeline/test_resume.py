@@ -117,3 +117,31 @@ def test_same_command_plus_resume_finds_the_run(tmp_path: Path) -> None:
     assert code == 0, err
     assert "resuming" in err
     assert list((tmp_path / "outputs").rglob(STORE_FILE)) == runs
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_cleanly_and_resumes(tmp_path: Path) -> None:
+    ckpt = tmp_path / "run"
+    args = ["problem=rastrigin", "max_mutants=100000", "progress=false", f"checkpoint_dir={ckpt}"]
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "run.py"), *args],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while _committed(ckpt / STORE_FILE) < 20 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "resume=true" in err
+    summary = json.loads((ckpt / "summary.json").read_text())
+    assert summary["stop_reason"] == "interrupted" and not summary["finished"]
+    done = summary["n_mutants"]
+    code, _, err = run_py(
+        *args[:1], f"max_mutants={done + 10}", *args[2:], "resume=true", cwd=tmp_path
+    )
+    assert code == 0, err
+    assert json.loads((ckpt / "summary.json").read_text())["n_mutants"] == done + 10

@@ -1,4 +1,4 @@
-"""The example problem in WRITING_PROBLEMS.md loads, and its seed passes its own validator."""
+"""The example problem in the README loads, and its seed passes its own validator."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import gigaevo.problems
 from gigaevo.problems import ProblemError, load_problem
 
 LoadModule = Callable[[Path], ModuleType]
-DOC = Path(gigaevo.problems.__file__).parent / "WRITING_PROBLEMS.md"
+DOC = Path(gigaevo.problems.__file__).parents[2] / "README.md"
 FILE_BLOCK = re.compile(r"<!-- file: (?P<path>\S+) -->\n```\w*\n(?P<body>.*?)```\n", re.DOTALL)
 
 
@@ -57,3 +57,20 @@ def test_example_typo_is_caught(tmp_path: Path) -> None:
     spec.write_text(spec.read_text().replace("sentinel:", "sentinal:"))
     with pytest.raises(ProblemError, match=r"unknown key metrics\.sentinal"):
         load_problem(directory=root)
+
+
+@pytest.mark.slow
+def test_example_runs_end_to_end_from_the_readme(tmp_path: Path) -> None:
+    import json
+
+    from tests.conftest import run_py
+
+    problem_dir = _write_example(tmp_path)
+    ckpt = tmp_path / "run"
+    code, _, err = run_py(
+        f"problem.dir={problem_dir}", "max_mutants=40", f"checkpoint_dir={ckpt}", cwd=tmp_path
+    )
+    assert code == 0, err
+    summary = json.loads((ckpt / "summary.json").read_text())
+    assert summary["problem"] == "spread_points" and summary["n_mutants"] == 40
+    assert summary["best_fitness"] >= summary["initial_fitness"]
