@@ -150,7 +150,7 @@ class Committer:
         k.n_mutants += 1
         k.mutants_since_improvement += 1
         self._count_llm(result)
-        accepted = False
+        add = None
         if prog.status is ProgramStatus.DUPLICATE:
             k.n_duplicate += 1
         elif not prog.valid:
@@ -173,7 +173,7 @@ class Committer:
         self._migrate_if_due()
         k.wall_seconds = wall_seconds
         self.store.commit(prog, result.digest or "", attempt=d.attempt, state=self._state())
-        self._tell_memory(result, prog, parent, accepted)
+        self._tell_memory(result, prog, parent, add)
         self.events.emit(
             "mutant",
             attempt=d.attempt,
@@ -285,8 +285,8 @@ class Committer:
                 to_island=m.to_island,
             )
 
-    def _tell_memory(self, result: AttemptResult, prog: Program, parent: Program, ok: bool) -> None:
-        d = result.dispatch
+    def _tell_memory(self, result: AttemptResult, prog: Program, parent: Program, add: Any) -> None:
+        d, info = result.dispatch, result.outcome.info
         decision = Decision(attempt=d.attempt, slate=d.slate, card_ids=d.card_ids)
         gain = None
         if prog.valid and math.isfinite(prog.fitness):
@@ -301,8 +301,18 @@ class Committer:
                 parent_fitness=parent.fitness,
                 child_fitness=prog.fitness,
                 normalised_gain=gain,
-                cited_card_ids=ground_citations(result.outcome.info.card_ids_used, decision),
-                accepted=ok,
+                cited_card_ids=ground_citations(info.card_ids_used, decision),
+                accepted=add is not None and add.status != "rejected",
+                island=d.island,
+                parent_cell=tuple(parent.cell or ()),
+                child_cell=prog.cell,
+                archive_status=None if add is None else str(add.status),
+                invalid_reason=prog.invalid_reason,
+                parent_code=parent.code,
+                child_code=prog.code,
+                change_report=info.change_report,
+                explanation=info.explanation,
+                child_metrics=dict(prog.metrics),
             )
         )
 

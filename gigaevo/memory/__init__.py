@@ -7,6 +7,7 @@ protocol.
 from gigaevo.memory.base import (
     Decision,
     MemoryProvider,
+    MemoryRuntime,
     MutationContext,
     MutationResult,
     NoMemory,
@@ -16,6 +17,7 @@ from gigaevo.memory.base import (
 __all__ = [
     "Decision",
     "MemoryProvider",
+    "MemoryRuntime",
     "MutationContext",
     "MutationResult",
     "NoMemory",

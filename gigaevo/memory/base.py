@@ -9,7 +9,33 @@ mutator. After the child is evaluated and archived the engine reports a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
+
+from gigaevo.problems.spec import MetricsSpec
+
+
+@dataclass(frozen=True)
+class MemoryRuntime:
+    """What a memory provider is built with, besides its own config values.
+
+    Attributes:
+        task_key: stable identity of the task (the problem name).
+        task_description: the problem text (context for authored cards).
+        metrics: the problem's metrics spec (direction and bounds of gains).
+        checkpoint_dir: this run's directory (ledgers, events).
+        bank_dir: where the card bank lives (``memory_bank_dir``; may be shared).
+        seed: the run seed.
+        max_mutants: the mutation budget (progress = attempt / budget).
+    """
+
+    task_key: str
+    task_description: str
+    metrics: MetricsSpec
+    checkpoint_dir: Path
+    bank_dir: Path
+    seed: int
+    max_mutants: int
 
 
 @dataclass(frozen=True)
@@ -38,7 +64,13 @@ class Decision:
 
 @dataclass(frozen=True)
 class MutationResult:
-    """The terminal of one attempt as the memory sees it."""
+    """The terminal of one attempt as the memory sees it.
+
+    ``archive_status`` is the MAP-Elites disposition (``new_cell``,
+    ``improved``, ``rejected``) for valid children and None otherwise;
+    ``invalid_reason`` says why an invalid child failed. The codes, change
+    report and explanation are what the librarian shows its card author.
+    """
 
     attempt: int
     child_id: str
@@ -50,6 +82,16 @@ class MutationResult:
     normalised_gain: float | None  # None for invalid or duplicate children
     cited_card_ids: tuple[str, ...]  # card_ids_used ∩ slate, frozen at birth
     accepted: bool
+    island: int = 0
+    parent_cell: tuple[int, ...] = ()
+    child_cell: tuple[int, ...] | None = None
+    archive_status: str | None = None
+    invalid_reason: str | None = None
+    parent_code: str = ""
+    child_code: str = ""
+    change_report: str = ""
+    explanation: str = ""
+    child_metrics: dict[str, float] = field(default_factory=dict)
 
 
 class MemoryProvider(Protocol):
@@ -64,6 +106,9 @@ class MemoryProvider(Protocol):
 
 class NoMemory:
     """``memory=none``: offers nothing and learns nothing (the ablation arm)."""
+
+    def __init__(self, runtime: MemoryRuntime | None = None) -> None:
+        self.runtime = runtime
 
     def decide(self, context: MutationContext) -> Decision:
         return Decision(attempt=context.attempt)

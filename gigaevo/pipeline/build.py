@@ -30,7 +30,7 @@ from gigaevo.evolution.engine import EngineSettings, EvolutionEngine
 from gigaevo.evolution.events import EventLog
 from gigaevo.evolution.state import RunCounters
 from gigaevo.evolution.store import ProgramStore, StoreError
-from gigaevo.memory.base import MemoryProvider
+from gigaevo.memory.base import MemoryProvider, MemoryRuntime
 from gigaevo.problems import Problem, ProblemError, load_problem
 
 log = logging.getLogger("gigaevo")
@@ -165,7 +165,16 @@ def build_run(cfg: DictConfig, *, show_progress: bool = True) -> BuiltRun:
         capacity_per_island=evo.capacity_per_island,
     )
     evaluator = instantiate(cfg.evaluator)(problem=problem)
-    memory = instantiate(cfg.memory)
+    runtime = MemoryRuntime(
+        task_key=problem.name,
+        task_description=problem.description,
+        metrics=problem.metrics,
+        checkpoint_dir=ckpt,
+        bank_dir=Path(str(cfg.memory_bank_dir)).resolve(),
+        seed=int(cfg.seed),
+        max_mutants=int(cfg.max_mutants),
+    )
+    memory = instantiate(cfg.memory)(runtime=runtime)
     llm = instantiate(cfg.llm)
     mutator = instantiate(cfg.pipeline.mutator, llm=llm)
     engine = EvolutionEngine(
