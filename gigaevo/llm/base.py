@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -28,10 +28,19 @@ class LLMClient(Protocol):
     """Anything that answers a chat prompt: a remote model or an offline backend.
 
     ``seed`` makes offline backends deterministic per call (remote models pass
-    it on where the provider supports it). Implementations are thread-safe.
+    it on where the provider supports it). ``response_format`` is an OpenAI
+    style ``{"type": "json_schema", "json_schema": {...}}`` request for
+    structured answers; backends that cannot honour it ignore it (callers
+    still validate the text). Implementations are thread-safe.
     """
 
     @property
     def name(self) -> str: ...
 
-    def complete(self, messages: list[Message], *, seed: int) -> LLMResponse: ...
+    def complete(
+        self,
+        messages: list[Message],
+        *,
+        seed: int,
+        response_format: dict[str, Any] | None = None,
+    ) -> LLMResponse: ...

@@ -13,6 +13,7 @@ import hashlib
 import re
 import time
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -90,7 +91,14 @@ class OfflineMutatorLLM:
     def name(self) -> str:
         return "offline-mutator"
 
-    def complete(self, messages: list[Message], *, seed: int) -> LLMResponse:
+    def complete(
+        self,
+        messages: list[Message],
+        *,
+        seed: int,
+        response_format: dict[str, Any] | None = None,
+    ) -> LLMResponse:
+        """Answer a mutation prompt; ``response_format`` is ignored (answers are text)."""
         started = time.perf_counter()
         prompt = "\n\n".join(m.content for m in messages if m.role == "user")
         text = self.answer(prompt, seed)
