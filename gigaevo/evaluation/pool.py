@@ -56,6 +56,7 @@ class WorkerProcess:
         self.log_path = log_path
         self._proc: subprocess.Popen[bytes] | None = None
         self._child_pid: int | None = None
+        self.pid_namespace = False
 
     @property
     def alive(self) -> bool:
@@ -64,7 +65,12 @@ class WorkerProcess:
 
     @property
     def pid(self) -> int | None:
-        """The worker's pid, if started."""
+        """The pid of the process this handle started, if any.
+
+        With a PID namespace (``pid_namespace``) that process only waits for
+        its child, the real worker; killing its process group kills both, and
+        with them the whole namespace.
+        """
         return None if self._proc is None else self._proc.pid
 
     def spawn(self) -> None:
@@ -118,6 +124,7 @@ class WorkerProcess:
             error = frame.get("error", frame) if isinstance(frame, dict) else frame
             what = "cannot import validator" if stage == "validator" else f"{stage} failed for"
             raise SandboxError(f"sandbox worker start-up: {what} {validator}:\n{error}")
+        self.pid_namespace = bool(frame.get("pid_namespace"))
         return frame
 
     def start(self, timeout_s: float) -> None:
@@ -138,7 +145,9 @@ class WorkerProcess:
             while True:
                 frame = read_frame(self._stdout_fd(), deadline)
                 if isinstance(frame, dict) and frame.get("type") == "started":
-                    self._child_pid = int(frame["pid"])
+                    # No pid from a namespaced worker: its pids mean nothing here.
+                    child = frame.get("pid")
+                    self._child_pid = None if child is None else int(child)
                     continue
                 if isinstance(frame, dict) and frame.get("type") == "result":
                     self._child_pid = None
@@ -159,7 +168,11 @@ class WorkerProcess:
             raise WorkerLostError(f"sandbox worker protocol failure: {exc}") from None
 
     def kill(self) -> None:
-        """SIGKILL the worker's process group and its current child's group; reap the worker."""
+        """SIGKILL the worker's process group and its current child's group; reap the worker.
+
+        A namespaced worker is its namespace's init: its death kills every
+        process in the namespace.
+        """
         if self._child_pid is not None:
             kill_group(self._child_pid)
             self._child_pid = None

@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from gigaevo.evaluation.base import EvaluationResult
+from gigaevo.evaluation.isolation import set_non_dumpable
 from gigaevo.evaluation.pool import SandboxError, WorkerLostError, WorkerProcess, worker_environment
 
 if TYPE_CHECKING:  # only for annotations: keeps worker start-up free of the problems layer
@@ -41,10 +42,27 @@ class SandboxEvaluator:
     ``max_workers`` warm worker processes (scrubbed environment, ``preload_modules``
     and the validator already imported) each fork one child per program. The
     child gets its own session, a fresh temporary working directory, stdin on
-    ``/dev/null``, ``RLIMIT_AS``/``RLIMIT_CPU``/``RLIMIT_FSIZE`` caps and a
-    Python-level block on process creation; its process group is SIGKILLed when
-    it finishes or times out, and the worker (a child subreaper) kills any
-    escaped descendants. The worker, not the child, validates the output.
+    ``/dev/null``, ``RLIMIT_AS``/``RLIMIT_CPU``/``RLIMIT_FSIZE`` caps, no Linux
+    capabilities at all (and ``no_new_privs``), and a Python-level block on
+    process creation; its process group is SIGKILLed when it finishes or times
+    out, and the worker (a child subreaper, or the init of its PID namespace)
+    kills any escaped descendants. The worker, not the child, validates the
+    output.
+
+    Credentials: worker environments are scrubbed of every variable whose name
+    contains KEY, TOKEN, SECRET or PASSWORD, but the engine's own initial
+    environment block (``/proc/<pid>/environ``) keeps them for the life of the
+    process, whatever is later deleted from ``os.environ``. So the constructor
+    **marks the calling process non-dumpable** (``prctl(PR_SET_DUMPABLE, 0)``,
+    for the rest of its life): it writes no core dumps, and reading its
+    ``/proc/<pid>/environ`` or ``mem`` or attaching a debugger (gdb, py-spy)
+    needs ``CAP_SYS_PTRACE``, which children never have. Workers mark
+    themselves the same way. With ``pid_namespace`` (the default) each worker
+    is also the init of its own PID and mount namespace with a private
+    ``/proc``, so a child cannot even name the engine, another worker or any
+    process outside: no signals, no ptrace, no ``/proc/<pid>`` (see
+    ``gigaevo.evaluation.isolation``). That needs root or unprivileged user
+    namespaces; ``uses_pid_namespaces`` tells whether the workers got one.
 
     Thread-safe: ``evaluate`` blocks until a worker is free, so at most
     ``max_workers`` programs run at once. Use as a context manager or call
@@ -64,6 +82,8 @@ class SandboxEvaluator:
         run_as_uid: when running as root, switch each child to this uid/gid (for
             example 65534, ``nobody``) so it can neither signal the workers nor
             read other processes' ``/proc/<pid>/environ``.
+        pid_namespace: run each worker in its own PID and mount namespace when
+            the kernel allows it; False keeps workers in the caller's namespace.
 
     Raises:
         ValueError: a limit is not positive.
@@ -83,6 +103,7 @@ class SandboxEvaluator:
         max_result_bytes: int = 32_000_000,
         watchdog_grace_s: float = 5.0,
         run_as_uid: int | None = None,
+        pid_namespace: bool = True,
     ) -> None:
         self.problem = problem
         self.max_workers = max_workers
@@ -94,7 +115,9 @@ class SandboxEvaluator:
         self.max_result_bytes = max_result_bytes
         self.watchdog_grace_s = watchdog_grace_s
         self.run_as_uid = run_as_uid
+        self.pid_namespace = pid_namespace
         self._check_limits()
+        set_non_dumpable()  # the initial environ block still holds the launch credentials
         self._cond = threading.Condition()
         self._closed = False
         self._temp_root = tempfile.mkdtemp(prefix="gigaevo-sandbox-")
@@ -153,6 +176,7 @@ class SandboxEvaluator:
             "max_result_bytes": self.max_result_bytes,
             "tail_bytes": TAIL_BYTES,
             "run_as_uid": self.run_as_uid,
+            "pid_namespace": self.pid_namespace,
         }
 
     def _log_path(self, index: int) -> Path:
@@ -160,8 +184,17 @@ class SandboxEvaluator:
 
     @property
     def worker_pids(self) -> list[int]:
-        """Pids of the live worker processes (for monitoring and tests)."""
+        """Pids of the live worker processes (for monitoring and tests).
+
+        With PID namespaces these are the processes the evaluator started;
+        each has one child, the namespace's init, that does the work.
+        """
         return [pid for w in self._workers if w.alive and (pid := w.pid) is not None]
+
+    @property
+    def uses_pid_namespaces(self) -> bool:
+        """True when every worker started as init of its own PID namespace."""
+        return all(worker.pid_namespace for worker in self._workers)
 
     def evaluate(self, code: str) -> EvaluationResult:
         """Run ``code``'s entry function in a confined child and validate its output.

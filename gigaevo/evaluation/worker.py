@@ -4,8 +4,13 @@ Run as ``python -m gigaevo.evaluation.worker`` by ``SandboxEvaluator``. The
 worker speaks length-prefixed JSON over its stdin/stdout (see ``protocol``):
 first a config frame (answered with ``ready`` or ``error``), then one ``run``
 frame per program, answered by a ``started`` frame carrying the child's pid
-and a ``result`` frame. It is the trusted side: it reads the child's JSON
-output with a size cap and calls the problem's validator itself.
+(``None`` inside a PID namespace, where the pid means nothing to the
+evaluator) and a ``result`` frame. It is the trusted side: it reads the
+child's JSON output with a size cap and calls the problem's validator itself.
+
+The worker is non-dumpable and, when the kernel allows it, runs as init of
+its own PID and mount namespace (see ``isolation``); the process the
+evaluator started then only waits for it.
 
 This module imports only the standard library and the small sandbox modules.
 """
@@ -29,6 +34,11 @@ from typing import Any
 
 from gigaevo.evaluation.child import ChildSpec, run_child
 from gigaevo.evaluation.guard import ProcessCreationGuard
+from gigaevo.evaluation.isolation import (
+    enter_pid_namespace,
+    kill_namespace_members,
+    set_non_dumpable,
+)
 from gigaevo.evaluation.limits import (
     become_child_subreaper,
     kill_all_descendants,
@@ -65,6 +75,7 @@ class WorkerConfig:
     max_result_bytes: int
     tail_bytes: int
     run_as_uid: int | None = None
+    pid_namespace: bool = True
 
     @classmethod
     def from_message(cls, message: dict[str, Any]) -> WorkerConfig:
@@ -102,9 +113,12 @@ def load_validator(path: str) -> Callable[[Any], Any]:
 class Worker:
     """Forks, supervises and judges one child per ``run`` request."""
 
-    def __init__(self, config: WorkerConfig, validate: Callable[[Any], Any]) -> None:
+    def __init__(
+        self, config: WorkerConfig, validate: Callable[[Any], Any], *, namespaced: bool = False
+    ) -> None:
         self.config = config
         self.validate = validate
+        self.namespaced = namespaced
         self.guard = ProcessCreationGuard()
 
     def evaluate(self, code: str, announce: Callable[[int], None]) -> dict[str, Any]:
@@ -154,7 +168,11 @@ class Worker:
             kill_group(pid)  # always: grandchildren in the child's group die too
             os.close(read_fd)
         _, status = os.waitpid(pid, 0)
-        kill_all_descendants()  # escaped descendants were re-parented to us
+        # Escaped descendants were re-parented to us (subreaper or namespace init).
+        if self.namespaced:
+            kill_namespace_members()
+        else:
+            kill_all_descendants()
         size = os.fstat(output_fd).st_size
         tail = os.pread(output_fd, config.tail_bytes, max(0, size - config.tail_bytes))
         return ChildRun(
@@ -244,13 +262,17 @@ def _address_space() -> int:
     return 0
 
 
-def _start(in_fd: int, out_fd: int) -> Worker | None:
-    """Read the config, pre-import, load the validator; answer ``ready`` or ``error``."""
+def _read_config(in_fd: int, out_fd: int) -> WorkerConfig | None:
+    """Read the config frame; answer ``error`` and return None when it is unusable."""
     try:
-        config = WorkerConfig.from_message(read_frame(in_fd))
+        return WorkerConfig.from_message(read_frame(in_fd))
     except (ProtocolError, KeyError, TypeError) as exc:
         write_frame(out_fd, {"type": "error", "stage": "config", "error": str(exc)})
         return None
+
+
+def _start(config: WorkerConfig, out_fd: int, namespaced: bool) -> Worker | None:
+    """Pre-import, load the validator; answer ``ready`` or ``error``."""
     stage = "preload"
     try:
         for name in config.preload_modules:
@@ -261,16 +283,30 @@ def _start(in_fd: int, out_fd: int) -> Worker | None:
         detail = "".join(traceback.format_exception(exc, limit=-3))
         write_frame(out_fd, {"type": "error", "stage": stage, "error": detail.strip()})
         return None
-    write_frame(out_fd, {"type": "ready", "pid": os.getpid(), "vm_bytes": _address_space()})
-    return Worker(config, validate)
+    ready = {
+        "type": "ready",
+        "pid": os.getpid(),
+        "vm_bytes": _address_space(),
+        "pid_namespace": namespaced,
+    }
+    write_frame(out_fd, ready)
+    return Worker(config, validate, namespaced=namespaced)
 
 
 def main() -> int:
     """Serve ``run`` requests until the evaluator closes the pipe; return the exit status."""
+    set_non_dumpable()  # before anything else: exec made us dumpable again
     in_fd, out_fd = _prepare_process()
     scrub_os_environ()
+    config = _read_config(in_fd, out_fd)
+    if config is None:
+        return 1
+    namespaced = config.pid_namespace and enter_pid_namespace(
+        close_in_parent=(in_fd, out_fd),
+        allow_user_namespace=config.run_as_uid is None,
+    )
     become_child_subreaper()
-    worker = _start(in_fd, out_fd)
+    worker = _start(config, out_fd, namespaced)
     if worker is None:
         return 1
     while True:
@@ -282,7 +318,7 @@ def main() -> int:
             return 0
 
         def announce(pid: int) -> None:
-            write_frame(out_fd, {"type": "started", "pid": pid})
+            write_frame(out_fd, {"type": "started", "pid": None if namespaced else pid})
 
         try:
             write_frame(out_fd, worker.evaluate(str(request.get("code", "")), announce))

@@ -76,3 +76,17 @@ def descendants(pid: int) -> list[int]:
             found.extend(children)
             stack.extend(children)
     return [p for p in found if is_alive(p)]
+
+
+def is_worker(pid: int) -> bool:
+    """True for a sandbox worker process (also the namespace init it forks)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return b"gigaevo.evaluation.worker" in cmdline
+
+
+def stray_processes(worker_pids: list[int]) -> list[int]:
+    """Live descendants of the workers that are not workers themselves (programs, escapees)."""
+    return [pid for worker in worker_pids for pid in descendants(worker) if not is_worker(pid)]

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
+
+import pytest
 
 from gigaevo.evaluation import SandboxEvaluator
 
-from .helpers import is_alive, program
+from .helpers import is_alive, program, stray_processes, write_problem
 
 
 def test_fork_bomb_is_blocked(shared_evaluator: SandboxEvaluator) -> None:
@@ -57,6 +60,29 @@ def test_multiprocessing_is_blocked(shared_evaluator: SandboxEvaluator) -> None:
     assert result.reason is not None and "process creation" in result.reason
 
 
+@pytest.fixture(scope="module", params=[True, False], ids=["pid-namespace", "flat"])
+def escape_evaluator(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SandboxEvaluator]:
+    """Workers with and without their own PID namespace (init sweep vs subreaper sweep)."""
+    problem = write_problem(tmp_path_factory.mktemp("escape"))
+    with SandboxEvaluator(
+        problem, max_workers=1, timeout_s=1.0, memory_mb=512, pid_namespace=request.param
+    ) as ev:
+        yield ev
+
+
+def _assert_no_escapee_survives(ev: SandboxEvaluator, printed: list[int]) -> None:
+    """Nothing but the workers is left under them; flat pids are checked one by one too."""
+    deadline = time.monotonic() + 2.0
+    while stray_processes(ev.worker_pids) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert stray_processes(ev.worker_pids) == []
+    if not ev.uses_pid_namespaces:  # otherwise the printed pids are namespace-local
+        assert not any(is_alive(pid) for pid in printed)
+        assert all(os.getpid() != pid for pid in printed)
+
+
 ESCAPING_PROGRAM = program(
     """
     import ctypes, os, time
@@ -77,25 +103,23 @@ ESCAPING_PROGRAM = program(
 
 
 def test_native_fork_escapees_are_killed_after_the_run(
-    shared_evaluator: SandboxEvaluator,
+    escape_evaluator: SandboxEvaluator,
 ) -> None:
-    result = shared_evaluator.evaluate(ESCAPING_PROGRAM)
+    result = escape_evaluator.evaluate(ESCAPING_PROGRAM)
     assert result.valid, result.reason
     pids = [int(line.split()[1]) for line in result.stdout_tail.splitlines() if "ESCAPED" in line]
     assert len(pids) == 3
-    deadline = time.monotonic() + 2.0
-    while any(is_alive(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert not any(is_alive(pid) for pid in pids)
-    assert all(os.getpid() != pid for pid in pids)
+    _assert_no_escapee_survives(escape_evaluator, pids)
 
 
 def test_escapees_die_even_when_the_program_times_out(
-    shared_evaluator: SandboxEvaluator,
+    escape_evaluator: SandboxEvaluator,
 ) -> None:
     code = ESCAPING_PROGRAM.replace("time.sleep(0.3)", "time.sleep(30)")
-    result = shared_evaluator.evaluate(code)
+    result = escape_evaluator.evaluate(code)
     assert result.reason == "timeout after 1 s"
     pids = [int(line.split()[1]) for line in result.stdout_tail.splitlines() if "ESCAPED" in line]
     assert len(pids) == 3
-    assert not any(is_alive(pid) for pid in pids)
+    assert stray_processes(escape_evaluator.worker_pids) == []  # swept before the answer
+    if not escape_evaluator.uses_pid_namespaces:
+        assert not any(is_alive(pid) for pid in pids)

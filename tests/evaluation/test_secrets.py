@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from gigaevo.evaluation import SandboxEvaluator
@@ -85,3 +94,243 @@ def test_scrubbed_environment() -> None:
     assert is_secret_name("Secret_Thing")
     assert is_secret_name("KEYBOARD_LAYOUT")  # names are matched by substring, on purpose
     assert not is_secret_name("HOME")
+
+
+# --- End to end: the engine's own launch environment -------------------------------------------
+#
+# A subprocess plays the engine: its *launch* environment holds the credentials, so they sit in
+# its initial environ block (/proc/<pid>/environ) whatever it later deletes from os.environ. It
+# builds a SandboxEvaluator and runs a program that looks for them everywhere it can reach.
+
+LAUNCH_SECRETS = {
+    "OPENAI_API_KEY": "sk-leak-test-123",
+    "GH_TOKEN": "ghp-leak-test-456",
+    "DB_PASSWORD": "pw-leak-test-789",
+    "MY_SECRET": "sec-leak-test-000",
+}
+
+# The child searches for the names and for "leak-test" (shared by every value, so the program
+# itself never holds a secret). It reports only matching entries, never other environ contents.
+HUNTER = program(
+    """
+    import ctypes, errno, json, os
+
+    MAIN_PID = 0  # replaced by the driver
+    NAMES = (b"OPENAI_API_KEY", b"GH_TOKEN", b"DB_PASSWORD", b"MY_SECRET")
+    MARKER = b"leak-test"
+
+    def matches(data):
+        return [
+            entry.decode("latin-1")
+            for entry in data.split(b"\\0")
+            if MARKER in entry or entry.split(b"=", 1)[0] in NAMES
+        ]
+
+    def attempt(path):
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError as exc:
+            return type(exc).__name__, []
+        return "read", matches(data)
+
+    def ancestors():
+        chain, pid = [], os.getpid()
+        while pid > 0 and len(chain) < 64:
+            try:
+                with open(f"/proc/{pid}/status") as handle:
+                    pid = int(handle.read().split("PPid:")[1].split()[0])
+            except OSError:
+                break
+            chain.append(pid)
+        return chain
+
+    def solve():
+        env = "\\0".join(f"{k}={v}" for k, v in os.environ.items()).encode()
+        leaks = {"os.environ": matches(env)} if matches(env) else {}
+        outcome = {}
+        targets = {
+            "self": "/proc/self/environ",
+            "worker": f"/proc/{os.getppid()}/environ",
+            "main": f"/proc/{MAIN_PID}/environ",
+            "main_task": f"/proc/{MAIN_PID}/task/{MAIN_PID}/environ",
+        }
+        chain = ancestors()
+        for pid in chain:
+            targets[f"ancestor {pid}"] = f"/proc/{pid}/environ"
+        visible = sorted(int(name) for name in os.listdir("/proc") if name.isdigit())
+        for pid in visible:
+            targets[f"pid {pid}"] = f"/proc/{pid}/environ"
+        scan = {}
+        for label, path in targets.items():
+            outcome[label], found = attempt(path)
+            scan[outcome[label]] = scan.get(outcome[label], 0) + 1
+            if found:
+                leaks[label] = found
+        try:
+            os.kill(MAIN_PID, 0)
+            signal_main = "allowed"
+        except OSError as exc:
+            signal_main = type(exc).__name__
+        libc = ctypes.CDLL(None, use_errno=True)
+        seized = libc.ptrace(0x4206, MAIN_PID, 0, 0)  # PTRACE_SEIZE: never stops the target
+        ptrace_main = "allowed" if seized == 0 else errno.errorcode[ctypes.get_errno()]
+        with open("/proc/self/status") as handle:
+            status = dict(line.split(":", 1) for line in handle.read().splitlines())
+        fields = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs")
+        report = {
+            "leaks": leaks,
+            "main": outcome["main"],
+            "main_task": outcome["main_task"],
+            "worker": outcome["worker"],
+            "self": outcome["self"],
+            "ancestors": chain,
+            "visible": visible if len(visible) < 20 else len(visible),
+            "scan": scan,
+            "signal_main": signal_main,
+            "ptrace_main": ptrace_main,
+            "status": {name: status[name].strip() for name in fields},
+            "uid": os.getuid(),
+        }
+        print("REPORT " + json.dumps(report, sort_keys=True))
+        return [float(sum(len(found) for found in leaks.values()))]
+    """
+)
+
+IMPORTER = program(
+    """
+    import sys
+
+    NAMES = ("scipy.optimize", "fractions", "statistics")
+
+    def solve():
+        preloaded = [float(name in sys.modules) for name in NAMES]
+        import fractions, statistics
+        import scipy.optimize
+
+        best = scipy.optimize.minimize_scalar(lambda x: (x - 3.0) ** 2)
+        half = float(fractions.Fraction(1, 2))
+        middle = statistics.median([1.0, 5.0, 2.0])
+        return [*preloaded, round(best.x, 6), half, middle]
+    """
+)
+
+DRIVER = program(
+    """
+    import json, os, sys
+    from pathlib import Path
+
+    from gigaevo.evaluation import SandboxEvaluator
+    from tests.evaluation.helpers import write_problem
+
+    mode, workdir, caps = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+    if caps == "none":  # like an unprivileged engine: only non-dumpability guards its environ
+        from gigaevo.evaluation.isolation import drop_capabilities
+
+        drop_capabilities()
+    for name in [n for n in os.environ if n != "PATH" and n != "PYTHONPATH"]:
+        del os.environ[name]  # gone from os.environ, not from /proc/self/environ
+    with open("/proc/self/environ", "rb") as handle:
+        in_own_block = b"leak-test" in handle.read()
+    hunter = (workdir / "hunter.py").read_text()
+    hunter = hunter.replace("MAIN_PID = 0", f"MAIN_PID = {os.getpid()}")
+    importer = (workdir / "importer.py").read_text()
+    problem = write_problem(workdir / "problem")
+    with SandboxEvaluator(
+        problem, max_workers=2, memory_mb=1024, pid_namespace=mode == "namespace"
+    ) as ev:
+        hunt = ev.evaluate(hunter)
+        imported = ev.evaluate(importer)
+        namespaced = ev.uses_pid_namespaces
+    report = [line for line in hunt.stdout_tail.splitlines() if line.startswith("REPORT ")]
+    print(json.dumps({
+        "main_pid": os.getpid(),
+        "in_own_block": in_own_block,
+        "namespaced": namespaced,
+        "hunt": {"valid": hunt.valid, "reason": hunt.reason, "metrics": hunt.metrics},
+        "report": json.loads(report[-1][len("REPORT "):]) if report else None,
+        "tail": hunt.stdout_tail,
+        "imported": {"valid": imported.valid, "reason": imported.reason,
+                     "metrics": imported.metrics, "tail": imported.stdout_tail},
+    }))
+    """
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run_engine(workdir: Path, mode: str, caps: str) -> tuple[dict[str, Any], str]:
+    """Run DRIVER as a fresh engine process whose launch environment holds LAUNCH_SECRETS.
+
+    ``caps="none"``: the engine first drops every capability, as if it were not root.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "driver.py").write_text(DRIVER)
+    (workdir / "hunter.py").write_text(HUNTER)
+    (workdir / "importer.py").write_text(IMPORTER)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(REPO_ROOT)}
+    env.update(LAUNCH_SECRETS)
+    completed = subprocess.run(
+        [sys.executable, str(workdir / "driver.py"), mode, str(workdir), caps],
+        env=env,
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    output = completed.stdout + completed.stderr
+    return json.loads(completed.stdout.strip().splitlines()[-1]), output
+
+
+ZERO_CAPS = "0000000000000000"
+
+
+@pytest.mark.parametrize("mode", ["namespace", "flat"])
+@pytest.mark.parametrize("caps", ["full", "none"], ids=["engine-caps", "engine-no-caps"])
+def test_launch_credentials_never_reach_a_child(mode: str, caps: str) -> None:
+    workdir = Path(tempfile.mkdtemp(prefix="gigaevo-secrets-"))
+    try:
+        out, output = _run_engine(workdir, mode, caps)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    # The test is meaningful: the engine's initial environ block still holds the credentials.
+    assert out["in_own_block"] is True
+    # Nothing the engine printed (results, tails, reasons, its stderr) contains one.
+    for name, value in LAUNCH_SECRETS.items():
+        assert value not in output, name
+        assert name not in out["tail"]
+
+    assert out["hunt"]["valid"], out["hunt"]["reason"]
+    report = out["report"]
+    assert report is not None, out["tail"]
+    assert report["leaks"] == {}
+    assert out["hunt"]["metrics"]["score"] == 0.0
+    # The child held no capability at all and could not regain any.
+    status = report["status"]
+    assert [status[f] for f in ("CapInh", "CapPrm", "CapEff", "CapAmb")] == [ZERO_CAPS] * 4
+    assert status["NoNewPrivs"] == "1"  # so no exec can refill them from the bounding set
+    # Its own environ is readable (and clean); the worker's and the engine's are not.
+    assert report["self"] == "read"
+    assert report["worker"] == "PermissionError"
+    if mode == "namespace" and out["namespaced"]:
+        # The engine does not exist for the child: nothing to read, signal or trace.
+        assert report["main"] == report["main_task"] == "FileNotFoundError"
+        assert report["signal_main"] == "ProcessLookupError"
+        assert report["ptrace_main"] == "ESRCH"
+        assert report["ancestors"] == [1, 0]  # its worker, then the namespace's edge
+        assert isinstance(report["visible"], list) and len(report["visible"]) <= 2
+    else:
+        # Same /proc as the engine: the engine's entries exist but are closed to the child.
+        assert report["main"] == report["main_task"] == "PermissionError"
+        assert report["ptrace_main"] == "EPERM"
+        assert out["main_pid"] in report["ancestors"]
+    if mode == "namespace" and caps == "full" and os.geteuid() == 0:
+        assert out["namespaced"]  # root always gets its namespace
+
+    # An ordinary program still imports modules the worker did not preload.
+    imported = out["imported"]
+    assert imported["valid"], (imported["reason"], imported["tail"])
+    assert imported["metrics"] == {"score": 3.0 + 0.5 + 2.0, "count": 6.0}

@@ -1,0 +1,117 @@
+"""Kernel-level isolation: capability-free children, non-dumpable engine, PID namespaces."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from gigaevo.evaluation import SandboxEvaluator
+from gigaevo.evaluation.isolation import IsolationError, is_dumpable, kill_namespace_members
+
+from .conftest import MakeProblem
+from .helpers import program
+
+
+def test_the_evaluator_makes_its_process_non_dumpable(shared_evaluator: SandboxEvaluator) -> None:
+    assert not is_dumpable()
+
+
+def test_root_gets_a_pid_namespace(shared_evaluator: SandboxEvaluator) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("without root a namespace depends on unprivileged user namespaces")
+    assert shared_evaluator.uses_pid_namespaces
+
+
+def test_child_has_no_capabilities(shared_evaluator: SandboxEvaluator) -> None:
+    code = program(
+        """
+        def solve():
+            with open("/proc/self/status") as handle:
+                status = dict(line.split(":", 1) for line in handle.read().splitlines())
+            caps = [int(status[name], 16) for name in ("CapInh", "CapPrm", "CapEff", "CapAmb")]
+            return [*caps, int(status["NoNewPrivs"])]
+        """
+    )
+    result = shared_evaluator.evaluate(code)
+    assert result.valid, result.reason
+    assert result.metrics == {"score": 1.0, "count": 5.0}  # four empty sets, no_new_privs
+
+
+def test_child_cannot_raise_its_limits(shared_evaluator: SandboxEvaluator) -> None:
+    code = program(
+        """
+        import resource
+
+        def solve():
+            denied = []
+            for limit in (resource.RLIMIT_AS, resource.RLIMIT_CPU, resource.RLIMIT_FSIZE):
+                try:
+                    resource.setrlimit(limit, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+                    denied.append(0)
+                except (ValueError, OSError):
+                    denied.append(1)
+            return denied
+        """
+    )
+    result = shared_evaluator.evaluate(code)
+    assert result.valid, result.reason
+    assert result.metrics == {"score": 3.0, "count": 3.0}
+
+
+def test_child_still_imports_and_writes_files(shared_evaluator: SandboxEvaluator) -> None:
+    code = program(
+        """
+        import sys
+
+        def solve():
+            fresh = float("scipy.optimize" not in sys.modules and "statistics" not in sys.modules)
+            import statistics
+            import scipy.optimize
+
+            root = scipy.optimize.brentq(lambda x: x * x - 2.0, 0.0, 2.0)
+            with open("scratch.txt", "w") as handle:
+                handle.write("ok")
+            with open("scratch.txt") as handle:
+                written = float(handle.read() == "ok")
+            return [fresh, written, round(root * root), statistics.mean([1.0, 3.0])]
+        """
+    )
+    result = shared_evaluator.evaluate(code)
+    assert result.valid, result.reason
+    assert result.metrics == {"score": 1.0 + 1.0 + 2.0 + 2.0, "count": 4.0}
+
+
+@pytest.mark.parametrize("pid_namespace", [True, False], ids=["pid-namespace", "flat"])
+def test_child_cannot_trace_or_read_its_worker(
+    make_problem: MakeProblem, pid_namespace: bool
+) -> None:
+    code = program(
+        """
+        import ctypes, os
+
+        def solve():
+            denied = 0
+            for name in ("environ", "mem", "fd/0"):
+                try:
+                    os.stat(f"/proc/{os.getppid()}/{name}")
+                    open(f"/proc/{os.getppid()}/{name}", "rb").close()
+                except PermissionError:
+                    denied += 1
+            libc = ctypes.CDLL(None, use_errno=True)
+            denied += libc.ptrace(0x4206, os.getppid(), 0, 0) != 0  # PTRACE_SEIZE
+            return [float(denied)]
+        """
+    )
+    with SandboxEvaluator(
+        make_problem(), max_workers=1, memory_mb=512, pid_namespace=pid_namespace
+    ) as ev:
+        result = ev.evaluate(code)
+    assert result.valid, result.reason
+    assert result.metrics["score"] == 4.0
+
+
+def test_namespace_sweep_refuses_to_run_outside_a_namespace_init() -> None:
+    assert os.getpid() != 1
+    with pytest.raises(IsolationError):
+        kill_namespace_members()
