@@ -1,0 +1,69 @@
+"""How far the offline mutator gets: best fitness per seed at a fixed budget.
+
+Usage:
+    .venv/bin/python benchmarks/bench_progress.py [--problem circle_packing]
+        [--mutants 300] [--seeds 0 1 2 3 4]
+
+Runs the default pipeline (offline mutator, memory=none) once per seed and
+prints the initial and best fitness, the improvement, valid share and wall
+time per run, then the mean and range over seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+
+from gigaevo.pipeline.build import run_from_config
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"
+
+
+def run_once(problem: str, mutants: int, seed: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+            cfg = compose(
+                "config",
+                overrides=[
+                    f"problem={problem}",
+                    f"max_mutants={mutants}",
+                    f"seed={seed}",
+                    f"checkpoint_dir={tmp}",
+                    "progress=false",
+                ],
+            )
+        run_from_config(cfg, show_progress=False)
+        return dict(json.loads((Path(tmp) / "summary.json").read_text()))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--problem", default="circle_packing")
+    parser.add_argument("--mutants", type=int, default=300)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    args = parser.parse_args()
+    print(f"problem={args.problem}, max_mutants={args.mutants}, llm=offline, memory=none")
+    print(f"  {'seed':>4} {'initial':>10} {'best':>10} {'gain':>10} {'valid':>6} {'seconds':>8}")
+    bests = []
+    for seed in args.seeds:
+        s = run_once(args.problem, args.mutants, seed)
+        gain = s["best_fitness"] - s["initial_fitness"]
+        bests.append(s["best_fitness"])
+        print(
+            f"  {seed:>4} {s['initial_fitness']:>10.5g} {s['best_fitness']:>10.5g} "
+            f"{gain:>+10.4g} {s['n_valid'] / max(1, s['n_mutants']):>6.0%} "
+            f"{s['wall_seconds']:>8.2f}"
+        )
+    print(
+        f"  best over seeds: mean {statistics.mean(bests):.5g}, "
+        f"min {min(bests):.5g}, max {max(bests):.5g}"
+    )
+
+
+if __name__ == "__main__":
+    main()
