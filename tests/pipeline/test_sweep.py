@@ -15,11 +15,12 @@ def _summaries(sweep: Path) -> list[dict[str, object]]:
 
 
 @pytest.mark.slow
-def test_basic_launcher_sweep(tmp_path: Path) -> None:
+@pytest.mark.parametrize("launcher", ["basic", "joblib"])
+def test_local_launcher_sweep(tmp_path: Path, launcher: str) -> None:
     sweep = tmp_path / "sweep"
     code, _, err = run_py(
         "-m", "problem=rastrigin", "seed=0,1", "max_mutants=6", "progress=false",
-        f"hydra.sweep.dir={sweep}", cwd=tmp_path,
+        f"hydra/launcher={launcher}", f"hydra.sweep.dir={sweep}", cwd=tmp_path,
     )  # fmt: skip
     assert code == 0, err
     summaries = _summaries(sweep)
