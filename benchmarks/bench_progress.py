@@ -17,26 +17,14 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from hydra import compose, initialize_config_dir
+from _config import run_config
 
 from gigaevo.pipeline.build import run_from_config
-
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"
 
 
 def run_once(problem: str, mutants: int, seed: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
-        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-            cfg = compose(
-                "config",
-                overrides=[
-                    f"problem={problem}",
-                    f"max_mutants={mutants}",
-                    f"seed={seed}",
-                    f"checkpoint_dir={tmp}",
-                    "progress=false",
-                ],
-            )
+        cfg = run_config(tmp, f"problem={problem}", f"max_mutants={mutants}", f"seed={seed}")
         run_from_config(cfg, show_progress=False)
         return dict(json.loads((Path(tmp) / "summary.json").read_text()))
 

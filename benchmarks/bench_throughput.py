@@ -18,15 +18,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from hydra import compose, initialize_config_dir
+from _config import run_config
 
 from gigaevo.llm import OfflineMutatorLLM
 from gigaevo.mutation import LLMMutator, MutationRequest
 from gigaevo.pipeline.build import run_from_config
 from gigaevo.problems import load_problem
 from gigaevo.programs import Program
-
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"
 
 
 def bench_mutator(problem_name: str, n: int) -> float:
@@ -52,18 +50,13 @@ def bench_mutator(problem_name: str, n: int) -> float:
 
 def bench_run(problem_name: str, n: int, workers: int, in_flight: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
-        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-            cfg = compose(
-                "config",
-                overrides=[
-                    f"problem={problem_name}",
-                    f"max_mutants={n}",
-                    f"checkpoint_dir={tmp}",
-                    "progress=false",
-                    f"evaluator.max_workers={workers}",
-                    f"evolution.max_in_flight={in_flight}",
-                ],
-            )
+        cfg = run_config(
+            tmp,
+            f"problem={problem_name}",
+            f"max_mutants={n}",
+            f"evaluator.max_workers={workers}",
+            f"evolution.max_in_flight={in_flight}",
+        )
         start = time.perf_counter()
         run_from_config(cfg, show_progress=False)
         elapsed = time.perf_counter() - start

@@ -43,6 +43,8 @@ import os
 import signal
 import sys
 
+from gigaevo.evaluation.limits import reap_zombies
+
 PR_SET_PDEATHSIG = 1
 PR_GET_DUMPABLE = 3
 PR_SET_DUMPABLE = 4
@@ -229,10 +231,4 @@ def kill_namespace_members() -> None:
             os.waitpid(-1, 0)
         except ChildProcessError:
             break
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
+    reap_zombies()

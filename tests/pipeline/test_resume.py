@@ -76,6 +76,12 @@ def _committed(store: Path) -> int:
         return 0
 
 
+def _wait_for_commits(store: Path, n: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while _committed(store) < n and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 @pytest.mark.slow
 def test_kill_9_then_resume_matches_uninterrupted_run(tmp_path: Path) -> None:
     args = ["problem=rastrigin", "max_mutants=60", "progress=false", "seed=5"]
@@ -87,9 +93,7 @@ def test_kill_9_then_resume_matches_uninterrupted_run(tmp_path: Path) -> None:
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 120
-    while _committed(ckpt / STORE_FILE) < 25 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    _wait_for_commits(ckpt / STORE_FILE, 25)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     done = _committed(ckpt / STORE_FILE)
@@ -130,9 +134,7 @@ def test_ctrl_c_stops_cleanly_and_resumes(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 120
-    while _committed(ckpt / STORE_FILE) < 20 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    _wait_for_commits(ckpt / STORE_FILE, 20)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
