@@ -1,4 +1,4 @@
-"""Stopping rules for the steady-state loop: budgets, wall clock, plateau, target fitness."""
+"""Stopping rules for the steady-state loop: budgets, wall clock, plateau, target fitness, cost."""
 
 from __future__ import annotations
 
@@ -21,12 +21,15 @@ class RunState:
             valid program.
         mutants_since_improvement: committed mutants since ``best_fitness``
             last improved.
+        llm_cost_usd: LLM spending so far in USD (every recorded call of the
+            run, resumed sessions included).
     """
 
     n_mutants: int
     wall_seconds: float
     best_fitness: float | None
     mutants_since_improvement: int
+    llm_cost_usd: float = 0.0
 
 
 class Stopper(Protocol):
@@ -127,6 +130,28 @@ class TargetFitness:
         best = state.best_fitness
         if best is not None and not math.isnan(best) and not self.metrics.better(self.value, best):
             return f"target_fitness: best {best} reached target {self.value}"
+        return None
+
+
+class CostBudget:
+    """Stop once the LLM spending reaches ``max_cost_usd``.
+
+    Calls already in flight when it fires still finish (and are paid for),
+    so the final cost may exceed the budget by up to ``max_in_flight - 1``
+    calls.
+
+    Raises:
+        ValueError: when ``max_cost_usd`` is not a positive finite number.
+    """
+
+    def __init__(self, max_cost_usd: float) -> None:
+        if not math.isfinite(max_cost_usd) or max_cost_usd <= 0:
+            raise ValueError(f"max_cost_usd must be > 0, got {max_cost_usd}")
+        self.max_cost_usd = max_cost_usd
+
+    def check(self, state: RunState) -> str | None:
+        if state.llm_cost_usd >= self.max_cost_usd:
+            return f"cost_budget: ${state.llm_cost_usd:.4f} >= ${self.max_cost_usd:.4f}"
         return None
 
 

@@ -1,26 +1,50 @@
-"""LLM clients: the ``LLMClient`` role, the mutator answer format and the offline mutator.
+"""LLM clients: the ``LLMClient`` role, the offline mutator, the litellm router, structured answers.
 
 ``LLMClient.complete(messages, seed=...)`` turns chat messages into one
 ``LLMResponse``. ``OfflineMutatorLLM`` is the embedded, seeded backend that
 needs no network; ``answer_format`` defines the answer layout every mutator
 backend writes (SEARCH/REPLACE blocks or a fenced program, a change report, an
-explanation and ``card_ids_used``). Nothing here imports litellm: remote
-clients import it lazily.
+explanation and ``card_ids_used``). ``LiteLLMRouter`` serves remote models
+(Gemini, OpenAI, any OpenAI-compatible server) with retries, a call log
+(``call_log``) and seeded model choice; ``request_json`` asks any client for
+JSON that conforms to a schema. Nothing here imports litellm at import time:
+the router imports it on its first call.
 """
 
 from gigaevo.llm.answer_format import EvolveLayout, locate_search, split_evolve_blocks
 from gigaevo.llm.base import LLMClient, LLMResponse, Message
+from gigaevo.llm.call_log import LLM_CALLS_FILE, CallLog, CallRecord, LLMUsage, UsageTally
+from gigaevo.llm.errors import LLMAuthenticationError, LLMCallError, LLMConfigError, LLMError
+from gigaevo.llm.models import ModelSpec
 from gigaevo.llm.offline import OfflineMutatorLLM
 from gigaevo.llm.prompt_reader import PromptView, read_prompt
+from gigaevo.llm.retry import RetryPolicy
+from gigaevo.llm.router import LiteLLMRouter
+from gigaevo.llm.structured import StructuredResult, parse_json_answer, request_json
 
 __all__ = [
+    "LLM_CALLS_FILE",
+    "CallLog",
+    "CallRecord",
     "EvolveLayout",
+    "LLMAuthenticationError",
+    "LLMCallError",
     "LLMClient",
+    "LLMConfigError",
+    "LLMError",
     "LLMResponse",
+    "LLMUsage",
+    "LiteLLMRouter",
     "Message",
+    "ModelSpec",
     "OfflineMutatorLLM",
     "PromptView",
+    "RetryPolicy",
+    "StructuredResult",
+    "UsageTally",
     "locate_search",
+    "parse_json_answer",
     "read_prompt",
+    "request_json",
     "split_evolve_blocks",
 ]

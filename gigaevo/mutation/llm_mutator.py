@@ -6,6 +6,7 @@ import logging
 
 from gigaevo.llm.answer_format import MODES
 from gigaevo.llm.base import LLMClient, LLMResponse
+from gigaevo.llm.errors import LLMAuthenticationError
 from gigaevo.mutation.base import MutationOutcome, MutationRequest
 from gigaevo.mutation.prompt import build_messages
 from gigaevo.mutation.response import ParsedAnswer, apply_answer, parse_answer
@@ -18,9 +19,11 @@ logger = logging.getLogger(__name__)
 class LLMMutator:
     """``Mutator`` that asks an ``LLMClient`` for a change to the parent.
 
-    A bad answer or a failing client never raises: the outcome then has
+    A bad answer or a failing call never raises: the outcome then has
     ``child_code=None`` and ``info.failure`` says why (the raw answer is kept).
-    Thread-safe as long as the client is.
+    The one exception is ``LLMAuthenticationError`` (credentials refused),
+    which propagates so that the engine stops the run. Thread-safe as long as
+    the client is.
 
     Args:
         llm: the model (or the offline mutator).
@@ -38,6 +41,8 @@ class LLMMutator:
         messages = build_messages(request, self.mode)
         try:
             response = self.llm.complete(messages, seed=request.seed)
+        except LLMAuthenticationError:
+            raise  # not a failed mutation: every later call would fail too, so the run stops
         except Exception as exc:  # the LLM-call boundary: record what was caught and go on
             logger.warning("LLM call failed: %s: %s", type(exc).__name__, exc)
             failure = f"llm error: {type(exc).__name__}: {exc}"
