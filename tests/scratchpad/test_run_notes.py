@@ -1,0 +1,87 @@
+"""RunScratchpad's staged API (what the memory uses) and its checkpoint cadence."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from omegaconf import DictConfig
+
+from gigaevo.pipeline.build import build_run
+from gigaevo.scratchpad import (
+    DECISIONS,
+    FINDINGS,
+    HYPOTHESES,
+    MissingProvenanceError,
+    NoteWriter,
+    RunScratchpad,
+    Scratchpad,
+    ScratchpadSettings,
+    UnknownKeyError,
+)
+from tests.scratchpad.conftest import DAY
+
+
+def _notes(tmp_path: Path, every: int = 5) -> RunScratchpad:
+    settings = ScratchpadSettings(record_every=every)
+    return RunScratchpad.open(tmp_path, settings, metric="score", today=lambda: DAY)
+
+
+def _on_disk(tmp_path: Path) -> set[str]:
+    return {e.key for e in Scratchpad(tmp_path / ".agent" / "scratchpad.md").load()}
+
+
+def test_staged_notes_wait_for_the_next_checkpoint(tmp_path: Path) -> None:
+    notes = _notes(tmp_path)
+    notes.start_session(resumed=False, n_mutants=0, best_id="p0", best_fitness=1.0, pending={})
+    assert _on_disk(tmp_path) == {"best"}
+    notes.add_hypothesis("card.c1", "card c1 may help", source="card:c1")
+    notes.record_finding("card.c2", "card c2 helps (P=0.97)", source="ledger:c2")
+    notes.record_decision("card.c3", "card c3 retired", source="ledger:c3")
+    for n in range(1, 5):
+        notes.after_commit(n - 1, n, "p0", 1.0)
+    assert _on_disk(tmp_path) == {"best"}  # nothing between checkpoints
+    notes.after_commit(4, 5, "p7", 0.5)
+    assert _on_disk(tmp_path) == {"best", "card.c1", "card.c2", "card.c3"}
+    state = notes.state
+    assert state.get("card.c1").section == HYPOTHESES  # type: ignore[union-attr]
+    assert state.get("card.c2").section == FINDINGS  # type: ignore[union-attr]
+    assert state.get("card.c3").section == DECISIONS  # type: ignore[union-attr]
+    assert state.get("best").source == "p7"  # type: ignore[union-attr]
+    assert "[card.c2]" in notes.prompt_prefix() and "not yet validated" in notes.prompt_prefix()
+
+
+def test_staging_validates_at_once(tmp_path: Path) -> None:
+    notes = _notes(tmp_path)
+    with pytest.raises(MissingProvenanceError):
+        notes.record_finding("card.x", "helps", source=None)  # type: ignore[arg-type]
+    with pytest.raises(UnknownKeyError):
+        notes.resolve("never.opened")
+
+
+def test_resolved_and_obsolete_notes_are_pruned_in_a_run(tmp_path: Path) -> None:
+    notes = _notes(tmp_path, every=1)
+    notes.open_question("q", "does card c1 help?")
+    notes.add_hypothesis("card.c1", "card c1 may help")
+    notes.after_commit(0, 1, "p0", 1.0)
+    notes.resolve("q")
+    notes.mark_obsolete("card.c1")
+    notes.after_commit(1, 2, "p0", 1.0)
+    assert _on_disk(tmp_path) == {"best"}
+
+
+def test_a_run_and_a_plain_scratchpad_are_note_writers(tmp_path: Path) -> None:
+    writers: list[NoteWriter] = [_notes(tmp_path / "a"), Scratchpad(tmp_path / "b.md")]
+    for writer in writers:
+        writer.add_hypothesis("h", "x")
+
+
+def test_the_memory_gets_the_run_notes(make_cfg: Callable[..., DictConfig]) -> None:
+    built = build_run(make_cfg(), show_progress=False)
+    try:
+        runtime = built.engine.memory.runtime  # type: ignore[attr-defined]
+        assert runtime.scratchpad is built.scratchpad is built.engine.scratchpad
+        assert built.scratchpad is not None and built.scratchpad.pad.reads == 1
+    finally:
+        built.close()
