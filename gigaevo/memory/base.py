@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Protocol
 
 from gigaevo.problems.spec import MetricsSpec
+from gigaevo.scratchpad import NoteWriter
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,10 @@ class MemoryRuntime:
         bank_dir: where the card bank lives (``memory_bank_dir``; may be shared).
         seed: the run seed.
         max_mutants: the mutation budget (progress = attempt / budget).
+        scratchpad: the run's audited notes, or None when the run keeps none.
+            Record cards established with evidence as Findings, retirements as
+            Decisions and newly authored cards as Hypotheses (by stable key,
+            e.g. ``card.<id>``); they are written at the run's next checkpoint.
     """
 
     task_key: str
@@ -36,6 +41,7 @@ class MemoryRuntime:
     bank_dir: Path
     seed: int
     max_mutants: int
+    scratchpad: NoteWriter | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +98,14 @@ class MutationResult:
     change_report: str = ""
     explanation: str = ""
     child_metrics: dict[str, float] = field(default_factory=dict)
+
+
+class MemoryUsageError(Exception):
+    """A memory provider cannot run as configured or with the bank it was given.
+
+    Raised for a bad setting or an unreadable card bank; the message is one line
+    naming the key or file. The pipeline turns it into exit code 2.
+    """
 
 
 class MemoryProvider(Protocol):

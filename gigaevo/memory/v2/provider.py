@@ -1,0 +1,235 @@
+"""``CardBankMemory``: the memory=v2 provider (write side; the read side is issue 6).
+
+``decide`` ABSTAINS for now: it returns an empty ``Decision`` (no slate, no
+card, no randomised control) on every attempt, so a memory=v2 run mutates
+exactly like memory=none while it fills the bank. The causal read path
+(posterior, randomised offer/withhold, leases, evidence ledger) replaces it.
+
+``observe`` feeds strictly valid outcomes to the librarian with the
+configured cadence (``memory/write``): ``live`` ingests as outcomes arrive,
+``end_of_run`` at ``close``, ``none`` never. ``close`` drains what is left,
+runs the residual-duplicate audit and writes ``memory_stats.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from gigaevo.llm.base import LLMClient
+from gigaevo.memory.base import Decision, MemoryRuntime, MutationContext, MutationResult
+from gigaevo.memory.v2.agents import AgentUsage, CardAuthor, EquivalenceJudge, TaskView
+from gigaevo.memory.v2.audit import DuplicateAudit, audit_duplicates
+from gigaevo.memory.v2.cards import KINDS, bounded_context
+from gigaevo.memory.v2.embed import Embedder
+from gigaevo.memory.v2.errors import CorruptBankError, MemoryConfigError
+from gigaevo.memory.v2.ledger import LEDGER_FILE, WriteLedger
+from gigaevo.memory.v2.librarian import Librarian
+from gigaevo.memory.v2.outcome import is_strictly_valid, writer_outcome
+from gigaevo.memory.v2.settings import MemorySettings
+from gigaevo.memory.v2.store import LocalMemoryStore
+from gigaevo.memory.v2.tombstones import Tombstones
+from gigaevo.util import atomic_write_json
+
+STATS_FILE = "memory_stats.json"
+ABSTAIN_REASON = "read side not built yet (issue 6): the provider abstains"
+
+
+def run_identity(runtime: MemoryRuntime) -> str:
+    """A short stable id of this run (its checkpoint directory and seed); resumes keep it."""
+    key = f"{Path(runtime.checkpoint_dir).resolve()}|{runtime.seed}"
+    return "run-" + hashlib.sha256(key.encode()).hexdigest()[:10]
+
+
+class CardBankMemory:
+    """memory=v2 (see the module docstring).
+
+    Args:
+        runtime: task, metrics, directories and seed of the run.
+        llm: the memory LLM (card author and equivalence judge).
+        embedder: embeds card briefs for retrieval.
+        write, writer, program_exemplars, store: the ``memory.*`` settings as
+            plain dicts (validated by ``MemorySettings.parse``).
+
+    Raises:
+        MemoryConfigError: a setting is unusable or contradicts another.
+        CorruptBankError: ``cards.json`` exists and does not parse.
+    """
+
+    def __init__(
+        self,
+        runtime: MemoryRuntime,
+        *,
+        llm: LLMClient | None,
+        embedder: Embedder,
+        write: dict[str, Any] | None = None,
+        writer: dict[str, Any] | None = None,
+        program_exemplars: dict[str, Any] | None = None,
+        store: dict[str, Any] | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.settings = MemorySettings.parse(
+            write=write, writer=writer, program_exemplars=program_exemplars, store=store
+        )
+        authoring = self.settings.writer.authoring_enabled
+        writes = self.settings.write.cadence != "none"
+        if llm is None and authoring and writes:
+            raise MemoryConfigError("memory.llm must be set when memory.writer.authoring_enabled")
+        self.llm = llm
+        self.run_id = run_identity(runtime)
+        s = self.settings.store
+        self.store = LocalMemoryStore(
+            runtime.bank_dir,
+            embedder=embedder,
+            lock=s.lock,
+            lock_timeout_s=s.lock_timeout_s,
+            authoring_lock_timeout_s=s.authoring_lock_timeout_s,
+        ).open()
+        self.ledger = WriteLedger(Path(runtime.checkpoint_dir) / LEDGER_FILE)
+        self.tombstones = Tombstones()
+        self.usage = AgentUsage()
+        self.judge: EquivalenceJudge | None = None
+        self.librarian = self._librarian() if (llm is not None and authoring and writes) else None
+        self.audit: DuplicateAudit | None = None
+        self._observed = 0
+        self._eligible = 0
+        self._closed = False
+        self._bank_error: str | None = None
+
+    def _librarian(self) -> Librarian:
+        assert self.llm is not None
+        w, rt = self.settings.writer, self.runtime
+        task = TaskView(rt.task_key, bounded_context(rt.task_description))
+        author = CardAuthor(
+            self.llm,
+            task=task,
+            max_attempts=w.llm_max_attempts,
+            max_program_chars=w.max_program_chars,
+            max_diff_lines=w.max_diff_lines,
+            max_note_chars=w.max_note_chars,
+            usage=self.usage,
+        )
+        self.judge = EquivalenceJudge(self.llm, max_attempts=w.llm_max_attempts, usage=self.usage)
+        return Librarian(
+            store=self.store,
+            author=author,
+            judge=self.judge,
+            ledger=self.ledger,
+            tombstones=self.tombstones,
+            writer=w,
+            exemplars=self.settings.exemplars,
+            task_key=rt.task_key,
+            task_description=rt.task_description,
+            run_id=self.run_id,
+            seed=rt.seed,
+        )
+
+    # -- MemoryProvider --------------------------------------------------------
+    def decide(self, context: MutationContext) -> Decision:
+        """Abstain: no slate, no card (the read side is issue 6)."""
+        return Decision(attempt=context.attempt, record={"memory": "v2", "action": "abstain"})
+
+    def observe(self, result: MutationResult) -> None:
+        """Queue a strictly valid outcome for the librarian; ingest now when the cadence is live.
+
+        Raises:
+            CorruptBankError: the bank stopped parsing (the run must stop).
+        """
+        self._observed += 1
+        if not is_strictly_valid(result):
+            return
+        self._eligible += 1
+        if self.librarian is None:
+            return
+        self.librarian.submit(writer_outcome(result, self.runtime.metrics))
+        if self.settings.write.cadence == "live":
+            self._drain(final=False)
+
+    def close(self) -> None:
+        """Ingest what is queued, audit duplicates, write ``memory_stats.json``. Idempotent.
+
+        Raises:
+            CorruptBankError: the bank stopped parsing (nothing was overwritten).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self.librarian is not None and self._bank_error is None:
+                self._drain(final=True)
+                self._audit()
+        finally:
+            atomic_write_json(Path(self.runtime.checkpoint_dir) / STATS_FILE, self.stats())
+
+    # -- internals -------------------------------------------------------------
+    def _drain(self, *, final: bool) -> None:
+        assert self.librarian is not None
+        try:
+            self.librarian.drain(final=final)
+        except CorruptBankError as exc:
+            self._bank_error = str(exc)
+            raise
+
+    def _audit(self) -> None:
+        w = self.settings.writer
+        if not w.audit_duplicates or self.judge is None:
+            return
+        self.audit = audit_duplicates(
+            self.store,
+            self.judge,
+            task_key=self.runtime.task_key if w.scope == "task" else None,
+            k=w.neighbours_k,
+            max_cards=w.audit_max_cards,
+            seed=self.runtime.seed,
+        )
+
+    def stats(self) -> dict[str, Any]:
+        """What the write side did in this run (the content of ``memory_stats.json``)."""
+        lib = self.librarian
+        c = lib.counters if lib is not None else None
+        task_cards = {
+            k: len(self.store.cards(kind=k, task_key=self.runtime.task_key)) for k in KINDS
+        }
+        return {
+            "memory": "v2",
+            "run_id": self.run_id,
+            "task_key": self.runtime.task_key,
+            "decide": ABSTAIN_REASON,
+            "cadence": self.settings.write.cadence,
+            "authoring_enabled": self.settings.writer.authoring_enabled,
+            "scope": self.settings.writer.scope,
+            "outcomes_observed": self._observed,
+            "outcomes_strictly_valid": self._eligible,
+            "outcomes_ingested": c.ingested_insights if c else 0,
+            "outcomes_pending": lib.pending if lib else 0,
+            "exemplars_queued": c.queued_exemplars if c else 0,
+            "exemplars_ingested": c.ingested_exemplars if c else 0,
+            "ledger": {i: self.ledger.outcome_counts(i) for i in ("insight", "program", "card")},
+            "failed_attempts": c.failed_attempts if c else 0,
+            "exhausted_items": c.exhausted if c else 0,
+            "fail_open": {
+                "retrieval": c.fail_open_retrieval if c else 0,
+                "judge": c.fail_open_judge if c else 0,
+            },
+            "judge_calls": c.judge_calls if c else 0,
+            "ingest_seconds": round(c.ingest_seconds, 6) if c else 0.0,
+            "bank": {
+                "path": str(self.store.path),
+                "generation": self.store.generation,
+                "n_cards": len(self.store),
+                "n_cards_this_task": task_cards,
+                "reloads": self.store.stats.reloads,
+                "writes": self.store.stats.writes,
+                "error": self._bank_error,
+            },
+            "memory_llm": {
+                "model": self.llm.name if self.llm is not None else None,
+                "calls": self.usage.calls,
+                "failures": self.usage.failures,
+                "prompt_tokens": self.usage.prompt_tokens,
+                "completion_tokens": self.usage.completion_tokens,
+                "cost_usd": round(self.usage.cost_usd, 6),
+            },
+            "duplicate_audit": None if self.audit is None else self.audit.to_dict(),
+        }

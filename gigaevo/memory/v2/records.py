@@ -1,0 +1,154 @@
+"""Strict conversion between frozen dataclass records and JSON-ready dicts.
+
+Records that cross a file boundary (cards, ledger rows) are frozen
+dataclasses whose fields use only: ``str``, ``int``, ``float``, ``bool``,
+``X | None``, ``Literal[...]``, ``tuple[X, ...]`` and nested record
+dataclasses. ``from_json`` refuses unknown keys, missing required keys and
+wrong types (``extra="forbid"`` semantics), so a typo never passes silently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from collections.abc import Callable, Mapping
+from functools import cache
+from typing import Any, TypeVar
+
+from gigaevo.memory.v2.errors import CardFormatError
+
+R = TypeVar("R")
+
+_Converter = Callable[[Any, str], Any]
+
+
+def to_json(record: Any) -> dict[str, Any]:
+    """The record as a dict of JSON values (tuples become lists, nested records dicts)."""
+    return {f.name: _plain(getattr(record, f.name)) for f in dataclasses.fields(record)}
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_json(value)
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def from_json(cls: type[R], data: Any, where: str = "") -> R:
+    """Build ``cls`` from ``data``, checking every key and type.
+
+    Raises:
+        CardFormatError: ``data`` is not a dict, has an unknown or missing key,
+            or a value of the wrong type; the message names the path ``where``.
+    """
+    convert = _record_converter(cls)  # type: ignore[arg-type]
+    return convert(data, where or cls.__name__)
+
+
+@cache
+def _record_converter(cls: type) -> _Converter:
+    hints = typing.get_type_hints(cls)
+    fields = dataclasses.fields(cls)
+    converters = {f.name: _converter(hints[f.name]) for f in fields}
+    required = {
+        f.name
+        for f in fields
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    }
+    allowed = sorted(converters)
+
+    def convert(data: Any, where: str) -> Any:
+        if not isinstance(data, Mapping):
+            raise CardFormatError(f"{where}: expected an object, got {type(data).__name__}")
+        unknown = sorted(set(data) - set(converters))
+        if unknown:
+            raise CardFormatError(f"{where}: unknown key {unknown[0]!r} (allowed: {allowed})")
+        missing = sorted(required - set(data))
+        if missing:
+            raise CardFormatError(f"{where}: missing key {missing[0]!r}")
+        values = {k: converters[k](v, f"{where}.{k}") for k, v in data.items()}
+        try:
+            return cls(**values)
+        except ValueError as exc:
+            raise CardFormatError(f"{where}: {exc}") from exc
+
+    return convert
+
+
+def _converter(hint: Any) -> _Converter:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (types.UnionType, typing.Union):
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) != 1:
+            raise TypeError(f"unsupported union {hint}")
+        return _optional(_converter(inner[0]))
+    if origin is typing.Literal:
+        return _literal(args)
+    if origin is tuple:
+        if len(args) != 2 or args[1] is not Ellipsis:
+            raise TypeError(f"only tuple[X, ...] is supported, got {hint}")
+        return _sequence(_converter(args[0]))
+    if dataclasses.is_dataclass(hint):
+        return _record_converter(hint)  # type: ignore[arg-type]
+    scalar = _SCALARS.get(hint)
+    if scalar is None:
+        raise TypeError(f"unsupported field type {hint}")
+    return scalar
+
+
+def _optional(inner: _Converter) -> _Converter:
+    def convert(value: Any, where: str) -> Any:
+        return None if value is None else inner(value, where)
+
+    return convert
+
+
+def _literal(choices: tuple[Any, ...]) -> _Converter:
+    def convert(value: Any, where: str) -> Any:
+        if value not in choices or isinstance(value, bool):
+            raise CardFormatError(f"{where}: expected one of {list(choices)}, got {value!r}")
+        return value
+
+    return convert
+
+
+def _sequence(inner: _Converter) -> _Converter:
+    def convert(value: Any, where: str) -> tuple[Any, ...]:
+        if not isinstance(value, list | tuple):
+            raise CardFormatError(f"{where}: expected a list, got {type(value).__name__}")
+        return tuple(inner(v, f"{where}[{i}]") for i, v in enumerate(value))
+
+    return convert
+
+
+def _str(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise CardFormatError(f"{where}: expected a string, got {type(value).__name__}")
+    return value
+
+
+def _int(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CardFormatError(f"{where}: expected an integer, got {value!r}")
+    return value
+
+
+def _float(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise CardFormatError(f"{where}: expected a number, got {value!r}")
+    if not math.isfinite(value):
+        raise CardFormatError(f"{where}: expected a finite number, got {value!r}")
+    return float(value)
+
+
+def _bool(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise CardFormatError(f"{where}: expected true or false, got {value!r}")
+    return value
+
+
+_SCALARS: dict[Any, _Converter] = {str: _str, int: _int, float: _float, bool: _bool}

@@ -1,0 +1,279 @@
+"""``LocalMemoryStore``: the durable card bank and its process-local vector index.
+
+One instance per process owns ``cards.json`` under ``memory_bank_dir``; the
+read and write paths share it. Files beside the bank:
+
+- ``cards.json.lock``: held for every change, a short transaction: re-read the
+  bank if another process wrote, apply the change, write a temporary file,
+  fsync, ``os.replace`` it over ``cards.json``, fsync the directory. A reader
+  (or a SIGKILL at any instant) sees the old bank or the new one, never half.
+- ``cards.json.authoring.lock``: held by the librarian across its semantic
+  retrieve -> judge -> admit transaction, so two processes never admit the
+  same treatment twice.
+
+Change detection is cheap: ``refresh`` compares the file's (inode, size,
+mtime) with what was last loaded and re-reads only when they differ; inside a
+transaction the header line's generation and write id are compared, which is
+exact. A ``cards.json`` that does not parse raises ``CorruptBankError``, is
+never overwritten, and every later call raises the same error.
+
+Locks: ``lock="os"`` uses ``filelock.FileLock`` (``flock``; released by the
+kernel when a holder dies). On NFS use ``lock="soft"`` (``filelock.SoftFileLock``,
+an exclusively created marker file): a marker left by a killed process on the
+same host is reclaimed automatically; one left by another host must be
+removed by hand once that host's run is known to be dead.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import filelock
+
+from gigaevo.memory.v2.bankfile import (
+    EMPTY,
+    BankHeader,
+    FileSignature,
+    read_bank,
+    read_header,
+    render_bank,
+    signature,
+    utc_now,
+)
+from gigaevo.memory.v2.cards import Card
+from gigaevo.memory.v2.embed import Embedder
+from gigaevo.memory.v2.errors import BankLockTimeout, CorruptBankError
+from gigaevo.memory.v2.index import CardIndex
+from gigaevo.util import atomic_write_text
+
+T = TypeVar("T")
+
+BANK_FILE = "cards.json"
+LOCK_KINDS = ("os", "soft")
+
+
+@dataclass
+class StoreStats:
+    """Counters of one store instance (for the stats file and the benchmark)."""
+
+    reloads: int = 0
+    writes: int = 0
+    embedded: int = 0
+    last_refresh_s: float = 0.0
+
+
+class LocalMemoryStore:
+    """The card bank in ``bank_dir`` and its faiss index (see the module docstring).
+
+    Not thread-safe: one thread uses an instance (the engine's main thread,
+    which runs both ``decide`` and ``observe``); processes coordinate through
+    the lock files.
+
+    Args:
+        bank_dir: directory of ``cards.json`` and its lock files.
+        embedder: embeds card briefs and retrieval queries.
+        lock: ``"os"`` (kernel file lock) or ``"soft"`` (marker file; for NFS).
+        lock_timeout_s: wait for ``cards.json.lock`` at most this long.
+        authoring_lock_timeout_s: default wait for the authoring lock.
+    """
+
+    def __init__(
+        self,
+        bank_dir: str | Path,
+        *,
+        embedder: Embedder,
+        lock: str = "os",
+        lock_timeout_s: float = 30.0,
+        authoring_lock_timeout_s: float = 300.0,
+    ) -> None:
+        self.bank_dir = Path(bank_dir)
+        self.embedder = embedder
+        self.lock = lock
+        self.lock_timeout_s = lock_timeout_s
+        self.authoring_lock_timeout_s = authoring_lock_timeout_s
+        self.stats = StoreStats()
+        self._cards: dict[str, Card] = {}
+        self._lines: dict[str, tuple[Card, str]] = {}  # id -> (card, its cards.json line)
+        self._header: BankHeader = EMPTY
+        self._signature: FileSignature | None = None
+        self._index = CardIndex(embedder)
+        self._failure: CorruptBankError | None = None
+        self._write_lock: filelock.BaseFileLock | None = None
+        self._authoring_lock: filelock.BaseFileLock | None = None
+
+    @property
+    def path(self) -> Path:
+        return self.bank_dir / BANK_FILE
+
+    @property
+    def generation(self) -> int:
+        """Generation of the bank version this process last loaded or wrote."""
+        return self._header.generation
+
+    def open(self) -> LocalMemoryStore:
+        """Create the directory and lock files, drop orphaned temp files, load the bank.
+
+        Raises:
+            ValueError: ``lock`` is not one of ``LOCK_KINDS``.
+            CorruptBankError: ``cards.json`` exists and does not parse.
+            BankLockTimeout: the bank lock was not acquired in time.
+        """
+        if self.lock not in LOCK_KINDS:
+            raise ValueError(f"lock must be one of {LOCK_KINDS}, got {self.lock!r}")
+        self.bank_dir.mkdir(parents=True, exist_ok=True)
+        lock_cls = filelock.FileLock if self.lock == "os" else filelock.SoftFileLock
+        self._write_lock = lock_cls(str(self.path) + ".lock")
+        self._authoring_lock = lock_cls(str(self.path) + ".authoring.lock")
+        with self._locked():
+            # a temp file can only be an orphan while we hold the lock: writers hold it too
+            for orphan in self.bank_dir.glob(f".{BANK_FILE}.*.tmp"):
+                orphan.unlink(missing_ok=True)
+            self._reload()
+        return self
+
+    # -- reading -------------------------------------------------------------
+    def refresh(self) -> bool:
+        """Re-read the bank if another process replaced it; True when it did.
+
+        Costs one ``stat`` when nothing changed.
+
+        Raises:
+            CorruptBankError: the new file does not parse (latched: later calls raise too).
+        """
+        self._raise_if_failed()
+        if signature(self.path) == self._signature:
+            return False
+        self._reload()
+        return True
+
+    def __len__(self) -> int:
+        return len(self._cards)
+
+    def __contains__(self, card_id: object) -> bool:
+        return card_id in self._cards
+
+    def get(self, card_id: str) -> Card | None:
+        """The loaded card ``card_id`` (call ``refresh`` first for the newest bank)."""
+        return self._cards.get(card_id)
+
+    def cards(self, *, kind: str | None = None, task_key: str | None = None) -> list[Card]:
+        """Loaded cards in bank order, optionally of one kind and one task."""
+        return [
+            c
+            for c in self._cards.values()
+            if (kind is None or c.kind == kind) and (task_key is None or c.task_key == task_key)
+        ]
+
+    def search(
+        self, query: str, *, kind: str, task_key: str | None, k: int
+    ) -> list[tuple[Card, float]]:
+        """The ``k`` cards of ``kind`` nearest to ``query`` (``task_key=None``: whole bank)."""
+        hits = self._index.search(query, kind=kind, task_key=task_key, k=k)
+        return [(self._cards[h.card_id], h.score) for h in hits if h.card_id in self._cards]
+
+    # -- writing -------------------------------------------------------------
+    @contextmanager
+    def authoring(self, timeout_s: float | None = None) -> Iterator[None]:
+        """Hold ``cards.json.authoring.lock`` (the retrieve -> judge -> admit transaction).
+
+        Raises:
+            BankLockTimeout: not acquired within ``timeout_s`` (default
+                ``authoring_lock_timeout_s``).
+        """
+        lock = self._require_open(self._authoring_lock)
+        wait = self.authoring_lock_timeout_s if timeout_s is None else timeout_s
+        try:
+            lock.acquire(timeout=max(0.0, wait))
+        except filelock.Timeout as exc:
+            raise BankLockTimeout(f"{lock.lock_file} not acquired in {wait:.1f}s") from exc
+        try:
+            yield
+        finally:
+            lock.release()
+
+    def transaction(self, mutate: Callable[[dict[str, Card]], T]) -> T:
+        """Apply ``mutate`` to the newest bank and persist it atomically, under the bank lock.
+
+        ``mutate`` receives a copy of the cards by id and edits it in place; if
+        it raises, nothing is written. Nothing is written either when it
+        leaves the cards unchanged.
+
+        Raises:
+            CorruptBankError: the bank on disk does not parse (it is not touched).
+            BankLockTimeout: ``cards.json.lock`` was not acquired in time.
+        """
+        self._raise_if_failed()
+        with self._locked():
+            if self._stale():
+                self._reload()
+            working = dict(self._cards)
+            result = mutate(working)
+            if working.keys() == self._cards.keys() and all(
+                working[k] is self._cards[k] for k in working
+            ):
+                return result
+            header = BankHeader(
+                generation=self._header.generation + 1,
+                write_id=uuid.uuid4().hex,
+                written_at=utc_now(),
+                n_cards=len(working),
+            )
+            text, lines = render_bank(header, working.values(), self._lines)
+            atomic_write_text(self.path, text)
+            self._cards, self._lines, self._header = working, lines, header
+            self._signature = signature(self.path)
+            self.stats.writes += 1
+            self.stats.embedded += self._index.sync(working.values())
+        return result
+
+    # -- internals -----------------------------------------------------------
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        lock = self._require_open(self._write_lock)
+        try:
+            lock.acquire(timeout=self.lock_timeout_s)
+        except filelock.Timeout as exc:
+            raise BankLockTimeout(
+                f"{lock.lock_file} not acquired in {self.lock_timeout_s:.1f}s"
+            ) from exc
+        try:
+            yield
+        finally:
+            lock.release()
+
+    def _reload(self) -> None:
+        started = time.perf_counter()
+        try:
+            loaded = read_bank(self.path, self._lines)
+        except CorruptBankError as exc:
+            self._failure = exc
+            raise
+        self._cards = {c.id: c for c in loaded.cards}
+        self._lines = loaded.lines
+        self._header, self._signature = loaded.header, loaded.signature
+        self.stats.embedded += self._index.sync(loaded.cards)
+        self.stats.reloads += 1
+        self.stats.last_refresh_s = time.perf_counter() - started
+
+    def _stale(self) -> bool:
+        """Exact check under the lock: did anyone replace or touch the file since we loaded it?"""
+        try:
+            return signature(self.path) != self._signature or read_header(self.path) != self._header
+        except CorruptBankError as exc:
+            self._failure = exc
+            raise
+
+    def _raise_if_failed(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+    def _require_open(self, lock: filelock.BaseFileLock | None) -> filelock.BaseFileLock:
+        if lock is None:
+            raise RuntimeError("LocalMemoryStore.open() must be called first")
+        return lock
