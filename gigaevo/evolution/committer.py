@@ -22,6 +22,7 @@ from gigaevo.evolution.islands import IslandModel
 from gigaevo.evolution.migration import RingMigration
 from gigaevo.evolution.state import RunCounters
 from gigaevo.evolution.store import ProgramStore
+from gigaevo.llm.call_log import UsageTally
 from gigaevo.memory.base import Decision, MemoryProvider, MutationResult, ground_citations
 from gigaevo.problems.spec import Problem
 from gigaevo.programs import MutationInfo, Program, ProgramStatus, code_digest, make_program_id
@@ -31,6 +32,10 @@ if TYPE_CHECKING:
     from gigaevo.evolution.engine import AttemptResult
 
 log = logging.getLogger("gigaevo")
+
+# stop reason when the model refused the credentials (the run is resumable, not finished)
+AUTH_FAILED = "llm_authentication_failed"
+_UNFINISHED = (None, "interrupted", AUTH_FAILED)
 
 
 class InitialProgramError(ValueError):
@@ -51,8 +56,10 @@ class Committer:
         events: EventLog,
         checkpoint_dir: Path,
         seed: int,
+        llm_usage: UsageTally | None = None,
     ) -> None:
         self.problem = problem
+        self.llm_usage = llm_usage
         self.metrics = problem.metrics
         self.islands = islands
         self.migration = migration
@@ -346,10 +353,12 @@ class Committer:
             "llm_prompt_tokens": k.prompt_tokens,
             "llm_completion_tokens": k.completion_tokens,
             "llm_cost_usd": k.llm_cost_usd,
+            # every call in llm_calls.jsonl (all roles, failed and uncommitted ones too)
+            "llm_usage": None if self.llm_usage is None else self.llm_usage.totals().to_dict(),
             "wall_seconds": round(wall_seconds, 3),
             "seed": self.seed,
             "stop_reason": stop_reason,
-            "finished": stop_reason not in (None, "interrupted"),
+            "finished": stop_reason not in _UNFINISHED,
         }
         atomic_write_json(self.dir / "summary.json", summary)
 

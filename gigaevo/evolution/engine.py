@@ -5,8 +5,9 @@ generation barrier. Results are committed strictly in attempt order, and
 attempt ``a + max_in_flight`` is dispatched right after attempt ``a`` commits,
 so every dispatch sees the same archive state in every run: the history
 depends on the seed and ``max_in_flight``, never on ``max_workers`` or timing.
-Each dispatch (parent, inspirations, memory decision, seed) is persisted
-before the LLM is called and replayed verbatim on resume.
+Each dispatch (parent, inspirations, memory decision, seed, and the
+scratchpad prefix its prompt carries) is persisted before the LLM is called
+and replayed verbatim on resume.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gigaevo.evaluation.base import EvaluationResult, Evaluator
-from gigaevo.evolution.committer import Committer
+from gigaevo.evolution.committer import AUTH_FAILED, Committer
 from gigaevo.evolution.events import EventLog, Progress
 from gigaevo.evolution.islands import IslandModel
 from gigaevo.evolution.migration import RingMigration
@@ -28,10 +29,13 @@ from gigaevo.evolution.selection import InspirationSampler, IslandScheduler, Par
 from gigaevo.evolution.state import RunCounters
 from gigaevo.evolution.stoppers import RunState, Stopper
 from gigaevo.evolution.store import Dispatch, ProgramStore
+from gigaevo.llm.call_log import UsageTally
+from gigaevo.llm.errors import LLMAuthenticationError
 from gigaevo.memory.base import MemoryProvider, MutationContext
 from gigaevo.mutation.base import MutationOutcome, MutationRequest, Mutator
 from gigaevo.problems.spec import Problem
 from gigaevo.programs import Program, code_digest
+from gigaevo.scratchpad import RunOutcome, RunScratchpad
 from gigaevo.util import derive_rng, derive_seed
 
 log = logging.getLogger("gigaevo")
@@ -62,7 +66,9 @@ class EvolutionEngine:
 
     Construct it with built components; ``run`` returns the counters. The
     store may already hold a run (resume): initial programs are then not
-    re-added and pending dispatches are replayed first.
+    re-added and pending dispatches are replayed first. ``llm_usage`` (the
+    tally of the run's LLM call log) feeds the stoppers' ``llm_cost_usd``
+    and the summary.
     """
 
     def __init__(
@@ -83,6 +89,8 @@ class EvolutionEngine:
         checkpoint_dir: Path,
         settings: EngineSettings,
         show_progress: bool = True,
+        llm_usage: UsageTally | None = None,
+        scratchpad: RunScratchpad | None = None,
     ) -> None:
         self.problem = problem
         self.mutator = mutator
@@ -96,6 +104,10 @@ class EvolutionEngine:
         self.store = store
         self.settings = settings
         self.show_progress = show_progress
+        self.llm_usage = llm_usage
+        self.scratchpad = scratchpad  # the run's notes: read once at build, written at checkpoints
+        if scratchpad is not None:
+            scratchpad.attach_prefix_log(store)
         self.committer = Committer(
             problem=problem,
             islands=islands,
@@ -105,6 +117,7 @@ class EvolutionEngine:
             events=events,
             checkpoint_dir=checkpoint_dir,
             seed=settings.seed,
+            llm_usage=llm_usage,
         )
         self._digest_claims: dict[str, int] = {}
         self._claims_lock = threading.Lock()
@@ -117,9 +130,15 @@ class EvolutionEngine:
         return self.committer.counters
 
     def run(self) -> RunCounters:
-        """Evolve until the budget or a stopper ends the run; returns the counters."""
+        """Evolve until the budget or a stopper ends the run; returns the counters.
+
+        Raises:
+            LLMAuthenticationError: the model refused the credentials; the
+                summary says so and the run stays resumable.
+        """
         c = self.committer
-        if self.store.count() == 0:
+        resumed = self.store.count() > 0
+        if not resumed:
             c.commit_initial(self.problem.initial_programs, self.evaluator)
         else:
             c.restore()
@@ -129,6 +148,7 @@ class EvolutionEngine:
         pending = [
             d for d in self.store.pending_dispatches() if d.attempt < self.settings.max_mutants
         ]
+        self._notes_start(resumed, pending)
         stop = self._stop_reason()
         if stop is None and not pending and c.counters.n_mutants >= self.settings.max_mutants:
             stop = "max_mutants"
@@ -140,11 +160,18 @@ class EvolutionEngine:
         except KeyboardInterrupt:
             c.events.emit("stop", reason="interrupted", n_mutants=c.counters.n_mutants)
             c.write_summary(self._wall(), "interrupted")
+            self._notes_interrupted()
+            raise
+        except LLMAuthenticationError:
+            c.events.emit("stop", reason=AUTH_FAILED, n_mutants=c.counters.n_mutants)
+            c.write_summary(self._wall(), AUTH_FAILED)
+            self._notes_interrupted()
             raise
         finally:
             progress.close()
         c.events.emit("stop", reason=stop, n_mutants=c.counters.n_mutants)
         c.write_summary(self._wall(), stop)
+        self._notes_finish(stop)
         return c.counters
 
     # -- loop -----------------------------------------------------------------
@@ -166,6 +193,7 @@ class EvolutionEngine:
                 attempt = min(futures)
                 result = futures.pop(attempt).result()
                 c.commit_attempt(result, self._wall())
+                self._notes_commit(attempt)
                 progress.update(c.counters.best_fitness, c.valid_share())
                 if stop is None:
                     stop = self._stop_reason()
@@ -188,11 +216,48 @@ class EvolutionEngine:
             wall_seconds=self._wall(),
             best_fitness=k.best_fitness,
             mutants_since_improvement=k.mutants_since_improvement,
+            llm_cost_usd=(
+                self.llm_usage.totals().cost_usd if self.llm_usage is not None else k.llm_cost_usd
+            ),
         )
         return self.stopper.check(state)
 
     def _wall(self) -> float:
         return self._wall_base + (time.monotonic() - self._started)
+
+    # -- scratchpad (main thread, except _notes_prefix) -------------------------
+    def _notes_start(self, resumed: bool, pending: list[Dispatch]) -> None:
+        if self.scratchpad is None:
+            return
+        k = self.counters
+        self.scratchpad.start_session(
+            resumed=resumed,
+            n_mutants=k.n_mutants,
+            best_id=k.best_id,
+            best_fitness=k.best_fitness,
+            pending={d.attempt: d.parent_id for d in pending},
+        )
+
+    def _notes_commit(self, attempt: int) -> None:
+        if self.scratchpad is not None:
+            k = self.counters
+            self.scratchpad.after_commit(attempt, k.n_mutants, k.best_id, k.best_fitness)
+
+    def _notes_finish(self, stop: str) -> None:
+        if self.scratchpad is None:
+            return
+        k = self.counters
+        outcome = RunOutcome(k.n_mutants, k.n_valid, k.n_invalid, k.n_duplicate, stop)
+        self.scratchpad.finish(outcome, k.best_id, k.best_fitness)
+
+    def _notes_interrupted(self) -> None:
+        if self.scratchpad is not None:
+            pending = {d.attempt: d.parent_id for d in self.store.pending_dispatches()}
+            self.scratchpad.interrupted(self.counters.n_mutants, pending)
+
+    def _notes_prefix(self, attempt: int) -> str:
+        """The scratchpad prefix of ``attempt``'s prompt (the one it was dispatched with)."""
+        return "" if self.scratchpad is None else self.scratchpad.prefix_for_attempt(attempt)
 
     # -- dispatch (main thread) ------------------------------------------------
     def _dispatch(self, attempt: int) -> Dispatch:
@@ -223,6 +288,8 @@ class EvolutionEngine:
             slate=decision.slate,
             card_ids=decision.card_ids,
         )
+        if self.scratchpad is not None:  # recorded first: a replay must see the same prompt
+            self.scratchpad.prefix_for_dispatch(attempt, self.counters.n_mutants)
         self.store.add_dispatch(d)
         return d
 
@@ -237,6 +304,7 @@ class EvolutionEngine:
             inspirations=tuple(insp),
             seed=d.seed,
             memory_slate=d.slate,
+            scratchpad=self._notes_prefix(d.attempt),
         )
         outcome = self.mutator.mutate(request)
         if outcome.child_code is None:

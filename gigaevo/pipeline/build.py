@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
@@ -29,9 +31,17 @@ from gigaevo.evolution import (
 from gigaevo.evolution.engine import EngineSettings, EvolutionEngine
 from gigaevo.evolution.events import EventLog
 from gigaevo.evolution.state import RunCounters
+from gigaevo.evolution.stoppers import CostBudget
 from gigaevo.evolution.store import ProgramStore, StoreError
-from gigaevo.memory.base import MemoryProvider, MemoryRuntime
+from gigaevo.llm import LLM_CALLS_FILE, LLMClient, LLMConfigError, UsageTally
+from gigaevo.memory.base import MemoryProvider, MemoryRuntime, MemoryUsageError
 from gigaevo.problems import Problem, ProblemError, load_problem
+from gigaevo.scratchpad import (
+    CorruptScratchpadError,
+    RunScratchpad,
+    ScratchpadError,
+    ScratchpadSettings,
+)
 
 log = logging.getLogger("gigaevo")
 
@@ -51,11 +61,18 @@ class BuiltRun:
     memory: MemoryProvider
     store: ProgramStore
     checkpoint_dir: Path
+    scratchpad: RunScratchpad | None = None
 
     def close(self) -> None:
-        self.evaluator.close()
-        self.memory.close()
-        self.store.close()
+        try:
+            self.evaluator.close()
+        finally:
+            try:
+                self.memory.close()  # may raise MemoryUsageError (an unreadable bank)
+            finally:
+                self.store.close()
+                if self.scratchpad is not None:  # the design report, with the session's reads
+                    self.scratchpad.write_report()
 
 
 def _require_int(cfg: DictConfig, key: str, minimum: int) -> int:
@@ -128,9 +145,43 @@ def _open_store(cfg: DictConfig, ckpt: Path, problem: Problem) -> ProgramStore:
     return store
 
 
-def _build_stopper(cfg: DictConfig, problem: Problem) -> AnyStopper:
+def _instantiate(node: Any, **kwargs: Any) -> Any:
+    """``instantiate`` that reports a client's bad option or missing key as ``ConfigError``."""
+    try:
+        return instantiate(node, **kwargs)
+    except InstantiationException as exc:
+        cause: BaseException | None = exc
+        while cause is not None and not isinstance(cause, LLMConfigError):
+            cause = cause.__cause__
+        if cause is not None:
+            raise ConfigError(str(cause)) from None
+        raise
+
+
+def _build_llm(cfg: DictConfig) -> tuple[LLMClient, float | None]:
+    """The mutator's client and the run's cost budget (``llm.max_cost_usd``, not a client option).
+
+    Raises:
+        ConfigError: a bad budget, a bad client option or a missing API key variable.
+    """
+    node = OmegaConf.to_container(cfg.llm, resolve=True)
+    assert isinstance(node, dict)
+    budget = node.pop("max_cost_usd", None)
+    if budget is not None and (
+        isinstance(budget, bool)
+        or not isinstance(budget, (int, float))
+        or not math.isfinite(budget)
+        or budget <= 0
+    ):
+        raise ConfigError(f"llm.max_cost_usd must be a positive number or null, got {budget!r}")
+    return _instantiate(node), None if budget is None else float(budget)
+
+
+def _build_stopper(cfg: DictConfig, problem: Problem, max_cost_usd: float | None) -> AnyStopper:
     stop = cfg.evolution.stop
     stoppers: list[Any] = [MaxMutants(int(cfg.max_mutants))]
+    if max_cost_usd is not None:
+        stoppers.append(CostBudget(max_cost_usd))
     try:
         if stop.max_wall_seconds is not None:
             stoppers.append(WallClock(float(stop.max_wall_seconds)))
@@ -145,26 +196,57 @@ def _build_stopper(cfg: DictConfig, problem: Problem) -> AnyStopper:
     return AnyStopper(stoppers)
 
 
-def build_run(cfg: DictConfig, *, show_progress: bool = True) -> BuiltRun:
-    """Validate ``cfg``, load the problem and instantiate every component.
+def _open_scratchpad(cfg: DictConfig, ckpt: Path, problem: Problem) -> RunScratchpad | None:
+    """The run's scratchpad, read once; None when ``scratchpad.enabled`` is false.
 
     Raises:
-        ConfigError, ProblemError: bad configuration; nothing has been run.
+        ConfigError: a bad ``scratchpad.*`` value, or a corrupt scratchpad (left untouched).
     """
-    validate_config(cfg)
-    problem = resolve_problem(cfg)
-    ckpt = Path(str(cfg.checkpoint_dir)).resolve()
-    ckpt.mkdir(parents=True, exist_ok=True)
-    store = _open_store(cfg, ckpt, problem)
+    node = OmegaConf.select(cfg, "scratchpad")
+    values = {} if node is None else OmegaConf.to_container(node, resolve=True)
+    assert isinstance(values, dict)
+    try:
+        settings = ScratchpadSettings.from_mapping(values)
+        if not settings.enabled:
+            return None
+        return RunScratchpad.open(ckpt, settings, metric=problem.metrics.primary)
+    except (ValueError, ScratchpadError) as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+def _config_choices(cfg: DictConfig, problem: Problem, llm: LLMClient) -> dict[str, str]:
+    """The choices a run records as Decisions: those that shape its history, not its speed."""
+    spec = problem.metrics
+    evo = cfg.evolution
+    return {
+        "problem": f"problem {problem.name}, metric {spec.primary} "
+        f"({'higher' if spec.higher_is_better else 'lower'} is better)",
+        "llm": f"mutations written by {llm.name}, answers as {cfg.pipeline.mutator.mode}",
+        "memory": f"memory {str(cfg.memory._target_).rsplit('.', 1)[-1]}",
+        "evolution": f"{evo.n_islands} islands, {evo.max_in_flight} attempts in flight",
+        "budget": f"{cfg.max_mutants} mutants, seed {cfg.seed}",
+    }
+
+
+def _build_islands(cfg: DictConfig, problem: Problem) -> IslandModel:
     evo = cfg.evolution
     space = BehaviourSpace.from_dicts(OmegaConf.to_container(evo.behaviour, resolve=True))  # type: ignore[arg-type]
-    islands = IslandModel(
+    return IslandModel(
         n_islands=int(evo.n_islands),
         space=space,
         metrics=problem.metrics,
         capacity_per_island=evo.capacity_per_island,
     )
-    evaluator = instantiate(cfg.evaluator)(problem=problem)
+
+
+def _build_memory(
+    cfg: DictConfig,
+    problem: Problem,
+    ckpt: Path,
+    notes: RunScratchpad | None,
+    store: ProgramStore,
+) -> MemoryProvider:
+    """The memory provider; a bad memory setting closes the store and raises ConfigError."""
     runtime = MemoryRuntime(
         task_key=problem.name,
         task_description=problem.description,
@@ -173,21 +255,46 @@ def build_run(cfg: DictConfig, *, show_progress: bool = True) -> BuiltRun:
         bank_dir=Path(str(cfg.memory_bank_dir)).resolve(),
         seed=int(cfg.seed),
         max_mutants=int(cfg.max_mutants),
+        scratchpad=notes,
     )
-    memory = instantiate(cfg.memory)(runtime=runtime)
-    llm = instantiate(cfg.llm)
+    try:
+        return cast(MemoryProvider, _instantiate(cfg.memory)(runtime=runtime))
+    except MemoryUsageError as exc:  # a bad memory.* setting or an unreadable card bank
+        store.close()
+        raise ConfigError(str(exc)) from exc
+
+
+def build_run(cfg: DictConfig, *, show_progress: bool = True) -> BuiltRun:
+    """Validate ``cfg``, load the problem and instantiate every component.
+
+    Raises:
+        ConfigError, ProblemError: bad configuration; nothing has been run.
+    """
+    validate_config(cfg)
+    problem = resolve_problem(cfg)
+    llm, max_cost_usd = _build_llm(cfg)
+    ckpt = Path(str(cfg.checkpoint_dir)).resolve()
+    ckpt.mkdir(parents=True, exist_ok=True)
+    notes = _open_scratchpad(cfg, ckpt, problem)  # read once, before anything else is opened
+    store = _open_store(cfg, ckpt, problem)
+    if notes is not None:  # only once the store accepted the run: never into someone else's
+        notes.record_config(_config_choices(cfg, problem, llm))
+        notes.write_report()
+    evo = cfg.evolution
+    memory = _build_memory(cfg, problem, ckpt, notes, store)
+    evaluator = instantiate(cfg.evaluator)(problem=problem)
     mutator = instantiate(cfg.pipeline.mutator, llm=llm)
     engine = EvolutionEngine(
         problem=problem,
         mutator=mutator,
         evaluator=evaluator,
         memory=memory,
-        islands=islands,
+        islands=_build_islands(cfg, problem),
         selector=instantiate(evo.selector),
         inspirations=instantiate(evo.inspirations),
         scheduler=instantiate(evo.scheduler),
         migration=instantiate(evo.migration),
-        stopper=_build_stopper(cfg, problem),
+        stopper=_build_stopper(cfg, problem, max_cost_usd),
         store=store,
         events=EventLog(ckpt / "events.jsonl"),
         checkpoint_dir=ckpt,
@@ -198,18 +305,25 @@ def build_run(cfg: DictConfig, *, show_progress: bool = True) -> BuiltRun:
             task_key=problem.name,
         ),
         show_progress=show_progress,
+        llm_usage=UsageTally(ckpt / LLM_CALLS_FILE),
+        scratchpad=notes,
     )
-    return BuiltRun(engine, evaluator, memory, store, ckpt)
+    return BuiltRun(engine, evaluator, memory, store, ckpt, notes)
 
 
 def run_from_config(cfg: DictConfig, *, show_progress: bool = True) -> RunCounters:
     """Build and run; returns the final counters. Closes everything it opened."""
     built = build_run(cfg, show_progress=show_progress)
     try:
-        (built.checkpoint_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-        counters = built.engine.run()
-    finally:
-        built.close()
+        try:
+            (built.checkpoint_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+            counters = built.engine.run()
+        finally:
+            built.close()
+    except (MemoryUsageError, CorruptScratchpadError) as exc:
+        # e.g. cards.json or the scratchpad stopped parsing mid-run: stop, exit 2;
+        # the store is consistent and the run resumes once the file is fixed
+        raise ConfigError(str(exc)) from exc
     log.info(
         "best %s = %.6g (initial %.6g) after %d mutants; outputs in %s",
         built.engine.problem.metrics.primary,

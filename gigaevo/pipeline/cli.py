@@ -1,9 +1,10 @@
 """Command-line glue for ``run.py``: error reporting, exit codes and resume lookup.
 
 Bad configuration exits with code 2 and one line on stderr naming the key or
-file. ``resume=true`` without an explicit ``checkpoint_dir`` or
-``hydra.run.dir`` continues the most recent run under ``outputs/`` that was
-started with the same overrides.
+file; so does a model that refuses the API key (the run stays resumable).
+``resume=true`` without an explicit ``checkpoint_dir`` or ``hydra.run.dir``
+continues the most recent run under ``outputs/`` that was started with the
+same overrides.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from omegaconf import DictConfig
 
 from gigaevo.evaluation import SandboxError
 from gigaevo.evolution.committer import InitialProgramError
+from gigaevo.llm.errors import LLMAuthenticationError
 from gigaevo.pipeline.build import ConfigError, run_from_config
 from gigaevo.problems import ProblemError
 from gigaevo.util import atomic_write_json
@@ -103,6 +105,9 @@ def run_job(cfg: DictConfig) -> None:
     except (ConfigError, ProblemError, InitialProgramError, SandboxError) as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"error: {message}", file=sys.stderr)
+        sys.exit(USAGE_ERROR)
+    except LLMAuthenticationError as exc:
+        print(f"error: {exc}; fix the key and add resume=true to continue", file=sys.stderr)
         sys.exit(USAGE_ERROR)
     except KeyboardInterrupt:
         print(

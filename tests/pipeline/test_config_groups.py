@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from hydra.utils import instantiate
+from omegaconf import OmegaConf
 
 from gigaevo.pipeline.build import build_run
 from tests.conftest import CONFIG_DIR, compose_config
@@ -18,10 +19,16 @@ def _options(group: str) -> list[str]:
 
 
 @pytest.mark.parametrize(("group", "option"), [(g, o) for g in GROUPS for o in _options(g)])
-def test_option_builds_a_run(group: str, option: str, tmp_path: Path) -> None:
+def test_option_builds_a_run(
+    group: str, option: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cfg = compose_config(
         [f"{group}={option}", f"checkpoint_dir={tmp_path}", "progress=false", "max_mutants=1"]
     )
+    for node in ("llm", "memory.llm"):  # remote clients read their key at construction
+        key_env = OmegaConf.select(cfg, f"{node}.api_key_env")
+        if key_env:
+            monkeypatch.setenv(key_env, "test-key-not-used")
     built = build_run(cfg, show_progress=False)
     try:
         assert built.engine.problem.name == cfg.problem.name

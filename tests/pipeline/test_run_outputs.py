@@ -127,3 +127,35 @@ def test_corrupt_store_is_refused_and_left_alone(
         with pytest.raises(ConfigError, match=STORE_FILE):
             build_run(make_cfg(*extra), show_progress=False)
         assert (ckpt / STORE_FILE).read_bytes() == garbage
+
+
+def test_scratchpad_corrupted_mid_run_stops_with_a_config_error(
+    make_cfg: Callable[..., DictConfig], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pad = tmp_path / "run" / ".agent" / "scratchpad.md"
+
+    class _Vandal:
+        """Corrupts the scratchpad from outside while the run is going."""
+
+        def __init__(self, inner: object) -> None:
+            self.inner = inner
+
+        def mutate(self, request: MutationRequest) -> MutationOutcome:
+            if pad.exists():
+                pad.write_text("## Hypotheses\nnot an entry\n")
+            return self.inner.mutate(request)  # type: ignore[attr-defined]
+
+    import gigaevo.pipeline.build as build_module
+
+    real_build = build_module.build_run
+
+    def build_with_vandal(cfg: DictConfig, *, show_progress: bool = True) -> object:
+        built = real_build(cfg, show_progress=show_progress)
+        built.engine.mutator = _Vandal(built.engine.mutator)
+        return built
+
+    cfg = make_cfg("max_mutants=60", "scratchpad.record_every=5")
+    monkeypatch.setattr(build_module, "build_run", build_with_vandal)
+    with pytest.raises(ConfigError, match="scratchpad"):
+        run_from_config(cfg, show_progress=False)
+    assert pad.read_text() == "## Hypotheses\nnot an entry\n"  # never overwritten
