@@ -180,8 +180,9 @@ def check_report(report: Any, contracts: Contracts) -> list[str]:
     """Every violation of ``report`` as ``<contract id>: <message>`` (empty when it passes)."""
     if not isinstance(report, dict):
         return ["report: the design report must be a JSON object"]
-    out = []
-    if _js(report.get("report_version")) != _js(contracts.report_version):
+    out: list[str] = []
+    has_version = "report_version" in report
+    if has_version and _js(report.get("report_version")) != _js(contracts.report_version):
         got = _js(report.get("report_version"))
         out.append(f"report: /report_version must equal {contracts.report_version} (got {got})")
     for block in contracts.required:
@@ -194,8 +195,9 @@ def check_report(report: Any, contracts: Contracts) -> list[str]:
         for rule in contract.rules:
             value = _resolve(report, rule.pointer)
             if value is _MISSING:
-                if not rule.optional:
-                    out.append(f"{contract.id}: {rule.pointer} is missing")
+                line = f"{contract.id}: {rule.pointer} is missing"
+                if not rule.optional and line not in out:  # several rules may share a pointer
+                    out.append(line)
                 continue
             problem = _violation(rule, value)
             if problem is not None:
