@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
-import tempfile
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -51,6 +49,7 @@ from gigaevo.scratchpad.format import (
     RESOLVED,
     SKELETON,
 )
+from gigaevo.util import atomic_write_bytes
 
 log = logging.getLogger("gigaevo.scratchpad")
 DEFAULT_PATH = Path(".agent/scratchpad.md")
@@ -87,28 +86,6 @@ def read_text(path: Path) -> str | None:
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise CorruptScratchpadError(path, line, "not UTF-8 text") from exc
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data``: temp file, fsync, ``os.replace``, directory fsync."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), mode)
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 class Scratchpad:
@@ -190,7 +167,7 @@ class Scratchpad:
             new_text, state, edits = apply_changes(text, changes, self.path, self.today())
             changed = new_text != current
             if changed:
-                write_atomically(self.path, new_text.encode("utf-8"))
+                atomic_write_bytes(self.path, new_text.encode("utf-8"))
                 if current is None:
                     self.created = True
                     log.info("created scratchpad %s", self.path)

@@ -41,10 +41,11 @@ from gigaevo.scratchpad.document import (
 )
 from gigaevo.scratchpad.errors import UnknownKeyError
 from gigaevo.scratchpad.format import DECISIONS, FINDINGS, HYPOTHESES, OBSOLETE, OPEN, RESOLVED
-from gigaevo.scratchpad.pad import Scratchpad, utc_today, write_atomically
+from gigaevo.scratchpad.pad import Scratchpad, utc_today
 from gigaevo.scratchpad.prefix_log import MetaStore, PromptPrefixLog
 from gigaevo.scratchpad.report import design_report
 from gigaevo.scratchpad.settings import RunOutcome, ScratchpadSettings
+from gigaevo.util import atomic_write_bytes
 
 log = logging.getLogger("gigaevo.scratchpad")
 REPORT_NAME = "design_report.json"
@@ -264,7 +265,7 @@ class RunScratchpad:
         """Write the design report (``design_report.json`` beside the scratchpad); its path."""
         path = self.pad.path.with_name(REPORT_NAME)
         data = json.dumps(self.report(), indent=2, sort_keys=True) + "\n"
-        write_atomically(path, data.encode("utf-8"))
+        atomic_write_bytes(path, data.encode("utf-8"))
         return path
 
     def report(self) -> dict[str, Any]:
