@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -22,6 +23,21 @@ class LLMResponse:
     completion_tokens: int = 0
     cost_usd: float | None = None
     latency_s: float = 0.0
+
+
+def offline_response(model: str, messages: list[Message], text: str, started: float) -> LLMResponse:
+    """The response of an offline backend: approximate tokens (4 chars each), no cost.
+
+    ``started`` is the ``time.perf_counter()`` reading taken when the call began.
+    """
+    return LLMResponse(
+        text=text,
+        model=model,
+        prompt_tokens=sum(len(m.content) for m in messages) // 4,
+        completion_tokens=len(text) // 4,
+        cost_usd=0.0,
+        latency_s=time.perf_counter() - started,
+    )
 
 
 class LLMClient(Protocol):

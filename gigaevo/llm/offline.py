@@ -23,7 +23,7 @@ from gigaevo.llm.answer_format import (
     render_diff_blocks,
     render_program,
 )
-from gigaevo.llm.base import LLMResponse, Message
+from gigaevo.llm.base import LLMResponse, Message, offline_response
 from gigaevo.llm.offline_source import SourceView, TacticContext, TacticResult, apply_spans
 from gigaevo.llm.offline_tactics import DEFAULT_WEIGHTS, EXPLANATIONS, TACTICS
 from gigaevo.llm.prompt_reader import CardPrompt, PromptView, read_prompt
@@ -101,15 +101,7 @@ class OfflineMutatorLLM:
         """Answer a mutation prompt; ``response_format`` is ignored (answers are text)."""
         started = time.perf_counter()
         prompt = "\n\n".join(m.content for m in messages if m.role == "user")
-        text = self.answer(prompt, seed)
-        return LLMResponse(
-            text=text,
-            model=self.name,
-            prompt_tokens=sum(len(m.content) for m in messages) // 4,
-            completion_tokens=len(text) // 4,
-            cost_usd=0.0,
-            latency_s=time.perf_counter() - started,
-        )
+        return offline_response(self.name, messages, self.answer(prompt, seed), started)
 
     def answer(self, prompt: str, seed: int) -> str:
         """The answer text for one prompt (what ``complete`` wraps)."""

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from gigaevo.llm.base import LLMResponse, Message
+from gigaevo.llm.base import LLMResponse, Message, offline_response
 from gigaevo.llm.offline import card_tactic
 from gigaevo.llm.offline_tactics import TACTICS
 from gigaevo.llm.prompt_reader import fenced_blocks
@@ -129,15 +129,7 @@ class OfflineMemoryLLM:
         rng = np.random.default_rng([self.seed & _MASK64, seed & _MASK64, digest])
         agent = _AGENT_RE.search(system)
         answer = self.answer(agent.group(1) if agent else "", sections(user), rng)
-        text = json.dumps(answer, sort_keys=True)
-        return LLMResponse(
-            text=text,
-            model=self.name,
-            prompt_tokens=(len(system) + len(user)) // 4,
-            completion_tokens=len(text) // 4,
-            cost_usd=0.0,
-            latency_s=time.perf_counter() - started,
-        )
+        return offline_response(self.name, messages, json.dumps(answer, sort_keys=True), started)
 
     def answer(self, agent: str, parts: dict[str, str], rng: np.random.Generator) -> dict[str, Any]:
         """The JSON answer of ``agent`` to a prompt split into ``parts`` (see ``sections``)."""
