@@ -157,14 +157,10 @@ class EvolutionEngine:
         )
         try:
             stop = self._loop(pending, stop, progress)
-        except KeyboardInterrupt:
-            c.events.emit("stop", reason="interrupted", n_mutants=c.counters.n_mutants)
-            c.write_summary(self._wall(), "interrupted")
-            self._notes_interrupted()
-            raise
-        except LLMAuthenticationError:
-            c.events.emit("stop", reason=AUTH_FAILED, n_mutants=c.counters.n_mutants)
-            c.write_summary(self._wall(), AUTH_FAILED)
+        except (KeyboardInterrupt, LLMAuthenticationError) as exc:
+            reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else AUTH_FAILED
+            c.events.emit("stop", reason=reason, n_mutants=c.counters.n_mutants)
+            c.write_summary(self._wall(), reason)
             self._notes_interrupted()
             raise
         finally:
