@@ -1,0 +1,109 @@
+"""``memory_events.jsonl`` in ``checkpoint_dir``: structured runtime events of the read side.
+
+One JSON line per event, appended with ``gigaevo.util.append_jsonl`` (a line
+torn by a kill is fenced off by the next append; ``read_events`` skips it).
+Kinds:
+
+- ``assignment``: a decision was committed (proposal, Z, propensities).
+- ``outcome``: its terminal was committed (status, cited, gain).
+- ``applicability``: the memory LLM labelled candidate cards (labels only;
+  they never remove a card).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from gigaevo.memory.v2.bankfile import utc_now
+from gigaevo.memory.v2.evidence.rows import DecisionRow, TerminalRow
+from gigaevo.util import append_jsonl
+
+EVENTS_FILE = "memory_events.jsonl"
+EventKind = Literal["assignment", "outcome", "applicability"]
+EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
+
+
+class MemoryEvents:
+    """Appends events of one run to ``checkpoint_dir/memory_events.jsonl``."""
+
+    def __init__(self, checkpoint_dir: str | Path, *, run_id: str) -> None:
+        self.path = Path(checkpoint_dir) / EVENTS_FILE
+        self.run_id = run_id
+
+    def emit(self, kind: EventKind, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """Append one event and return it.
+
+        Raises:
+            ValueError: unknown ``kind``, or ``fields`` reuses a reserved key
+                (``event``, ``ts``, ``time``, ``run_id``).
+        """
+        if kind not in EVENT_KINDS:
+            raise ValueError(f"unknown memory event {kind!r} (known: {list(EVENT_KINDS)})")
+        reserved = {"event", "ts", "time", "run_id"} & set(fields)
+        if reserved:
+            raise ValueError(f"event fields reuse reserved key(s) {sorted(reserved)}")
+        record = {"event": kind, "ts": time.time(), "time": utc_now(), "run_id": self.run_id}
+        record.update(fields)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        append_jsonl(self.path, record)
+        return record
+
+    def assignment(self, decision: DecisionRow) -> dict[str, Any]:
+        """Event for a committed decision (abstentions included)."""
+        return self.emit(
+            "assignment",
+            {
+                "decision_id": decision.decision_id,
+                "attempt": decision.attempt,
+                "abstain": decision.abstain,
+                "proposed_id": decision.proposed_id,
+                "z": decision.z,
+                "offer": decision.offer,
+                "rho": decision.rho,
+                "rho0": decision.rho0,
+                "joint": decision.joint,
+                "candidates": len(decision.candidates),
+                "evidence_version": decision.evidence_version,
+            },
+        )
+
+    def outcome(self, terminal: TerminalRow, *, attempt: int | None = None) -> dict[str, Any]:
+        """Event for a committed terminal."""
+        return self.emit(
+            "outcome",
+            {
+                "decision_id": terminal.decision_id,
+                "attempt": attempt,
+                "status": terminal.status,
+                "child_id": terminal.child_id,
+                "cited_ids": list(terminal.cited_ids),
+                "gain": terminal.gain,
+                "censor_reason": terminal.censor_reason,
+            },
+        )
+
+    def applicability(self, attempt: int, labels: Mapping[str, str]) -> dict[str, Any]:
+        """Event for the applicability labels (card id -> label) of one attempt."""
+        return self.emit(
+            "applicability", {"attempt": attempt, "labels": dict(sorted(labels.items()))}
+        )
+
+
+def read_events(path: str | Path) -> list[dict[str, Any]]:
+    """Every whole event line of ``path`` (torn or non-object lines are skipped)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict):
+            out.append(record)
+    return out

@@ -1,0 +1,238 @@
+"""Selection leases (``selection_leases.json`` under the bank dir), shared across processes.
+
+A lease reserves one offered card (its whole lineage: id plus absorbed
+aliases) for one mutation attempt until that attempt or its child resolves,
+so processes sharing a bank count each other's pending outcomes. At most
+``max_pending`` (2) live leases may touch one lineage (ids are closed over
+the alias sets other leases recorded); a further ``acquire`` raises
+``LeaseCapReachedError``.
+
+Every change is one short transaction under ``selection_leases.json.lock``
+(``filelock``): read, reclaim dead leases, change, atomic replace. A lease is
+reclaimed when it is past its expiry, or its owner ran on this host and its
+pid is no longer alive. A file that does not parse raises
+``LeaseFileCorruptError`` and is never overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Collection, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import filelock
+
+from gigaevo.memory.v2.errors import CardFormatError
+from gigaevo.memory.v2.evidence.errors import (
+    LeaseCapReachedError,
+    LeaseFileCorruptError,
+    LeaseLockTimeoutError,
+)
+from gigaevo.memory.v2.evidence.owner import pid_alive
+from gigaevo.memory.v2.records import from_json, to_json
+from gigaevo.util import atomic_write_text
+
+T = TypeVar("T")
+
+LEASE_FILE = "selection_leases.json"
+LEASE_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Lease:
+    """One reservation of a card lineage by one attempt of one process."""
+
+    lease_id: str
+    card_id: str
+    lineage_ids: tuple[str, ...]  # card id and its absorbed aliases
+    pid: int
+    host: str
+    run_id: str
+    attempt: int
+    created: float
+    expires: float
+
+    def touches(self, ids: Collection[str]) -> bool:
+        return not set(self.lineage_ids).isdisjoint(ids)
+
+
+@dataclass(frozen=True)
+class LeaseFile:
+    format: int
+    leases: tuple[Lease, ...]
+
+
+class SelectionLeases:
+    """The lease file of one bank, used by one process (see the module docstring).
+
+    Args:
+        bank_dir: directory of ``selection_leases.json``.
+        run_id: this run's id (recorded in every lease).
+        ttl_s: a lease expires this long after it was taken.
+        max_pending: live leases allowed per card lineage.
+        lock_timeout_s: wait for the lock file at most this long.
+        clock: seconds since the epoch (injectable for tests).
+    """
+
+    def __init__(
+        self,
+        bank_dir: str | Path,
+        *,
+        run_id: str,
+        ttl_s: float = 6 * 3600.0,
+        max_pending: int = 2,
+        lock_timeout_s: float = 30.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.path = Path(bank_dir) / LEASE_FILE
+        self.run_id = run_id
+        self.ttl_s = ttl_s
+        self.max_pending = max_pending
+        self.lock_timeout_s = lock_timeout_s
+        self.clock = clock
+        self.host = socket.gethostname()
+        self._lock = filelock.FileLock(str(self.path) + ".lock")
+
+    def acquire(self, card_id: str, lineage_ids: Collection[str], attempt: int) -> Lease:
+        """Reserve ``card_id`` (and its aliases) for ``attempt`` of this process.
+
+        Raises:
+            LeaseCapReachedError: its lineage already holds ``max_pending`` live leases.
+            LeaseFileCorruptError: the lease file does not parse.
+            LeaseLockTimeoutError: the lock was not acquired in time.
+        """
+        ids = tuple(sorted({card_id, *lineage_ids}))
+        now = self.clock()
+        lease = Lease(
+            lease_id=uuid.uuid4().hex,
+            card_id=card_id,
+            lineage_ids=ids,
+            pid=os.getpid(),
+            host=self.host,
+            run_id=self.run_id,
+            attempt=attempt,
+            created=now,
+            expires=now + self.ttl_s,
+        )
+
+        def change(leases: list[Lease]) -> Lease:
+            lineage = lineage_closure(ids, leases)
+            pending = sum(1 for held in leases if held.touches(lineage))
+            if pending >= self.max_pending:
+                raise LeaseCapReachedError(card_id, pending)
+            leases.append(lease)
+            return lease
+
+        return self._transaction(change)
+
+    def release(self, lease_id: str) -> bool:
+        """Drop one lease. Returns whether it was still held.
+
+        Raises:
+            LeaseFileCorruptError, LeaseLockTimeoutError: as for ``acquire``.
+        """
+
+        def change(leases: list[Lease]) -> bool:
+            before = len(leases)
+            leases[:] = [held for held in leases if held.lease_id != lease_id]
+            return len(leases) < before
+
+        return self._transaction(change)
+
+    def release_attempt(self, attempt: int) -> int:
+        """Drop every lease this process and run holds for ``attempt``; returns how many."""
+
+        def change(leases: list[Lease]) -> int:
+            before = len(leases)
+            leases[:] = [held for held in leases if not self._mine(held, attempt)]
+            return before - len(leases)
+
+        return self._transaction(change)
+
+    def active(self) -> tuple[Lease, ...]:
+        """Live leases (dead ones are reclaimed and written back first)."""
+        return self._transaction(lambda leases: tuple(leases))
+
+    def pending(self, lineage_ids: Collection[str]) -> int:
+        """Live leases of the lineage of ``lineage_ids`` (closed over held leases' aliases)."""
+        leases = self.active()
+        ids = lineage_closure(lineage_ids, leases)
+        return sum(1 for held in leases if held.touches(ids))
+
+    def _mine(self, lease: Lease, attempt: int) -> bool:
+        return (lease.pid, lease.host, lease.run_id, lease.attempt) == (
+            os.getpid(),
+            self.host,
+            self.run_id,
+            attempt,
+        )
+
+    def _dead(self, lease: Lease, now: float) -> bool:
+        if now >= lease.expires:
+            return True
+        return lease.host == self.host and not pid_alive(lease.pid)
+
+    def _transaction(self, change: Callable[[list[Lease]], T]) -> T:
+        with self._locked():
+            leases = list(self._read())
+            now = self.clock()
+            alive = [held for held in leases if not self._dead(held, now)]
+            result = change(alive)
+            if alive != leases:
+                body = to_json(LeaseFile(format=LEASE_FORMAT, leases=tuple(alive)))
+                atomic_write_text(self.path, json.dumps(body, indent=2, sort_keys=True) + "\n")
+            return result
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._lock.acquire(timeout=self.lock_timeout_s)
+        except filelock.Timeout as exc:
+            raise LeaseLockTimeoutError(f"{self._lock.lock_file} not acquired in time") from exc
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    def _read(self) -> tuple[Lease, ...]:
+        """The leases on file (none if it does not exist).
+
+        Raises:
+            LeaseFileCorruptError: not JSON, unknown key, wrong type or format.
+        """
+        if not self.path.exists():
+            return ()
+        text = self.path.read_text(encoding="utf-8")
+        try:
+            parsed = from_json(LeaseFile, json.loads(text), LEASE_FILE)
+        except (ValueError, CardFormatError) as exc:
+            raise LeaseFileCorruptError(f"{self.path}: {exc} (left untouched)") from exc
+        if parsed.format != LEASE_FORMAT:
+            raise LeaseFileCorruptError(f"{self.path}: unknown format {parsed.format}")
+        return parsed.leases
+
+
+def lineage_closure(ids: Collection[str], leases: Iterable[Lease]) -> frozenset[str]:
+    """``ids`` grown by the lineage ids of every lease that shares an id with them.
+
+    So a caller that names a lineage only partially (one alias) still counts
+    every lease on that lineage, through the fuller sets other leases recorded.
+    """
+    held = list(leases)
+    closure = set(ids)
+    grown = True
+    while grown:
+        grown = False
+        for lease in held:
+            if lease.touches(closure) and not closure.issuperset(lease.lineage_ids):
+                closure.update(lease.lineage_ids)
+                grown = True
+    return frozenset(closure)

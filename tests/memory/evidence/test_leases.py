@@ -1,0 +1,141 @@
+"""Selection leases: acquire/release, the pending cap, aliases, reclaim, real-process races."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from gigaevo.memory.v2.evidence import LeaseCapReachedError, LeaseFileCorruptError
+from gigaevo.memory.v2.leases import LEASE_FILE, SelectionLeases
+from tests.memory.evidence.workers import churn_leases, hold_lease, kill, race_for_lease
+
+
+def test_acquire_and_release(tmp_path: Path) -> None:
+    leases = SelectionLeases(tmp_path, run_id="r")
+    lease = leases.acquire("c1", ["a1"], attempt=4)
+    assert lease.lineage_ids == ("a1", "c1") and lease.pid == os.getpid()
+    assert leases.pending({"c1"}) == 1
+    on_file = json.loads((tmp_path / LEASE_FILE).read_text())
+    assert [held["lease_id"] for held in on_file["leases"]] == [lease.lease_id]
+    assert leases.release(lease.lease_id)
+    assert not leases.release(lease.lease_id)
+    assert leases.active() == ()
+
+
+def test_third_pending_outcome_is_refused(tmp_path: Path) -> None:
+    leases = SelectionLeases(tmp_path, run_id="r")
+    first = leases.acquire("c1", [], attempt=0)
+    leases.acquire("c1", [], attempt=1)
+    with pytest.raises(LeaseCapReachedError) as refused:
+        leases.acquire("c1", [], attempt=2)
+    assert refused.value.pending == 2 and refused.value.card_id == "c1"
+    leases.acquire("c2", [], attempt=2)  # other cards are unaffected
+    leases.release(first.lease_id)
+    leases.acquire("c1", [], attempt=3)
+
+
+def test_aliases_share_the_cap(tmp_path: Path) -> None:
+    leases = SelectionLeases(tmp_path, run_id="r")
+    leases.acquire("survivor", ["old-a", "old-b"], attempt=0)
+    leases.acquire("old-a", [], attempt=1)  # an absorbed id is the same lineage
+    with pytest.raises(LeaseCapReachedError):
+        leases.acquire("old-b", [], attempt=2)
+    assert leases.pending({"old-b"}) == 2
+
+
+def test_release_attempt_drops_only_own_leases(tmp_path: Path) -> None:
+    mine = SelectionLeases(tmp_path, run_id="r")
+    other = SelectionLeases(tmp_path, run_id="s")
+    mine.acquire("c1", [], attempt=1)
+    mine.acquire("c2", [], attempt=1)
+    other.acquire("c3", [], attempt=1)
+    assert mine.release_attempt(1) == 2
+    assert [held.card_id for held in mine.active()] == ["c3"]
+
+
+def test_expired_leases_are_reclaimed(tmp_path: Path) -> None:
+    now = [1000.0]
+    leases = SelectionLeases(tmp_path, run_id="r", ttl_s=10.0, clock=lambda: now[0])
+    leases.acquire("c1", [], attempt=0)
+    leases.acquire("c1", [], attempt=1)
+    now[0] += 11.0
+    leases.acquire("c1", [], attempt=2)
+    assert [held.attempt for held in leases.active()] == [2]
+
+
+def test_lease_of_a_killed_process_is_reclaimed(tmp_path: Path) -> None:
+    ctx = mp.get_context("fork")
+    ready = ctx.Event()
+    holder = ctx.Process(target=hold_lease, args=(str(tmp_path), "c1", ["a1"], ready))
+    holder.start()
+    assert ready.wait(30)
+    leases = SelectionLeases(tmp_path, run_id="r")
+    assert leases.pending({"a1"}) == 1
+    kill(holder.pid or 0)
+    holder.join(10)
+    assert leases.pending({"a1"}) == 0
+    leases.acquire("c1", [], attempt=0)
+    leases.acquire("c1", [], attempt=1)
+
+
+@pytest.mark.parametrize("text", ["{not json", '{"format": 1, "leases": [{"x": 1}]}', "[]"])
+def test_corrupt_file_is_refused_and_left_alone(tmp_path: Path, text: str) -> None:
+    path = tmp_path / LEASE_FILE
+    path.write_text(text)
+    leases = SelectionLeases(tmp_path, run_id="r")
+    with pytest.raises(LeaseFileCorruptError):
+        leases.acquire("c1", [], attempt=0)
+    with pytest.raises(LeaseFileCorruptError):
+        leases.active()
+    assert path.read_text() == text
+
+
+def test_racing_processes_never_exceed_the_cap(tmp_path: Path) -> None:
+    ctx = mp.get_context("fork")
+    start, release, results = ctx.Event(), ctx.Event(), ctx.Queue()
+    procs = [
+        ctx.Process(target=race_for_lease, args=(str(tmp_path), "c1", start, results, release))
+        for _ in range(5)
+    ]
+    for p in procs:
+        p.start()
+    start.set()
+    outcomes = sorted(results.get(timeout=30) for _ in procs)
+    assert outcomes == ["ok", "ok", "refused", "refused", "refused"]
+    assert SelectionLeases(tmp_path, run_id="x").pending({"c1"}) == 2
+    release.set()
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    deadline = time.monotonic() + 10
+    while SelectionLeases(tmp_path, run_id="x").pending({"c1"}) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert SelectionLeases(tmp_path, run_id="x").pending({"c1"}) == 0  # holders exited
+
+
+def test_concurrent_writers_lose_no_lease(tmp_path: Path) -> None:
+    ctx = mp.get_context("fork")
+    start, stop, done = ctx.Event(), ctx.Event(), ctx.Semaphore(0)
+    procs = [
+        ctx.Process(target=churn_leases, args=(str(tmp_path), tag, 20, start, done, stop))
+        for tag in ("p", "q")
+    ]
+    for p in procs:
+        p.start()
+    start.set()
+    for _ in procs:
+        assert done.acquire(timeout=60)
+    try:  # the writers are still alive, so nothing is reclaimed
+        held = SelectionLeases(tmp_path, run_id="x").active()
+        cards = sorted(lease.card_id for lease in held)
+        assert cards == sorted(f"{t}-{i}" for t in ("p", "q") for i in range(0, 20, 2))
+    finally:
+        stop.set()
+        for p in procs:
+            p.join(30)
+    assert all(p.exitcode == 0 for p in procs)
