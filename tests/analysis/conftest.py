@@ -1,0 +1,92 @@
+"""Small real runs made once per session: a plain run, a memory=v2 run and a two-job sweep."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_py
+
+
+def _run(root: Path, name: str, *overrides: str) -> Path:
+    out = root / name
+    code, _, err = run_py(
+        "problem=rastrigin",
+        "max_mutants=12",
+        "progress=false",
+        "evaluator.max_workers=1",
+        f"checkpoint_dir={out}",
+        *overrides,
+        cwd=root,
+    )
+    assert code == 0, err[-2000:]
+    return out
+
+
+@pytest.fixture(scope="session")
+def runs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("analysis_runs")
+
+
+@pytest.fixture(scope="session")
+def plain_run(runs_root: Path) -> Path:
+    """A finished memory=none run (12 mutants); treat as read-only."""
+    return _run(runs_root, "plain")
+
+
+@pytest.fixture(scope="session")
+def memory_run(runs_root: Path) -> Path:
+    """A finished memory=v2 run (12 mutants) with its card bank; treat as read-only."""
+    return _run(runs_root, "memory", "memory=v2")
+
+
+@pytest.fixture(scope="session")
+def sweep_dir(runs_root: Path) -> Path:
+    """A finished multirun over seed=0,1 (6 mutants each); treat as read-only."""
+    out = runs_root / "sweep"
+    code, _, err = run_py(
+        "-m",
+        "seed=0,1",
+        "problem=rastrigin",
+        "max_mutants=6",
+        "progress=false",
+        "evaluator.max_workers=1",
+        f"hydra.sweep.dir={out}",
+        cwd=runs_root,
+    )
+    assert code == 0, err[-2000:]
+    return out
+
+
+@pytest.fixture
+def copy_of(tmp_path: Path) -> Callable[[Path], Path]:
+    """Copy a run directory into tmp_path, to damage it safely."""
+
+    def _copy(src: Path) -> Path:
+        dst = tmp_path / src.name
+        shutil.copytree(src, dst)
+        return dst
+
+    return _copy
+
+
+@pytest.fixture(scope="session")
+def memory_sweep_dir(runs_root: Path) -> Path:
+    """A finished multirun over memory=none,v2 x seed=0,1 (4 mutants each); read-only."""
+    out = runs_root / "memory_sweep"
+    code, _, err = run_py(
+        "-m",
+        "memory=none,v2",
+        "seed=0,1",
+        "problem=rastrigin",
+        "max_mutants=4",
+        "progress=false",
+        "evaluator.max_workers=1",
+        f"hydra.sweep.dir={out}",
+        cwd=runs_root,
+    )
+    assert code == 0, err[-2000:]
+    return out
