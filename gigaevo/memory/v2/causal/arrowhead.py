@@ -1,0 +1,294 @@
+"""Block-arrowhead (Schur-complement) conditional posterior of the linear heads (MODEL 3).
+
+Each design row touches the shared blocks (width P_s) and at most one lineage block (width C),
+so Lambda = diag(1/v) + X'WX is block-arrowhead. Per sigma node the cost is O(B C^3 + P_s^3)
+instead of O(P^3); lineages without rows keep their prior block and cost nothing.
+
+Column order matches ``DesignSpace``: shared block first, then the B lineage blocks.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from gigaevo.memory.v2.causal.errors import DesignError
+
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+@dataclass(frozen=True)
+class BlockDesign:
+    """Sparse view of a design matrix.
+
+    Attributes:
+        shared: (n, P_s) shared columns of every row.
+        lineage: (n,) lineage block index of the row, -1 for none (control rows).
+        lineage_part: (n, C) the row's lineage-block values (zeros when lineage = -1).
+        n_lineages: B.
+    """
+
+    shared: np.ndarray
+    lineage: np.ndarray
+    lineage_part: np.ndarray
+    n_lineages: int
+
+    @property
+    def size(self) -> int:
+        """P = P_s + B C."""
+        return self.shared.shape[1] + self.n_lineages * self.lineage_part.shape[1]
+
+    @classmethod
+    def from_dense(cls, x: np.ndarray, shared_size: int, width: int) -> BlockDesign:
+        """Split a dense (n, P) design; raises DesignError if a row touches two lineage blocks."""
+        x = np.asarray(x, dtype=float)
+        n_lin = (x.shape[1] - shared_size) // width
+        blocks = x[:, shared_size:].reshape(len(x), n_lin, width)
+        touched = np.any(blocks != 0.0, axis=2)
+        if np.any(touched.sum(axis=1) > 1):
+            raise DesignError("a design row touches more than one lineage block")
+        lineage = np.where(touched.any(axis=1), touched.argmax(axis=1), -1)
+        part = np.where(lineage[:, None] >= 0, blocks[np.arange(len(x)), lineage.clip(0)], 0.0)
+        return cls(x[:, :shared_size].copy(), lineage, part, n_lin)
+
+    def dot(self, vec: np.ndarray) -> np.ndarray:
+        """X @ vec, shape (n,), for a (P,) vector."""
+        ps, c = self.shared.shape[1], self.lineage_part.shape[1]
+        out = self.shared @ vec[:ps]
+        rows = self.lineage >= 0
+        blocks = vec[ps:].reshape(self.n_lineages, c)
+        out[rows] += np.sum(self.lineage_part[rows] * blocks[self.lineage[rows]], axis=1)
+        return out
+
+    def rdot(self, r: np.ndarray) -> np.ndarray:
+        """X' r, shape (P,), for an (n,) vector."""
+        c = self.lineage_part.shape[1]
+        blocks = np.zeros((self.n_lineages, c))
+        rows = self.lineage >= 0
+        np.add.at(blocks, self.lineage[rows], self.lineage_part[rows] * r[rows, None])
+        return np.concatenate([self.shared.T @ r, blocks.reshape(-1)])
+
+    def active_positions(self) -> tuple[np.ndarray, np.ndarray]:
+        """(active lineage ids (B_act,), each lineage's position among them (B,), -1 if none)."""
+        active = np.unique(self.lineage[self.lineage >= 0])
+        pos = np.full(self.n_lineages, -1)
+        pos[active] = np.arange(len(active))
+        return active, pos
+
+    def to_dense(self) -> np.ndarray:
+        """The (n, P) dense design."""
+        n, c = self.lineage_part.shape
+        out = np.zeros((n, self.size))
+        out[:, : self.shared.shape[1]] = self.shared
+        for i in np.flatnonzero(self.lineage >= 0):
+            start = self.shared.shape[1] + self.lineage[i] * c
+            out[i, start : start + c] = self.lineage_part[i]
+        return out
+
+
+class BlockStatistics:
+    """Sufficient statistics of centred targets, grouped by distinct omega^2 (MODEL 3)."""
+
+    def __init__(self, design: BlockDesign, y: np.ndarray, omega: np.ndarray) -> None:
+        self.n = len(y)
+        self.p_shared = design.shared.shape[1]
+        self.width = design.lineage_part.shape[1]
+        self.n_lineages = design.n_lineages
+        self.active, pos = design.active_positions()
+        omega2 = np.asarray(omega, dtype=float) ** 2
+        self.levels = np.unique(omega2)
+        self.groups = [
+            self._group(design, y, omega2 == lv, pos, len(self.active)) for lv in self.levels
+        ]
+
+    @staticmethod
+    def _group(
+        design: BlockDesign, y: np.ndarray, mask: np.ndarray, pos: np.ndarray, n_act: int
+    ) -> dict[str, np.ndarray | float]:
+        gram = block_gram(design, mask.astype(float), pos, n_act, y)
+        yy = y[mask]
+        return {"count": float(mask.sum()), "yty": float(yy @ yy), **gram}
+
+
+def block_gram(
+    design: BlockDesign,
+    weights: np.ndarray,
+    pos: np.ndarray,
+    n_act: int,
+    y: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
+    """Weighted blocks of X'WX (and X'Wy): a (P_s, P_s), d (B_act, C, C), g (B_act, C, P_s).
+
+    Args:
+        weights: (n,) row weights; pos: (B,) position of each lineage among the active ones.
+        y: optional (n,) targets for bs (P_s,) and bl (B_act, C).
+    """
+    s, lin, part = design.shared, design.lineage, design.lineage_part
+    c, ps = part.shape[1], s.shape[1]
+    ws = s * weights[:, None]
+    d, g, bl = np.zeros((n_act, c, c)), np.zeros((n_act, c, ps)), np.zeros((n_act, c))
+    rows = (lin >= 0) & (weights != 0.0)
+    idx = pos[lin[rows]]
+    wp = part[rows] * weights[rows, None]
+    np.add.at(d, idx, np.einsum("ni,nj->nij", wp, part[rows]))
+    np.add.at(g, idx, np.einsum("ni,nj->nij", wp, s[rows]))
+    out = {"a": ws.T @ s, "d": d, "g": g}
+    if y is not None:
+        np.add.at(bl, idx, wp * y[rows, None])
+        out["bs"], out["bl"] = ws.T @ y, bl
+    return out
+
+
+@dataclass(frozen=True)
+class BlockPosterior:
+    """Conditional posterior N(mean, Lambda^-1) for one sigma, kept in factored form.
+
+    Attributes:
+        mean: (P,) posterior mean.
+        log_evidence: log p(y | sigma).
+        chol_d: (B_act, C, C) Cholesky factors of the active lineage blocks D_l.
+        l21: (B_act, P_s, C) = G_l' L_l^-T; chol_s: (P_s, P_s) Cholesky factor of the Schur
+            complement S = A - sum_l G_l' D_l^-1 G_l.
+        active: (B_act,) active lineage indices; prior_sd: (P,) prior sds (inactive blocks).
+    """
+
+    mean: np.ndarray
+    log_evidence: float
+    chol_d: np.ndarray
+    l21: np.ndarray
+    chol_s: np.ndarray
+    active: np.ndarray
+    prior_sd: np.ndarray
+    width: int
+
+    def sample(self, xi: np.ndarray) -> np.ndarray:
+        """Draws mean + Lambda^-1/2 xi for standard normals xi of shape (S, P)."""
+        ps, c = self.chol_s.shape[0], self.width
+        out = xi * self.prior_sd  # inactive lineage blocks keep their prior
+        x_s = np.linalg.solve(self.chol_s.T, xi[:, :ps].T).T
+        out[:, :ps] = x_s
+        if len(self.active):
+            cols = (ps + self.active[:, None] * c + np.arange(c)).astype(int)  # (B_act, C)
+            rhs = xi[:, cols] - np.einsum("sp,kpc->skc", x_s, self.l21)  # (S, B_act, C)
+            lt = self.chol_d.transpose(0, 2, 1)
+            out[:, cols] = np.linalg.solve(lt, rhs.transpose(1, 2, 0)).transpose(2, 0, 1)
+        return self.mean + out
+
+    @property
+    def lineage_columns(self) -> np.ndarray:
+        """(B_act, C) column indices of the active lineage blocks."""
+        ps, c = self.chol_s.shape[0], self.width
+        return (ps + self.active[:, None] * c + np.arange(c)).astype(int)
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        """Lambda^-1 rhs for rhs of shape (P,) (Schur complement, then back-substitution)."""
+        ps = self.chol_s.shape[0]
+        out = rhs * self.prior_sd**2
+        cols = self.lineage_columns
+        u = np.linalg.solve(self.chol_d, rhs[cols][..., None])[..., 0]  # L_l^-1 b_l
+        m_s = np.linalg.solve(
+            self.chol_s.T,
+            np.linalg.solve(self.chol_s, rhs[:ps] - np.einsum("kpc,kc->p", self.l21, u)),
+        )
+        m_l = np.linalg.solve(
+            self.chol_d.transpose(0, 2, 1), (u - np.einsum("kpc,p->kc", self.l21, m_s))[..., None]
+        )
+        out[:ps] = m_s
+        out[cols] = m_l[..., 0]
+        return out
+
+    def marginal_variance(self) -> np.ndarray:
+        """diag(Lambda^-1), shape (P,)."""
+        return marginal_variance(self)
+
+    def dense_cov(self) -> np.ndarray:
+        """Lambda^-1 as a dense (P, P) matrix (for tests and small problems)."""
+        p = len(self.mean)
+        lam_chol = np.zeros((p, p))
+        ps, c = self.chol_s.shape[0], self.width
+        order = np.r_[[ps + lin * c + i for lin in self.active for i in range(c)], np.arange(ps)]
+        order = order.astype(int)
+        n_act = len(self.active) * c
+        for k in range(len(self.active)):
+            lam_chol[k * c : (k + 1) * c, k * c : (k + 1) * c] = self.chol_d[k]
+            lam_chol[n_act:p, k * c : (k + 1) * c][:ps] = self.l21[k]
+        lam_chol[n_act : n_act + ps, n_act : n_act + ps] = self.chol_s
+        cov = np.diag(self.prior_sd**2)
+        inv_l = np.linalg.inv(lam_chol[: n_act + ps, : n_act + ps])
+        sub = inv_l.T @ inv_l
+        cov[np.ix_(order, order)] = sub
+        return cov
+
+
+def factor_blocks(
+    a: np.ndarray,
+    d: np.ndarray,
+    g: np.ndarray,
+    prior_var: np.ndarray,
+    active: np.ndarray,
+    width: int,
+) -> BlockPosterior:
+    """Factor Lambda = diag(1/v) + blocks (a, d, g from ``block_gram``); mean left at zero.
+
+    Raises:
+        numpy.linalg.LinAlgError: Lambda is not positive definite.
+    """
+    ps = a.shape[0]
+    cols = (ps + active[:, None] * width + np.arange(width)).astype(int)
+    d = d.copy()
+    d[:, np.arange(width), np.arange(width)] += 1.0 / prior_var[cols]
+    chol_d = np.linalg.cholesky(d)
+    l21 = np.linalg.solve(chol_d, g).transpose(0, 2, 1)  # (B_act, P_s, C) = G' L^-T
+    chol_s = np.linalg.cholesky(
+        a + np.diag(1.0 / prior_var[:ps]) - np.einsum("kpc,kqc->pq", l21, l21)
+    )
+    zero = np.zeros(len(prior_var))
+    return BlockPosterior(zero, 0.0, chol_d, l21, chol_s, active, np.sqrt(prior_var), width)
+
+
+def block_posterior(stats: BlockStatistics, prior_var: np.ndarray, sigma: float) -> BlockPosterior:
+    """m(sigma), factored Lambda and log p(y | sigma) via the Schur complement (centred y)."""
+    ps, c = stats.p_shared, stats.width
+    n_act = len(stats.active)
+    w = 1.0 / (sigma * sigma + stats.levels)
+    a, d, g = np.zeros((ps, ps)), np.zeros((n_act, c, c)), np.zeros((n_act, c, ps))
+    b = np.zeros(len(prior_var))
+    cols = (ps + stats.active[:, None] * c + np.arange(c)).astype(int)
+    ywy, logdet_noise = 0.0, 0.0
+    for wi, lv, grp in zip(w, stats.levels, stats.groups, strict=True):
+        a = a + wi * grp["a"]
+        d = d + wi * grp["d"]
+        g = g + wi * grp["g"]
+        b[:ps] += wi * grp["bs"]
+        b[cols] += wi * grp["bl"]
+        ywy += wi * float(grp["yty"])
+        logdet_noise += float(grp["count"]) * math.log(sigma * sigma + lv)
+    post = factor_blocks(a, d, g, prior_var, stats.active, c)
+    mean = post.solve(b)
+    logdet_lam = 2.0 * float(np.sum(np.log(np.diagonal(post.chol_d, axis1=1, axis2=2))))
+    logdet_lam += 2.0 * float(np.sum(np.log(np.diag(post.chol_s))))
+    logdet_prior = float(np.sum(np.log(prior_var[:ps]))) + float(np.sum(np.log(prior_var[cols])))
+    quad = ywy - float(mean @ b)
+    log_ev = -0.5 * (stats.n * _LOG_2PI + logdet_noise + logdet_lam + logdet_prior + quad)
+    return replace(post, mean=mean, log_evidence=log_ev)
+
+
+def marginal_variance(post: BlockPosterior) -> np.ndarray:
+    """diag(Lambda^-1), shape (P,), without forming the dense inverse.
+
+    Shared block: diag(S^-1). Lineage block l: diag(D_l^-1 + D_l^-1 G_l S^-1 G_l' D_l^-1),
+    where D_l^-1 G_l = L_l^-T l21_l' because l21_l = G_l' L_l^-T.
+    """
+    ps, c = post.chol_s.shape[0], post.width
+    var = post.prior_sd**2
+    inv_ls = np.linalg.inv(post.chol_s)  # S^-1 = inv_ls' inv_ls
+    var[:ps] = np.sum(inv_ls**2, axis=0)
+    if len(post.active):
+        inv_ld = np.linalg.inv(post.chol_d)  # (B_act, C, C), D^-1 = inv_ld' inv_ld
+        t = np.einsum("kji,kpj,qp->kiq", inv_ld, post.l21, inv_ls, optimize=True)
+        block_var = np.sum(inv_ld**2, axis=1) + np.sum(t**2, axis=2)  # (B_act, C)
+        cols = (ps + post.active[:, None] * c + np.arange(c)).astype(int)
+        var[cols] = block_var
+    return var

@@ -1,0 +1,362 @@
+"""Bayesian linear regression head with integrated residual scale (MODEL section 3).
+
+A dense design solves the full P x P system per sigma node (O(P^3), the reference path);
+a ``BlockDesign`` uses the block-arrowhead Schur-complement solver of ``arrowhead``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Protocol
+
+import numpy as np
+from scipy.linalg import cho_factor, cho_solve
+
+from gigaevo.memory.v2.causal.arrowhead import BlockDesign, BlockStatistics, block_posterior
+from gigaevo.memory.v2.causal.errors import DesignError
+from gigaevo.memory.v2.causal.quadrature import EDGE_FRACTION, adaptive_gauss_legendre
+
+_LOG_2PI = math.log(2.0 * math.pi)
+_MAX_OMEGA_GROUPS = 8
+
+
+@dataclass(frozen=True)
+class ConditionalPosterior:
+    """Posterior of beta for a fixed residual sd sigma.
+
+    Attributes:
+        mean: m(sigma), shape (P,).
+        cov: Sigma_beta(sigma) = Lambda^-1, shape (P, P).
+        log_evidence: log p(y | sigma).
+    """
+
+    mean: np.ndarray
+    cov: np.ndarray
+    log_evidence: float
+
+    @cached_property
+    def _chol(self) -> np.ndarray:
+        return np.linalg.cholesky(self.cov)
+
+    def sample(self, xi: np.ndarray) -> np.ndarray:
+        """mean + chol(cov) xi for standard normals xi of shape (S, P)."""
+        return self.mean + xi @ self._chol.T
+
+    def marginal_variance(self) -> np.ndarray:
+        """diag(cov), shape (P,)."""
+        return np.diag(self.cov).copy()
+
+
+@dataclass(frozen=True)
+class FitHealth:
+    """Health flags of the residual-scale integration (MODEL section 3 "Health").
+
+    Attributes:
+        ok: all numerical checks pass.
+        at_boundary: M+ >= 1e-4 (the data push sigma against the upper bound).
+        mass_lower, mass_upper: M-, M+ (weight within 1 % of the span from either end).
+        modes_converged, depth_limit_hit: mode-search and bisection outcomes.
+        mass_error, variance_error, mean_shift: coarse-vs-fine relative errors.
+    """
+
+    ok: bool
+    at_boundary: bool
+    mass_lower: float
+    mass_upper: float
+    modes_converged: bool
+    depth_limit_hit: bool
+    mass_error: float
+    variance_error: float
+    mean_shift: float
+
+
+class _Statistics:
+    """Sufficient statistics of centred data, grouped by distinct omega when few."""
+
+    def __init__(self, x: np.ndarray, y: np.ndarray, omega: np.ndarray) -> None:
+        self.n = len(y)
+        self.omega2 = omega**2
+        levels = np.unique(self.omega2)
+        self.grouped = len(levels) <= _MAX_OMEGA_GROUPS
+        self.x, self.y = x, y
+        self.levels = levels
+        self.counts = np.array([np.sum(self.omega2 == lv) for lv in levels])
+        masks = [self.omega2 == lv for lv in levels]
+        self.xtx = [x[m].T @ x[m] for m in masks]
+        self.xty = [x[m].T @ y[m] for m in masks]
+        self.yty = [float(y[m] @ y[m]) for m in masks]
+
+    def weighted(self, sigma2: float) -> tuple[np.ndarray, np.ndarray, float, float]:
+        """(X'WX, X'Wy, y'Wy, sum ln(sigma^2 + omega^2))."""
+        if self.grouped:
+            w = 1.0 / (sigma2 + self.levels)
+            xwx = np.zeros_like(self.xtx[0]) if self.xtx else np.zeros((0, 0))
+            xwy = np.zeros_like(self.xty[0]) if self.xty else np.zeros(0)
+            for wi, a, b in zip(w, self.xtx, self.xty, strict=True):
+                xwx = xwx + wi * a
+                xwy = xwy + wi * b
+            ywy = float(np.dot(w, self.yty))
+            return xwx, xwy, ywy, float(np.dot(self.counts, np.log(sigma2 + self.levels)))
+        wr = 1.0 / (sigma2 + self.omega2)
+        return (
+            self.x.T @ (wr[:, None] * self.x),
+            self.x.T @ (wr * self.y),
+            float(np.dot(wr * self.y, self.y)),
+            float(np.sum(np.log(sigma2 + self.omega2))),
+        )
+
+
+def _conditional(stats: _Statistics, prior_var: np.ndarray, sigma: float) -> ConditionalPosterior:
+    p = len(prior_var)
+    xwx, xwy, ywy, logdet_noise = stats.weighted(sigma * sigma)
+    lam = np.diag(1.0 / prior_var)
+    if stats.n:
+        lam = lam + xwx
+        b = xwy
+    else:
+        b = np.zeros(p)
+    factor = cho_factor(lam, lower=True)
+    m = cho_solve(factor, b)
+    logdet_lam = 2.0 * float(np.sum(np.log(np.diag(factor[0]))))
+    log_ev = -0.5 * (
+        stats.n * _LOG_2PI
+        + logdet_noise
+        + logdet_lam
+        + float(np.sum(np.log(prior_var)))
+        + ywy
+        - float(m @ b)
+    )
+    return ConditionalPosterior(m, cho_solve(factor, np.eye(p)), log_ev)
+
+
+def conditional_posterior(
+    x: np.ndarray,
+    y: np.ndarray,
+    sigma: float,
+    prior_var: np.ndarray,
+    prior_mean: np.ndarray | None = None,
+    omega: np.ndarray | None = None,
+) -> ConditionalPosterior:
+    """m(sigma), Sigma_beta(sigma) and log p(y | sigma) for design x (n, P) and targets y (n,)."""
+    x, y, omega, mu0 = _check(x, y, prior_var, prior_mean, omega)
+    post = _conditional(_Statistics(x, y - x @ mu0, omega), prior_var, sigma)
+    return ConditionalPosterior(post.mean + mu0, post.cov, post.log_evidence)
+
+
+def _check(
+    x: np.ndarray,
+    y: np.ndarray,
+    prior_var: np.ndarray,
+    prior_mean: np.ndarray | None,
+    omega: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    p = len(prior_var)
+    x = np.asarray(x, dtype=float).reshape(-1, p)
+    y = np.asarray(y, dtype=float).reshape(-1)
+    omega = np.zeros(len(y)) if omega is None else np.asarray(omega, dtype=float).reshape(-1)
+    mu0 = np.zeros(p) if prior_mean is None else np.asarray(prior_mean, dtype=float)
+    if len(x) != len(y) or len(omega) != len(y) or mu0.shape != (p,):
+        raise DesignError("design, targets, omega and prior mean have inconsistent shapes")
+    if np.any(prior_var <= 0) or not np.all(np.isfinite(x)) or not np.all(np.isfinite(y)):
+        raise DesignError("prior variances must be positive and data finite")
+    return x, y, omega, mu0
+
+
+class BayesianLinearHead:
+    """Gaussian linear head y ~ N(z'beta, sigma^2 + omega^2), sigma integrated out.
+
+    Args:
+        prior_variance: diag(v), shape (P,).
+        prior_mean: mu_0, shape (P,) (zeros when None).
+        residual_sd_bounds: truncation [sigma_min, sigma_max] of the residual sd.
+        residual_sd_median: prior median of sigma (log-normal).
+        residual_log_sd: prior sd of ln sigma.
+
+    Learned attributes (after ``fit``): ``log_sd_nodes_`` (K,), ``weights_`` (K,),
+    ``component_means_`` (K, P), ``coef_mean_`` (P,), ``coef_var_`` (P,) marginal posterior
+    variances, ``coef_cov_`` (P, P; dense designs only, else None), ``residual_variance_``
+    (posterior mean of sigma^2), ``log_marginal_``, ``health_``.
+    """
+
+    def __init__(
+        self,
+        prior_variance: np.ndarray,
+        prior_mean: np.ndarray | None = None,
+        residual_sd_bounds: tuple[float, float] = (0.01, 5.0),
+        residual_sd_median: float = 0.20,
+        residual_log_sd: float = 0.75,
+    ) -> None:
+        self.prior_variance = prior_variance
+        self.prior_mean = prior_mean
+        self.residual_sd_bounds = residual_sd_bounds
+        self.residual_sd_median = residual_sd_median
+        self.residual_log_sd = residual_log_sd
+
+    def fit(
+        self, x: np.ndarray | BlockDesign, y: np.ndarray, omega: np.ndarray | None = None
+    ) -> BayesianLinearHead:
+        """Fit on a design (dense (n, P) or ``BlockDesign``), targets y (n,), omega (n,).
+
+        A ``BlockDesign`` uses the Schur-complement solver (MODEL 3 "Computation").
+        """
+        prior_var = np.asarray(self.prior_variance, dtype=float)
+        posterior_at, mu0 = self._solver(x, y, omega, prior_var)
+        lo, hi = (math.log(b) for b in self.residual_sd_bounds)
+        if not hi > lo:
+            raise DesignError("residual sd bounds must satisfy 0 < low < high")
+        center, scale = math.log(self.residual_sd_median), self.residual_log_sd
+
+        def kernel(tau: float) -> float:
+            return posterior_at(tau).log_evidence - 0.5 * ((tau - center) / scale) ** 2
+
+        nodes = adaptive_gauss_legendre(kernel, lo, hi)
+        fine = _mixture(nodes.fine_nodes, nodes.fine_log_weights, posterior_at, mu0)
+        coarse = _mixture(nodes.coarse_nodes, nodes.coarse_log_weights, posterior_at, mu0)
+        self.log_sd_nodes_, self.weights_ = fine.taus, fine.weights
+        self.component_means_ = fine.means
+        self._components = fine.components
+        self.coef_mean_, self.coef_var_, self.coef_cov_ = fine.mean, fine.var, fine.cov
+        self.residual_variance_ = fine.sigma2
+        self.log_marginal_ = fine.log_mass
+        self.health_ = _health(fine, coarse, nodes.modes_converged, nodes.depth_limit_hit, lo, hi)
+        return self
+
+    def _solver(
+        self,
+        x: np.ndarray | BlockDesign,
+        y: np.ndarray,
+        omega: np.ndarray | None,
+        prior_var: np.ndarray,
+    ) -> tuple[Callable[[float], _Component], np.ndarray]:
+        cache: dict[float, _Component] = {}
+        if isinstance(x, BlockDesign):
+            yc, om = _check_block(x, y, omega, prior_var)
+            mu0 = _prior_mean(self.prior_mean, len(prior_var))
+            block_stats = BlockStatistics(x, yc - x.dot(mu0), om)
+
+            def solve(tau: float) -> _Component:
+                return block_posterior(block_stats, prior_var, math.exp(tau))
+        else:
+            xd, yd, om, mu0 = _check(x, y, prior_var, self.prior_mean, omega)
+            stats = _Statistics(xd, yd - xd @ mu0, om)
+
+            def solve(tau: float) -> _Component:
+                return _conditional(stats, prior_var, math.exp(tau))
+
+        def posterior_at(tau: float) -> _Component:
+            if tau not in cache:
+                cache[tau] = solve(tau)
+            return cache[tau]
+
+        return posterior_at, mu0
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """n coefficient draws, shape (n, P): node k with probability w_k, then N(m_k, Sigma_k)."""
+        ks = rng.choice(len(self.weights_), size=n, p=self.weights_)
+        xi = rng.standard_normal((n, self.component_means_.shape[1]))
+        out = np.empty_like(xi)
+        for k in np.unique(ks):
+            rows = ks == k
+            out[rows] = self._components[k].sample(xi[rows]) + (
+                self.component_means_[k] - self._components[k].mean
+            )
+        return out
+
+
+def _prior_mean(prior_mean: np.ndarray | None, p: int) -> np.ndarray:
+    mu0 = np.zeros(p) if prior_mean is None else np.asarray(prior_mean, dtype=float)
+    if mu0.shape != (p,):
+        raise DesignError("prior mean must have shape (P,)")
+    return mu0
+
+
+def _check_block(
+    x: BlockDesign, y: np.ndarray, omega: np.ndarray | None, prior_var: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    y = np.asarray(y, dtype=float).reshape(-1)
+    om = np.zeros(len(y)) if omega is None else np.asarray(omega, dtype=float).reshape(-1)
+    if x.size != len(prior_var) or len(x.lineage) != len(y) or len(om) != len(y):
+        raise DesignError("block design, targets, omega and prior have inconsistent shapes")
+    if np.any(prior_var <= 0) or not np.all(np.isfinite(y)):
+        raise DesignError("prior variances must be positive and data finite")
+    return y, om
+
+
+class _Component(Protocol):
+    """A conditional posterior for one sigma node (dense or block-arrowhead)."""
+
+    @property
+    def mean(self) -> np.ndarray: ...
+
+    @property
+    def log_evidence(self) -> float: ...
+
+    def sample(self, xi: np.ndarray) -> np.ndarray: ...
+
+    def marginal_variance(self) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class _Mixture:
+    taus: np.ndarray
+    weights: np.ndarray
+    components: list[_Component]
+    means: np.ndarray
+    mean: np.ndarray
+    var: np.ndarray
+    cov: np.ndarray | None
+    sigma2: float
+    log_mass: float
+
+
+def _mixture(
+    taus: np.ndarray,
+    log_w: np.ndarray,
+    posterior_at: Callable[[float], _Component],
+    mu0: np.ndarray,
+) -> _Mixture:
+    top = float(np.max(log_w))
+    w = np.exp(log_w - top)
+    log_mass = top + math.log(float(np.sum(w)))
+    keep = w >= 1e-12 * float(np.max(w))
+    order = np.argsort(taus[keep])
+    taus, w = taus[keep][order], w[keep][order]
+    w = w / np.sum(w)
+    posts = [posterior_at(float(t)) for t in taus]
+    means = np.array([p.mean for p in posts]) + mu0
+    mean = w @ means
+    dev = means - mean
+    var = w @ np.array([p.marginal_variance() for p in posts]) + w @ dev**2
+    cov = None
+    if all(isinstance(p, ConditionalPosterior) for p in posts):
+        covs = np.array([p.cov for p in posts])  # type: ignore[attr-defined]
+        cov = np.einsum("k,kij->ij", w, covs) + (dev.T * w) @ dev
+    sigma2 = float(w @ np.exp(2.0 * taus))
+    return _Mixture(taus, w, posts, means, mean, var, cov, sigma2, log_mass)
+
+
+def _health(
+    fine: _Mixture, coarse: _Mixture, converged: bool, depth_hit: bool, lo: float, hi: float
+) -> FitHealth:
+    edge = EDGE_FRACTION * (hi - lo)
+    m_lo = float(np.sum(fine.weights[fine.taus <= lo + edge]))
+    m_hi = float(np.sum(fine.weights[fine.taus >= hi - edge]))
+    mass_err = abs(math.expm1(coarse.log_mass - fine.log_mass))
+    var_err = abs(coarse.sigma2 - fine.sigma2) / fine.sigma2
+    sd = np.sqrt(fine.var)
+    shift = float(np.max(np.abs(coarse.mean - fine.mean) / sd)) if len(sd) else 0.0
+    ok = converged and not depth_hit and mass_err <= 1e-5 and var_err <= 1e-3 and shift <= 1e-3
+    return FitHealth(
+        ok=bool(ok),
+        at_boundary=m_hi >= 1e-4,
+        mass_lower=m_lo,
+        mass_upper=m_hi,
+        modes_converged=converged,
+        depth_limit_hit=depth_hit,
+        mass_error=mass_err,
+        variance_error=var_err,
+        mean_shift=shift,
+    )

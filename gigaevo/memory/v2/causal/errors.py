@@ -1,0 +1,11 @@
+"""Named error conditions of the causal statistics (pure, I/O-free)."""
+
+from __future__ import annotations
+
+
+class GainOutOfBoundsError(ValueError):
+    """A normalised gain lies outside the parent's feasible interval [G-, G+] (MODEL section 1)."""
+
+
+class DesignError(ValueError):
+    """A design row or fit input is inconsistent (unknown lineage, wrong width, mixed schema)."""

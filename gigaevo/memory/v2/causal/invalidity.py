@@ -1,0 +1,314 @@
+"""Invalidity head (logistic MAP + Laplace) and the chance constraint (MODEL section 5)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+from scipy.integrate import quad
+from scipy.optimize import minimize
+from scipy.sparse.linalg import LinearOperator, eigsh
+from scipy.special import expit, logit
+from scipy.stats import norm
+
+from gigaevo.memory.v2.causal.arrowhead import BlockDesign, block_gram, factor_blocks
+from gigaevo.memory.v2.causal.errors import DesignError
+
+GRADIENT_TOLERANCE = 1e-5
+GRADIENT_TARGET = 1e-6
+MAX_CONDITION = 1e12
+NEWTON_STEPS = 50
+
+
+class LogisticLaplaceHead:
+    """D ~ Bernoulli(expit(z'gamma)), gamma ~ N(mu, diag(v)); MAP + Laplace posterior.
+
+    Args:
+        prior_mean: mu_gamma, shape (P,).
+        prior_variance: v_gamma, shape (P,).
+
+    Learned attributes: ``coef_`` (gamma-hat, (P,)), ``coef_cov_`` (Sigma_gamma = F^-1, (P, P);
+    None for a ``BlockDesign`` fit, whose F stays factored), ``ok_`` (fit succeeded; False is
+    fail-closed), ``failure_`` (reason or ""), ``gradient_norm_``, ``condition_`` (cond(F)).
+    """
+
+    def __init__(self, prior_mean: np.ndarray, prior_variance: np.ndarray) -> None:
+        self.prior_mean = prior_mean
+        self.prior_variance = prior_variance
+
+    def _xdot(self, g: np.ndarray) -> np.ndarray:
+        return self._x.dot(g) if isinstance(self._x, BlockDesign) else self._x @ g
+
+    def _xtdot(self, r: np.ndarray) -> np.ndarray:
+        return self._x.rdot(r) if isinstance(self._x, BlockDesign) else self._x.T @ r
+
+    def _objective(self, g: np.ndarray) -> tuple[float, np.ndarray]:
+        eta = self._xdot(g)
+        r = g - self._mu
+        j = float(np.sum(np.logaddexp(0.0, eta) - self._d * eta) + 0.5 * np.sum(r * r / self._v))
+        return j, self._xtdot(expit(eta) - self._d) + r / self._v
+
+    def _fisher(self, g: np.ndarray) -> _Precision:
+        p = expit(self._xdot(g))
+        w = p * (1.0 - p)
+        if isinstance(self._x, BlockDesign):
+            return _BlockPrecision(self._x, w, self._v)
+        return _DensePrecision(np.diag(1.0 / self._v) + self._x.T @ (w[:, None] * self._x))
+
+    def fit(self, x: np.ndarray | BlockDesign, d: np.ndarray) -> LogisticLaplaceHead:
+        """Fit on a design (dense (n, P) or ``BlockDesign``) and invalid indicators d (n,)."""
+        self._mu = np.asarray(self.prior_mean, dtype=float)
+        self._v = np.asarray(self.prior_variance, dtype=float)
+        self._x = x if isinstance(x, BlockDesign) else np.asarray(x, dtype=float)
+        if isinstance(self._x, np.ndarray):
+            self._x = self._x.reshape(-1, len(self._mu))
+        self._d = np.asarray(d, dtype=float).reshape(-1)
+        n = len(self._x.lineage) if isinstance(self._x, BlockDesign) else len(self._x)
+        if len(self._d) != n or not np.all(np.isin(self._d, (0.0, 1.0))):
+            raise DesignError("invalid indicators must be 0/1 and match the design rows")
+        gamma = self._mu.copy()
+        if n:
+            res = minimize(
+                self._objective, gamma, jac=True, method="L-BFGS-B",
+                options={"gtol": GRADIENT_TARGET, "maxiter": 1000},
+            )  # fmt: skip
+            gamma = res.x
+            if float(np.max(np.abs(self._objective(gamma)[1]))) > GRADIENT_TARGET:
+                gamma = self._newton(gamma)
+        self.coef_ = gamma
+        self.gradient_norm_ = float(np.max(np.abs(self._objective(gamma)[1])))
+        self._set_posterior(gamma)
+        return self
+
+    def _set_posterior(self, gamma: np.ndarray) -> None:
+        self.failure_ = ""
+        self.condition_ = math.inf
+        self.coef_cov_: np.ndarray | None = None
+        try:
+            self._precision = self._fisher(gamma)
+            self.condition_ = self._precision.condition()
+        except np.linalg.LinAlgError as err:
+            self.failure_ = f"Fisher information not positive definite ({err})"
+        if self.failure_:
+            pass
+        elif not math.isfinite(self.gradient_norm_) or self.gradient_norm_ > GRADIENT_TOLERANCE:
+            self.failure_ = f"MAP not converged (|grad|_inf = {self.gradient_norm_:.3g})"
+        elif not self.condition_ <= MAX_CONDITION:
+            self.failure_ = f"Fisher information ill-conditioned (cond = {self.condition_:.3g})"
+        self.ok_ = not self.failure_
+        if self.ok_ and isinstance(self._precision, _DensePrecision):
+            self.coef_cov_ = self._precision.covariance()
+
+    def _newton(self, gamma: np.ndarray) -> np.ndarray:
+        value, grad = self._objective(gamma)
+        for _ in range(NEWTON_STEPS):
+            if float(np.max(np.abs(grad))) <= GRADIENT_TARGET:
+                break
+            step = self._fisher(gamma).solve(grad)
+            t = 1.0
+            while t > 1e-8:
+                cand_value, cand_grad = self._objective(gamma - t * step)
+                if cand_value <= value:
+                    break
+                t *= 0.5
+            gamma, value, grad = gamma - t * step, cand_value, cand_grad
+        return gamma
+
+    def _require_ok(self) -> None:
+        if not self.ok_:
+            raise DesignError(f"invalidity head failed: {self.failure_}")
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """n draws gamma = gamma-hat + chol(Sigma_gamma) xi, shape (n, P)."""
+        self._require_ok()
+        xi = rng.standard_normal((n, len(self.coef_)))
+        return self.coef_ + self._precision.noise(xi)
+
+    def linear_predictor(self, z0: np.ndarray, z1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(eta-bar (2,), Sigma_eta (2, 2)) for the arm rows z0, z1 (each (P,))."""
+        self._require_ok()
+        s = np.vstack([z0, z1])
+        sigma_s = np.column_stack([self._precision.solve(z0), self._precision.solve(z1)])
+        return s @ self.coef_, s @ sigma_s
+
+
+class _Precision(Protocol):
+    """The Laplace precision F in some factored form."""
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray: ...
+
+    def noise(self, xi: np.ndarray) -> np.ndarray: ...
+
+    def condition(self) -> float: ...
+
+
+class _DensePrecision:
+    def __init__(self, fisher: np.ndarray) -> None:
+        self.fisher = fisher
+        self._chol = np.linalg.cholesky(fisher)  # raises LinAlgError when not PD
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        return np.linalg.solve(self._chol.T, np.linalg.solve(self._chol, rhs))
+
+    def noise(self, xi: np.ndarray) -> np.ndarray:
+        # F^-1 = L^-T L^-1, so L^-T xi has covariance F^-1
+        return np.linalg.solve(self._chol.T, xi.T).T
+
+    def condition(self) -> float:
+        return float(np.linalg.cond(self.fisher))
+
+    def covariance(self) -> np.ndarray:
+        inv_l = np.linalg.inv(self._chol)
+        return inv_l.T @ inv_l
+
+
+class _BlockPrecision:
+    """F = diag(1/v) + X' diag(w) X kept in block-arrowhead form (MODEL 3 "Computation")."""
+
+    def __init__(self, design: BlockDesign, w: np.ndarray, prior_var: np.ndarray) -> None:
+        active, pos = design.active_positions()
+        gram = block_gram(design, w, pos, len(active))
+        self._factor = factor_blocks(
+            gram["a"], gram["d"], gram["g"], prior_var, active, design.lineage_part.shape[1]
+        )
+        self._design, self._w, self._v = design, w, prior_var
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        return self._factor.solve(rhs)
+
+    def noise(self, xi: np.ndarray) -> np.ndarray:
+        return self._factor.sample(xi)
+
+    def condition(self) -> float:
+        """cond(F) = lambda_max(F) * lambda_max(F^-1), each by Lanczos on the block operator."""
+        p = len(self._v)
+
+        def forward(v: np.ndarray) -> np.ndarray:
+            return v / self._v + self._design.rdot(self._w * self._design.dot(v))
+
+        top = _largest_eigenvalue(forward, p)
+        inv_top = _largest_eigenvalue(self._factor.solve, p)
+        return top * inv_top
+
+
+def _largest_eigenvalue(matvec: Callable[[np.ndarray], np.ndarray], p: int) -> float:
+    if p <= 64:
+        dense = np.column_stack([matvec(e) for e in np.eye(p)])
+        return float(np.max(np.linalg.eigvalsh(0.5 * (dense + dense.T))))
+    op = LinearOperator((p, p), matvec=lambda v: matvec(np.asarray(v).reshape(-1)), dtype=float)
+    return float(eigsh(op, k=1, which="LA", tol=1e-6, return_eigenvectors=False)[0])
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """Chance-constraint result for one card.
+
+    Attributes:
+        probability: conservative P_acc (integral minus its error bound; 0 when failed).
+        error: absolute error bound of the integral (tail included).
+        failed: singular, non-finite or over-tolerance (P_acc forced to 0).
+    """
+
+    probability: float
+    error: float
+    failed: bool
+
+    def admitted(self, alpha: float = 0.10) -> bool:
+        """Admit iff P_acc > alpha."""
+        return self.probability > alpha
+
+
+_SQRT2 = math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+def _scalar_boundary(eta0: float, delta: float) -> float:
+    """lambda_delta(eta0) = logit(expit(eta0) + delta), +inf when expit(eta0) + delta >= 1."""
+    if eta0 >= 0:
+        p = 1.0 / (1.0 + math.exp(-eta0))
+    else:
+        e = math.exp(eta0)
+        p = e / (1.0 + e)
+    p += delta
+    return math.inf if p >= 1.0 else math.log(p / (1.0 - p))
+
+
+def _boundary(eta0: np.ndarray | float, delta: float, cap: float | None) -> np.ndarray:
+    p = expit(np.asarray(eta0, dtype=float)) + delta
+    lam = np.where(p < 1.0, logit(np.minimum(p, 1.0 - 1e-300)), np.inf)
+    return np.minimum(lam, logit(cap)) if cap is not None else lam
+
+
+def acceptance_probability(
+    eta_mean: np.ndarray,
+    eta_cov: np.ndarray,
+    delta: float = 0.10,
+    tolerance: float = 1e-8,
+    absolute_cap: float | None = None,
+) -> Acceptance:
+    """P(p_1 - p_0 <= delta) for (eta_0, eta_1) ~ N(eta_mean, eta_cov) (MODEL section 5).
+
+    Args:
+        eta_mean: (2,) mean of (z_0'gamma, z_1'gamma).
+        eta_cov: (2, 2) covariance.
+        absolute_cap: optional c_abs of the "credible joint safe" mode.
+    """
+    m0, m1 = (float(v) for v in eta_mean)
+    c = np.asarray(eta_cov, dtype=float)
+    if not (np.all(np.isfinite(c)) and math.isfinite(m0) and math.isfinite(m1)):
+        return Acceptance(0.0, math.inf, True)
+    s00, s11 = float(c[0, 0]), float(c[1, 1])
+    if s00 <= 0.0 or s11 <= 0.0:
+        return Acceptance(0.0, math.inf, True)
+    zeta = float(c[0, 1]) / math.sqrt(s00)
+    varsigma2 = s11 - zeta * zeta
+    if varsigma2 <= 0.0 or math.sqrt(varsigma2 / s11) < 1e-5:
+        return Acceptance(0.0, math.inf, True)
+    vs = math.sqrt(varsigma2)
+
+    def gap(t: np.ndarray | float) -> np.ndarray:
+        return (
+            _boundary(m0 + math.sqrt(s00) * np.asarray(t), delta, absolute_cap)
+            - m1
+            - zeta * np.asarray(t)
+        )
+
+    sd0 = math.sqrt(s00)
+    cap = math.inf if absolute_cap is None else math.log(absolute_cap / (1.0 - absolute_cap))
+
+    def integrand(t: float) -> float:
+        # scalar math on purpose: quad calls this hundreds of times per card
+        g = min(_scalar_boundary(m0 + sd0 * t, delta), cap) - m1 - zeta * t
+        tail = 1.0 if g == math.inf else 0.5 * math.erfc(-g / (vs * _SQRT2))
+        return math.exp(-0.5 * t * t) * _INV_SQRT_2PI * tail
+
+    points = _breakpoints(gap)
+    value, err = quad(
+        integrand,
+        -10.0,
+        10.0,
+        points=points or None,
+        epsabs=tolerance / 100.0,
+        epsrel=0.0,
+        limit=400,
+    )
+    err = float(err) + 2.0 * float(norm.cdf(-10.0))
+    if not (math.isfinite(value) and err <= tolerance):
+        return Acceptance(0.0, err, True)
+    return Acceptance(max(0.0, float(value) - err), err, False)
+
+
+def _breakpoints(gap: Callable[[np.ndarray], np.ndarray]) -> list[float]:
+    grid = np.linspace(-10.0, 10.0, 801)
+    g = gap(grid)
+    finite = np.isfinite(g)
+    pts: list[float] = []
+    for i in range(800):
+        if finite[i] != finite[i + 1]:
+            pts.append(float(0.5 * (grid[i] + grid[i + 1])))
+        elif finite[i] and np.sign(g[i]) != np.sign(g[i + 1]):
+            pts.append(float(grid[i] - g[i] * (grid[i + 1] - grid[i]) / (g[i + 1] - g[i])))
+    return sorted(set(pts))[:32]

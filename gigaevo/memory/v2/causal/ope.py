@@ -1,0 +1,170 @@
+"""Off-policy evaluation of the offer gate: ITT DR / IPS and conditional-offer AIPW (MODEL 7)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import norm
+
+from gigaevo.memory.v2.causal.errors import DesignError
+
+PROPENSITY_CLIP = 1e-6
+LOW_POWER_ROWS = 30
+PROPENSITY_WARNING_GAP = 0.05
+
+
+@dataclass(frozen=True)
+class IttSummary:
+    """Intention-to-treat DR summary written to ``ope_summary.json``.
+
+    ``insufficient_data`` is True (and every estimate None) without >= 1 treated and >= 1 control.
+    """
+
+    n: int
+    n_treated: int
+    n_control: int
+    insufficient_data: bool
+    dr: float | None = None
+    se: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    z: float | None = None
+    p_value: float | None = None
+    ips: float | None = None
+    ips_outside_ci: bool = False
+    low_power: bool = True
+    propensity_warning: bool = False
+
+
+def _arrays(*cols: Sequence[float] | np.ndarray) -> list[np.ndarray]:
+    out = [np.asarray(c, dtype=float).reshape(-1) for c in cols]
+    if len({len(c) for c in out}) != 1:
+        raise DesignError("OPE columns must have equal length")
+    return out
+
+
+def itt_scores(
+    z: Sequence[float] | np.ndarray,
+    y: Sequence[float] | np.ndarray,
+    q1: Sequence[float] | np.ndarray,
+    q0: Sequence[float] | np.ndarray,
+    e: Sequence[float] | np.ndarray,
+) -> np.ndarray:
+    """psi_i = q1 - q0 + Z/e (Y - q1) - (1 - Z)/(1 - e) (Y - q0), e clipped; shape (n,)."""
+    za, ya, q1a, q0a, ea = _arrays(z, y, q1, q0, e)
+    ea = np.clip(ea, PROPENSITY_CLIP, 1.0 - PROPENSITY_CLIP)
+    return q1a - q0a + za / ea * (ya - q1a) - (1.0 - za) / (1.0 - ea) * (ya - q0a)
+
+
+def itt_summary(
+    z: Sequence[float] | np.ndarray,
+    y: Sequence[float] | np.ndarray,
+    q1: Sequence[float] | np.ndarray,
+    q0: Sequence[float] | np.ndarray,
+    e: Sequence[float] | np.ndarray,
+) -> IttSummary:
+    """ITT (probe) DR estimate with i.i.d. SE, 95 % CI, z, p and the IPS cross-check.
+
+    Args:
+        z: (n,) offer indicators; y: (n,) outcomes (raw gain, R G- if invalid);
+        q1, q0: (n,) frozen nuisance predictions; e: (n,) offer probabilities.
+    """
+    za, ya, q1a, q0a, ea = _arrays(z, y, q1, q0, e)
+    n, n_t = len(za), int(np.sum(za == 1))
+    n_c = n - n_t
+    if n_t < 1 or n_c < 1:
+        return IttSummary(n, n_t, n_c, insufficient_data=True)
+    psi = itt_scores(za, ya, q1a, q0a, ea)
+    ec = np.clip(ea, PROPENSITY_CLIP, 1.0 - PROPENSITY_CLIP)
+    dr = float(psi.mean())
+    se = float(psi.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+    ips = float(np.mean(za * ya / ec - (1.0 - za) * ya / (1.0 - ec)))
+    lo, hi = dr - 1.96 * se, dr + 1.96 * se
+    zstat = dr / se if se > 0 else math.nan
+    p = float(2.0 * norm.sf(abs(zstat))) if math.isfinite(zstat) else math.nan
+    return IttSummary(
+        n=n,
+        n_treated=n_t,
+        n_control=n_c,
+        insufficient_data=False,
+        dr=dr,
+        se=se,
+        ci_low=lo,
+        ci_high=hi,
+        z=zstat,
+        p_value=p,
+        ips=ips,
+        ips_outside_ci=bool(not lo <= ips <= hi),
+        low_power=n_t < LOW_POWER_ROWS or n_c < LOW_POWER_ROWS,
+        propensity_warning=abs(n_t / n - float(ea.mean())) > PROPENSITY_WARNING_GAP,
+    )
+
+
+@dataclass(frozen=True)
+class GateValue:
+    """Conditional-offer AIPW value of a target gate pi (MODEL 7).
+
+    Attributes:
+        value: Psi-bar(pi); se: run-clustered SE (None with fewer than 2 runs).
+        ess: (sum w)^2 / sum w^2; max_weight: largest w;
+        min_overlap: smallest min(e, 1 - e) over the rows.
+    """
+
+    value: float
+    se: float | None
+    ess: float
+    max_weight: float
+    min_overlap: float
+    n: int
+    n_runs: int
+
+
+def gate_value(
+    pi: Sequence[float] | np.ndarray | float,
+    z: Sequence[float] | np.ndarray,
+    y: Sequence[float] | np.ndarray,
+    q1: Sequence[float] | np.ndarray,
+    q0: Sequence[float] | np.ndarray,
+    e: Sequence[float] | np.ndarray,
+    runs: Sequence[str] | None = None,
+) -> GateValue:
+    """psi_i = pi q1 + (1 - pi) q0 + w_i (Y - q_Z), w = pi/e or (1 - pi)/(1 - e).
+
+    Args:
+        pi: target gate values in [0, 1], scalar or (n,); may read pre-treatment fields only.
+        runs: (n,) run ids for the clustered SE (one run when None).
+    """
+    za, ya, q1a, q0a, ea = _arrays(z, y, q1, q0, e)
+    n = len(za)
+    if n == 0:
+        raise DesignError("gate value needs at least one row")
+    pa = np.broadcast_to(np.asarray(pi, dtype=float), (n,)).astype(float)
+    if np.any(pa < 0) or np.any(pa > 1) or np.any(ea <= 0) or np.any(ea >= 1):
+        raise DesignError("pi must lie in [0, 1] and e in (0, 1)")
+    w = np.where(za == 1, pa / ea, (1.0 - pa) / (1.0 - ea))
+    q_obs = np.where(za == 1, q1a, q0a)
+    psi = pa * q1a + (1.0 - pa) * q0a + w * (ya - q_obs)
+    value = float(psi.mean())
+    labels = np.asarray(runs if runs is not None else ["run"] * n, dtype=object)
+    if len(labels) != n:
+        raise DesignError("runs must have one id per row")
+    clusters = sorted(set(labels.tolist()))
+    se: float | None = None
+    if len(clusters) >= 2:
+        sums = np.array([np.sum(psi[labels == c] - value) for c in clusters])
+        nc = len(clusters)
+        se = math.sqrt(nc / (nc - 1) * float(np.sum(sums**2))) / n
+    wsum2 = float(np.sum(w**2))
+    ess = float(np.sum(w) ** 2 / wsum2) if wsum2 > 0 else 0.0
+    return GateValue(
+        value=value,
+        se=se,
+        ess=ess,
+        max_weight=float(np.max(w)),
+        min_overlap=float(np.min(np.minimum(ea, 1.0 - ea))),
+        n=n,
+        n_runs=len(clusters),
+    )

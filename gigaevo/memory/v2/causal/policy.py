@@ -1,0 +1,349 @@
+"""World values, probability matching, challenger exploration and draws (MODEL section 6)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import expit
+
+from gigaevo.memory.v2.causal.blr import FitHealth
+from gigaevo.memory.v2.causal.errors import DesignError
+
+PENDING_LIMIT = 2
+RNG_DOMAINS = ("summary", "worlds", "proposal", "offer")
+
+
+def rng_stream(decision_key: str, domain: str, counter: int = 0) -> np.random.Generator:
+    """Independent generator seeded by SHA-256(decision key | domain | counter) (MODEL 6.6)."""
+    if not domain:
+        raise ValueError("RNG domain must be non-empty")
+    digest = hashlib.sha256(f"{decision_key}\x1f{domain}\x1f{counter}".encode()).digest()
+    return np.random.default_rng(int.from_bytes(digest, "big"))
+
+
+def eligible_candidates(
+    card_ids: Sequence[str], pending: Mapping[str, int], limit: int = PENDING_LIMIT
+) -> list[str]:
+    """Cards whose lineage has fewer than ``limit`` pending immediate outcomes (MODEL 6.2)."""
+    return [j for j in card_ids if pending.get(j, 0) < limit]
+
+
+@dataclass(frozen=True)
+class ArmValues:
+    """Per-world hurdle values (MODEL 6.1); S worlds, J cards.
+
+    Attributes:
+        q0: (S,) control value; q1: (S, J) card values; p0: (S,); p1: (S, J) invalid probabilities.
+    """
+
+    q0: np.ndarray
+    q1: np.ndarray
+    p0: np.ndarray
+    p1: np.ndarray
+
+    @property
+    def effect(self) -> np.ndarray:
+        """Delta_j = q_1 - q_0, shape (S, J)."""
+        return self.q1 - self.q0[:, None]
+
+
+def _latent(z: np.ndarray, beta: np.ndarray, beta_lineage: np.ndarray | None) -> np.ndarray:
+    out = beta @ z.T
+    if beta_lineage is not None:
+        out = out + np.maximum(0.0, beta_lineage @ z.T)
+    return out
+
+
+def arm_values(
+    beta: np.ndarray,
+    gamma: np.ndarray,
+    z0: np.ndarray,
+    z1: np.ndarray,
+    gain_bounds: tuple[float, float],
+    beta_lineage: np.ndarray | None = None,
+) -> ArmValues:
+    """q_a = (1 - p_a) v_a + p_a G- in every world (MODEL 4.2 and 6.1).
+
+    Args:
+        beta, gamma: (S, P) coherent draws of the immediate and invalidity heads.
+        z0: (P,) control row; z1: (J, P) treated rows of the cards.
+        gain_bounds: (G-, G+) of the decision context.
+        beta_lineage: (S, P) draws of an active delayed-lineage head, or None.
+    """
+    lo, hi = gain_bounds
+    z1 = np.atleast_2d(z1)
+    v0 = np.clip(_latent(z0[None, :], beta, beta_lineage)[:, 0], lo, hi)
+    v1 = np.clip(_latent(z1, beta, beta_lineage), lo, hi)
+    p0 = expit(gamma @ z0)
+    p1 = expit(gamma @ z1.T)
+    return ArmValues((1 - p0) * v0 + p0 * lo, (1 - p1) * v1 + p1 * lo, p0, p1)
+
+
+@dataclass(frozen=True)
+class WorldVotes:
+    """Probability-matching outcome over S worlds (MODEL 6.4 and 6.5).
+
+    Attributes:
+        card_ids: the safe cards in ascending id order (J,).
+        winners: (S,) index of the world's winner, -1 for an abstaining world.
+        challengers: (S,) index of the world's challenger.
+    """
+
+    card_ids: tuple[str, ...]
+    winners: np.ndarray
+    challengers: np.ndarray
+
+    @property
+    def counts(self) -> np.ndarray:
+        """n_j, shape (J,)."""
+        return np.bincount(self.winners[self.winners >= 0], minlength=len(self.card_ids))
+
+    @property
+    def abstentions(self) -> int:
+        """n_0."""
+        return int(np.sum(self.winners < 0))
+
+    @property
+    def challenger_counts(self) -> np.ndarray:
+        """c_j, shape (J,)."""
+        return np.bincount(self.challengers, minlength=len(self.card_ids))
+
+
+def match_worlds(card_ids: Sequence[str], effect: np.ndarray, threshold: float = 0.0) -> WorldVotes:
+    """Winner = argmax Delta (ties to the larger id), abstain if Delta <= threshold.
+
+    Args:
+        card_ids: safe card ids (J,), any order.
+        effect: (S, J) world effects Delta_j^s in the order of ``card_ids``.
+    """
+    order = np.argsort(np.asarray(card_ids, dtype=object), kind="stable")
+    ids = tuple(card_ids[i] for i in order)
+    delta = np.asarray(effect, dtype=float)[:, order]
+    if delta.ndim != 2 or delta.shape[1] != len(ids) or not ids:
+        raise DesignError("effect must be (S, J) with J >= 1 safe cards")
+    # rank descending by Delta, ties to the larger id: reverse columns, stable sort
+    rev = delta[:, ::-1]
+    ranked = (len(ids) - 1) - np.argsort(-rev, axis=1, kind="stable")[:, :2]
+    top = ranked[:, 0]
+    top_delta = delta[np.arange(len(delta)), top]
+    winners = np.where(top_delta > threshold, top, -1)
+    challengers = top if len(ids) == 1 else np.where(winners >= 0, ranked[:, 1], top)
+    return WorldVotes(ids, winners, challengers)
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """Proposal distribution over the safe set (MODEL 6.5).
+
+    Attributes:
+        card_ids: safe card ids in ascending order (J,).
+        rho: (J,) proposal probabilities; rho0: abstention probability.
+        chi: (J,) challenger distribution; mc_se: (J,) delta-method MC SE of rho.
+    """
+
+    card_ids: tuple[str, ...]
+    rho: np.ndarray
+    rho0: float
+    chi: np.ndarray
+    mc_se: np.ndarray
+
+
+def proposal_distribution(
+    votes: WorldVotes,
+    pending: Mapping[str, int] | None = None,
+    epsilon: float = 0.05,
+    uniform_exploration: bool = False,
+) -> Proposal:
+    """rho_j = (1 - eps) n_j / S_w + eps chi_j, rho_0 = (1 - eps) n_0 / S_w."""
+    s = len(votes.winners)
+    nu = np.array([(pending or {}).get(j, 0) for j in votes.card_ids], dtype=float)
+    scale = 1.0 / np.sqrt(1.0 + nu)
+    a = np.ones(len(nu)) if uniform_exploration else (1.0 + votes.challenger_counts) * scale
+    chi = a / a.sum()
+    rho = (1.0 - epsilon) * votes.counts / s + epsilon * chi
+    rho0 = (1.0 - epsilon) * votes.abstentions / s
+    mc_se = _proposal_se(votes, scale, a.sum(), chi, epsilon, uniform_exploration)
+    return Proposal(votes.card_ids, rho, rho0, chi, mc_se)
+
+
+def _proposal_se(
+    votes: WorldVotes,
+    scale: np.ndarray,
+    total: float,
+    chi: np.ndarray,
+    epsilon: float,
+    uniform: bool,
+) -> np.ndarray:
+    """Delta method on per-world influence psi_js = (1-eps) V_js + eps dchi_j/dcbar . C_s."""
+    s, j = len(votes.winners), len(votes.card_ids)
+    vote = np.zeros((s, j))
+    rows = votes.winners >= 0
+    vote[np.flatnonzero(rows), votes.winners[rows]] = 1.0
+    psi = (1.0 - epsilon) * vote
+    if not uniform:
+        chal = np.zeros((s, j))
+        chal[np.arange(s), votes.challengers] = 1.0
+        own = chal * scale
+        all_ = scale[votes.challengers][:, None]
+        psi = psi + epsilon * s / total * (own - chi[None, :] * all_)
+    return np.sqrt(np.var(psi, axis=0) / s)
+
+
+@dataclass(frozen=True)
+class Draw:
+    """Proposal and offer draws of one decision (MODEL 6.6 and 6.7).
+
+    Attributes:
+        proposed: card id or None (abstain).
+        offered: Z (1 = delivered, 0 = withheld control), None when abstaining.
+        proposal_probability: rho_j of the proposed card, or rho_0 when abstaining.
+        joint_propensity: rho_j e (Z = 1), rho_j (1 - e) (Z = 0), rho_0 for abstention.
+    """
+
+    proposed: str | None
+    offered: int | None
+    proposal_probability: float
+    joint_propensity: float
+
+
+def draw_decision(proposal: Proposal, offer_probability: float, u1: float, u2: float) -> Draw:
+    """Walk abstain first then ascending ids with u1; Z = 1{u2 < e}."""
+    if not 0.0 < offer_probability < 1.0:
+        raise ValueError("offer probability e must lie in (0, 1)")
+    cumulative = proposal.rho0
+    if u1 < cumulative or not proposal.card_ids:
+        return Draw(None, None, proposal.rho0, proposal.rho0)
+    for card, rho in zip(proposal.card_ids, proposal.rho, strict=True):
+        cumulative += float(rho)
+        if u1 < cumulative:
+            z = int(u2 < offer_probability)
+            e = offer_probability if z else 1.0 - offer_probability
+            return Draw(card, z, float(rho), float(rho) * e)
+    # u1 fell in the floating-point remainder: the last card with positive mass
+    idx = int(np.flatnonzero(proposal.rho > 0)[-1])
+    z = int(u2 < offer_probability)
+    e = offer_probability if z else 1.0 - offer_probability
+    return Draw(proposal.card_ids[idx], z, float(proposal.rho[idx]), float(proposal.rho[idx]) * e)
+
+
+def abstain_proposal() -> Proposal:
+    """rho_0 = 1 (empty safe set or an unhealthy / at-boundary immediate head)."""
+    empty = np.zeros(0)
+    return Proposal((), empty, 1.0, empty, empty)
+
+
+def decide(
+    decision_key: str,
+    card_ids: Sequence[str],
+    effect: np.ndarray,
+    offer_probability: float = 0.7,
+    epsilon: float = 0.05,
+    pending: Mapping[str, int] | None = None,
+) -> tuple[Proposal, Draw]:
+    """Probability matching over the safe cards, then proposal and offer draws.
+
+    Args:
+        card_ids: the safe set A (may be empty: abstain).
+        effect: (S_w, |A|) world effects drawn from the ``worlds`` stream of this key.
+    """
+    proposal = abstain_proposal()
+    if len(card_ids):
+        votes = match_worlds(card_ids, effect)
+        proposal = proposal_distribution(votes, pending, epsilon)
+    u1 = float(rng_stream(decision_key, "proposal").random())
+    u2 = float(rng_stream(decision_key, "offer").random())
+    return proposal, draw_decision(proposal, offer_probability, u1, u2)
+
+
+def is_normalised(proposal: Proposal, tol: float = 1e-9) -> bool:
+    """Sum rho + rho_0 = 1 within tol and every mass in [0, 1]."""
+    total = float(proposal.rho.sum()) + proposal.rho0
+    return math.isclose(total, 1.0, abs_tol=tol) and bool(np.all(proposal.rho >= 0))
+
+
+@dataclass(frozen=True)
+class CandidateRow:
+    """Per-candidate propensities logged on the decision row (MODEL sections 1 and 6.7).
+
+    Unsafe candidates carry rho = 0 and a null offer probability.
+    """
+
+    card_id: str
+    safe: bool
+    rho: float
+    offer_probability: float | None
+    joint_offered: float
+    joint_withheld: float
+
+
+def candidate_rows(
+    candidate_ids: Sequence[str], proposal: Proposal, offer_probability: float
+) -> list[CandidateRow]:
+    """One row per candidate in ascending id order: rho_j, e (None if unsafe), rho e, rho (1-e)."""
+    rho = dict(zip(proposal.card_ids, proposal.rho.tolist(), strict=True))
+    rows = []
+    for card in sorted(candidate_ids):
+        if card in rho:
+            r = rho[card]
+            rows.append(
+                CandidateRow(
+                    card, True, r, offer_probability, r * offer_probability,
+                    r * (1.0 - offer_probability),
+                )
+            )  # fmt: skip
+        else:
+            rows.append(CandidateRow(card, False, 0.0, None, 0.0, 0.0))
+    return rows
+
+
+def head_allows_selection(health: FitHealth) -> bool:
+    """Selection proceeds only if the immediate head is OK and not at boundary (MODEL 6.3)."""
+    return health.ok and not health.at_boundary
+
+
+@dataclass(frozen=True)
+class CardSummary:
+    """Summary of one card over the S_p summary draws (MODEL 6.3 and 6.7).
+
+    Attributes:
+        effect_mean, effect_sd: mean and sd of Delta_j; p_positive: P(Delta_j > 0).
+        q0_mean, q1_mean: mean hurdle values (normalised); p0_mean, p1_mean: mean invalid probs.
+        q0_hat, q1_hat: logged nuisances clip(R mean q_a, -R, R) in raw units;
+        r0_hat, r1_hat: logged invalidity nuisances mean p_a.
+    """
+
+    effect_mean: float
+    effect_sd: float
+    p_positive: float
+    q0_mean: float
+    q1_mean: float
+    p0_mean: float
+    p1_mean: float
+    q0_hat: float
+    q1_hat: float
+    r0_hat: float
+    r1_hat: float
+
+
+def summarise_card(values: ArmValues, index: int, metric_range: float) -> CardSummary:
+    """Summaries and frozen nuisances of card column ``index`` of ``values`` (S_p draws)."""
+    delta = values.q1[:, index] - values.q0
+    q0, q1 = float(values.q0.mean()), float(values.q1[:, index].mean())
+    r = metric_range
+    return CardSummary(
+        effect_mean=float(delta.mean()),
+        effect_sd=float(delta.std(ddof=1)) if len(delta) > 1 else 0.0,
+        p_positive=float(np.mean(delta > 0)),
+        q0_mean=q0,
+        q1_mean=q1,
+        p0_mean=float(values.p0.mean()),
+        p1_mean=float(values.p1[:, index].mean()),
+        q0_hat=float(np.clip(r * q0, -r, r)),
+        q1_hat=float(np.clip(r * q1, -r, r)),
+        r0_hat=float(values.p0.mean()),
+        r1_hat=float(values.p1[:, index].mean()),
+    )

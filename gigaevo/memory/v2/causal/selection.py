@@ -1,0 +1,148 @@
+"""One selection decision from fitted heads (MODEL 6.3-6.7), composed from the pure pieces.
+
+No I/O: the caller supplies fitted heads, the decision context and the candidate cards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gigaevo.memory.v2.causal.blr import BayesianLinearHead
+from gigaevo.memory.v2.causal.features import DesignSpace
+from gigaevo.memory.v2.causal.invalidity import (
+    Acceptance,
+    LogisticLaplaceHead,
+    acceptance_probability,
+)
+from gigaevo.memory.v2.causal.policy import (
+    CardSummary,
+    Draw,
+    Proposal,
+    abstain_proposal,
+    arm_values,
+    draw_decision,
+    head_allows_selection,
+    match_worlds,
+    proposal_distribution,
+    rng_stream,
+    summarise_card,
+)
+
+
+@dataclass(frozen=True)
+class CandidateCard:
+    """A candidate card at decision time (treatment id, lineage, kind, current RAG label)."""
+
+    card_id: str
+    lineage: str
+    kind: str | None = None
+    rag: str | None = None
+
+
+@dataclass(frozen=True)
+class SelectionConfig:
+    """Policy constants (MODEL section 0 defaults)."""
+
+    offer_probability: float = 0.7
+    epsilon: float = 0.05
+    delta: float = 0.10
+    alpha: float = 0.10
+    summary_draws: int = 1024
+    world_draws: int = 512
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Outcome of one decision.
+
+    Attributes:
+        proposal: rho over the safe set; draw: proposal / offer draw and propensities.
+        acceptance: P_acc per candidate id; summary: S_p summary of the proposed card (or None).
+        abstain_reason: why rho_0 = 1 was forced ("" when the policy ran).
+    """
+
+    proposal: Proposal
+    draw: Draw
+    acceptance: dict[str, Acceptance] = field(default_factory=dict)
+    summary: CardSummary | None = None
+    abstain_reason: str = ""
+
+
+def select(
+    decision_key: str,
+    space: DesignSpace,
+    x: np.ndarray,
+    gain_bounds: tuple[float, float],
+    metric_range: float,
+    cards: Sequence[CandidateCard],
+    immediate: BayesianLinearHead,
+    invalidity: LogisticLaplaceHead,
+    config: SelectionConfig | None = None,
+    pending: Mapping[str, int] | None = None,
+) -> Selection:
+    """Gate, safety, probability matching, exploration and draws for one mutation attempt.
+
+    Args:
+        x: (C,) decision context; gain_bounds: (G-, G+) of the parent.
+        cards: candidates after lineage exclusion and the pending filter.
+        pending: nu_j (pending immediate + lineage outcomes) per card id.
+    """
+    cfg = config or SelectionConfig()
+    reason = ""
+    if not head_allows_selection(immediate.health_):
+        reason = "immediate head not OK or at boundary"
+    elif not invalidity.ok_:
+        reason = f"invalidity head failed: {invalidity.failure_}"
+    if reason or not cards:
+        return _abstain(decision_key, cfg, reason or "no candidates")
+    z0 = space.row(x, 0)
+    rows = {c.card_id: space.row(x, 1, c.lineage, c.kind, c.rag) for c in cards}
+    acceptance = {
+        cid: acceptance_probability(*invalidity.linear_predictor(z0, z1), delta=cfg.delta)
+        for cid, z1 in rows.items()
+    }
+    safe = sorted(cid for cid, acc in acceptance.items() if acc.admitted(cfg.alpha))
+    if not safe:
+        return _abstain(decision_key, cfg, "no safe card", acceptance)
+    z1 = np.array([rows[cid] for cid in safe])
+    worlds = rng_stream(decision_key, "worlds")
+    values = arm_values(
+        immediate.sample(cfg.world_draws, worlds),
+        invalidity.sample(cfg.world_draws, worlds),
+        z0,
+        z1,
+        gain_bounds,
+    )
+    proposal = proposal_distribution(match_worlds(safe, values.effect), pending, cfg.epsilon)
+    draw = _draw(decision_key, proposal, cfg)
+    summary = None
+    if draw.proposed is not None:
+        stream = rng_stream(decision_key, "summary")
+        summary_values = arm_values(
+            immediate.sample(cfg.summary_draws, stream),
+            invalidity.sample(cfg.summary_draws, stream),
+            z0,
+            rows[draw.proposed][None, :],
+            gain_bounds,
+        )
+        summary = summarise_card(summary_values, 0, metric_range)
+    return Selection(proposal, draw, acceptance, summary)
+
+
+def _draw(decision_key: str, proposal: Proposal, cfg: SelectionConfig) -> Draw:
+    u1 = float(rng_stream(decision_key, "proposal").random())
+    u2 = float(rng_stream(decision_key, "offer").random())
+    return draw_decision(proposal, cfg.offer_probability, u1, u2)
+
+
+def _abstain(
+    decision_key: str,
+    cfg: SelectionConfig,
+    reason: str,
+    acceptance: dict[str, Acceptance] | None = None,
+) -> Selection:
+    proposal = abstain_proposal()
+    return Selection(proposal, _draw(decision_key, proposal, cfg), acceptance or {}, None, reason)

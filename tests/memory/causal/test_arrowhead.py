@@ -1,0 +1,111 @@
+"""Block-arrowhead (Schur) solver against the dense reference (MODEL 3 "Computation")."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from gigaevo.memory.v2.causal import (
+    BayesianLinearHead,
+    DesignSpace,
+    LogisticLaplaceHead,
+    conditional_posterior,
+)
+from gigaevo.memory.v2.causal.arrowhead import BlockDesign, BlockStatistics, block_posterior
+
+
+def _random_design(
+    n: int, n_cards: int, used: int, seed: int
+) -> tuple[DesignSpace, np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    space = DesignSpace(5, tuple(f"c{i:04d}" for i in range(n_cards)), kind_contrast=True)
+    rows = []
+    for _ in range(n):
+        x = np.r_[1.0, rng.uniform(-1, 1, size=4)]
+        arm = int(rng.uniform() < 0.6)
+        card = f"c{rng.integers(0, used):04d}"
+        rows.append(space.row(x, arm, card, kind="program" if rng.uniform() < 0.5 else "insight"))
+    x = np.array(rows)
+    y = 0.05 * x[:, 5] + 0.1 * rng.standard_normal(n)
+    omega = rng.choice([0.0, 0.15], size=n)
+    return space, x, y, omega
+
+
+@pytest.mark.parametrize("sigma", [0.03, 0.3])
+def test_block_posterior_equals_dense(sigma: float) -> None:
+    space, x, y, omega = _random_design(120, 8, 5, seed=1)
+    design = BlockDesign.from_dense(x, space.shared_size, space.n_context)
+    np.testing.assert_array_equal(design.to_dense(), x)
+    v = space.utility_prior_variance()
+    block = block_posterior(BlockStatistics(design, y, omega), v, sigma)
+    dense = conditional_posterior(x, y, sigma, v, None, omega)
+    np.testing.assert_allclose(block.mean, dense.mean, atol=1e-8)
+    np.testing.assert_allclose(block.dense_cov(), dense.cov, atol=1e-8)
+    np.testing.assert_allclose(block.marginal_variance(), np.diag(dense.cov), atol=1e-10)
+    assert block.log_evidence == pytest.approx(dense.log_evidence, abs=1e-8)
+
+
+def test_block_draws_have_the_posterior_covariance() -> None:
+    space, x, y, omega = _random_design(60, 4, 4, seed=2)
+    design = BlockDesign.from_dense(x, space.shared_size, space.n_context)
+    v = space.utility_prior_variance()
+    block = block_posterior(BlockStatistics(design, y, omega), v, 0.1)
+    draws = block.sample(np.random.default_rng(0).standard_normal((100000, space.size)))
+    cov = block.dense_cov()
+    sd = np.sqrt(np.diag(cov))
+    np.testing.assert_allclose(
+        np.cov(draws.T) / np.outer(sd, sd), cov / np.outer(sd, sd), atol=0.02
+    )
+
+
+def test_head_fit_on_block_design_equals_dense_fit() -> None:
+    space, x, y, omega = _random_design(150, 6, 4, seed=3)
+    v = space.utility_prior_variance()
+    mu = np.zeros(space.size)
+    mu[space.shared_size] = 0.03  # a lineage intercept shift (MODEL 9)
+    dense = BayesianLinearHead(v, mu).fit(x, y, omega)
+    design = BlockDesign.from_dense(x, space.shared_size, space.n_context)
+    block = BayesianLinearHead(v, mu).fit(design, y, omega)
+    assert block.coef_cov_ is None and block.health_.ok == dense.health_.ok
+    np.testing.assert_allclose(block.weights_, dense.weights_, atol=1e-8)
+    np.testing.assert_allclose(block.coef_mean_, dense.coef_mean_, atol=1e-8)
+    assert dense.coef_cov_ is not None
+    np.testing.assert_allclose(dense.coef_var_, np.diag(dense.coef_cov_), atol=1e-12)
+    np.testing.assert_allclose(block.coef_var_, dense.coef_var_, atol=1e-8)
+    draws = block.sample(20000, np.random.default_rng(1))
+    assert np.max(np.abs(draws.mean(axis=0) - block.coef_mean_) / np.sqrt(block.coef_var_)) < 0.06
+
+
+@pytest.mark.slow
+def test_thousand_card_fit_is_fast() -> None:
+    space, x, y, omega = _random_design(3000, 1000, 1000, seed=4)
+    design = BlockDesign.from_dense(x, space.shared_size, space.n_context)
+    start = time.perf_counter()
+    head = BayesianLinearHead(space.utility_prior_variance()).fit(design, y, omega)
+    elapsed = time.perf_counter() - start
+    assert head.health_.ok
+    assert elapsed < 30.0  # dense would need a 5010 x 5010 solve at every sigma node
+
+
+def test_logistic_head_on_block_design_equals_dense() -> None:
+    space, x, _, _ = _random_design(200, 70, 20, seed=5)  # P = 361 > 64: Lanczos condition
+    rng = np.random.default_rng(6)
+    d = (rng.uniform(size=len(x)) < 0.05 + 0.2 * (x[:, 5] != 0)).astype(float)
+    mu, v = space.invalidity_prior()
+    dense = LogisticLaplaceHead(mu, v).fit(x, d)
+    design = BlockDesign.from_dense(x, space.shared_size, space.n_context)
+    block = LogisticLaplaceHead(mu, v).fit(design, d)
+    assert dense.ok_ and block.ok_ and block.coef_cov_ is None
+    np.testing.assert_allclose(block.coef_, dense.coef_, atol=1e-6)
+    assert block.condition_ == pytest.approx(dense.condition_, rel=1e-4)
+    z0 = space.row(np.r_[1.0, 0.2, 0.5, -0.3, 0.1], 0)
+    z1 = space.row(np.r_[1.0, 0.2, 0.5, -0.3, 0.1], 1, "c0003", kind="program")
+    for a, b in zip(block.linear_predictor(z0, z1), dense.linear_predictor(z0, z1), strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    draws = block.sample(20000, np.random.default_rng(2))
+    assert dense.coef_cov_ is not None
+    sd = np.sqrt(np.diag(dense.coef_cov_))
+    assert np.max(np.abs(draws.mean(axis=0) - dense.coef_) / sd) < 0.06
+    np.testing.assert_allclose(draws.std(axis=0), sd, rtol=0.05)

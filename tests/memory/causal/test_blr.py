@@ -1,0 +1,126 @@
+"""Ground truths 2-4 (MODEL 11.2-11.4) for the immediate-utility head."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import multivariate_normal
+
+from gigaevo.memory.v2.causal import (
+    BayesianLinearHead,
+    abstain_proposal,
+    conditional_posterior,
+    head_allows_selection,
+)
+from tests.memory.causal.simulate import average_effect_direction, card_world
+
+
+def _dense_truth(
+    x: np.ndarray, y: np.ndarray, sigma: float, v: np.ndarray, mu: np.ndarray, omega: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Brute force: y ~ N(X mu, X V X' + D) and the Gaussian conditioning formulas."""
+    big_v = np.diag(v)
+    cov_y = x @ big_v @ x.T + np.diag(sigma**2 + omega**2)
+    gain = big_v @ x.T @ np.linalg.inv(cov_y)
+    mean = mu + gain @ (y - x @ mu)
+    cov = big_v - gain @ x @ big_v
+    return mean, cov, float(multivariate_normal(x @ mu, cov_y).logpdf(y))
+
+
+@pytest.mark.parametrize("sigma", [0.02, 0.2, 1.5])
+def test_conjugacy_matches_dense_gaussian(sigma: float) -> None:
+    rng = np.random.default_rng(7)
+    n, p = 60, 9
+    x = rng.normal(size=(n, p))
+    y = rng.normal(size=n) * 0.3
+    omega = rng.choice([0.0, 0.05, 0.15], size=n)
+    v = rng.uniform(0.05, 0.6, size=p)
+    mu = rng.normal(size=p) * 0.1
+    post = conditional_posterior(x, y, sigma, v, mu, omega)
+    mean, cov, log_ev = _dense_truth(x, y, sigma, v, mu, omega)
+    np.testing.assert_allclose(post.mean, mean, atol=1e-8)
+    np.testing.assert_allclose(post.cov, cov, atol=1e-8)
+    assert post.log_evidence == pytest.approx(log_ev, abs=1e-8)
+
+
+def test_conjugacy_with_many_distinct_omegas() -> None:
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=(30, 4))
+    y = rng.normal(size=30)
+    omega = rng.uniform(0.0, 0.3, size=30)  # > 8 distinct levels: row-wise path
+    v = np.full(4, 0.5)
+    post = conditional_posterior(x, y, 0.3, v, None, omega)
+    mean, cov, log_ev = _dense_truth(x, y, 0.3, v, np.zeros(4), omega)
+    np.testing.assert_allclose(post.mean, mean, atol=1e-8)
+    np.testing.assert_allclose(post.cov, cov, atol=1e-8)
+    assert post.log_evidence == pytest.approx(log_ev, abs=1e-8)
+
+
+def test_sigma_mixture_healthy_and_matches_brute_force_integral() -> None:
+    world = card_world(80, 40, np.random.default_rng(3))
+    v = world.space.utility_prior_variance()
+    head = BayesianLinearHead(v).fit(world.design, world.y)
+    assert head.health_.ok and not head.health_.at_boundary
+    assert head.weights_.sum() == pytest.approx(1.0)
+    # brute-force trapezoid over tau on a fine grid as independent truth for E[beta], E[sigma^2]
+    taus = np.linspace(np.log(0.01), np.log(5.0), 20001)
+    logk = np.array(
+        [
+            conditional_posterior(world.design, world.y, np.exp(t), v).log_evidence
+            - 0.5 * ((t - np.log(0.2)) / 0.75) ** 2
+            for t in taus[::20]
+        ]
+    )
+    grid = taus[::20]
+    w = np.exp(logk - logk.max())
+    w /= np.trapezoid(w, grid)
+    sigma2 = np.trapezoid(w * np.exp(2 * grid), grid)
+    assert head.residual_variance_ == pytest.approx(sigma2, rel=1e-3)
+    assert np.sqrt(head.residual_variance_) == pytest.approx(0.05, rel=0.25)
+
+
+def test_draws_match_mixture_moments() -> None:
+    world = card_world(40, 30, np.random.default_rng(4))
+    head = BayesianLinearHead(world.space.utility_prior_variance()).fit(world.design, world.y)
+    draws = head.sample(40000, np.random.default_rng(0))
+    sd = np.sqrt(head.coef_var_)
+    assert np.max(np.abs(draws.mean(axis=0) - head.coef_mean_) / sd) < 0.05
+    np.testing.assert_allclose(draws.std(axis=0), sd, rtol=0.03)
+
+
+def _effect_posterior(n_cited: int, n_control: int, seed: int) -> tuple[float, float]:
+    world = card_world(n_cited, n_control, np.random.default_rng(seed))
+    head = BayesianLinearHead(world.space.utility_prior_variance()).fit(world.design, world.y)
+    assert head.health_.ok and not head.health_.at_boundary
+    c = average_effect_direction(world)
+    return float(c @ head.coef_mean_), float(np.sqrt(c @ head.coef_cov_ @ c))
+
+
+def test_convergence_effect_recovered() -> None:
+    mean, sd = _effect_posterior(300, 129, seed=11)
+    assert abs(mean - 0.05) < 0.03
+    assert abs(mean - 0.05) < 4 * sd
+    assert 0.003 < sd < 0.015  # MODEL 11.3: sd ~ 0.01
+    _, sd_big = _effect_posterior(1200, 516, seed=12)
+    assert sd_big / sd == pytest.approx(0.5, abs=0.12)  # sd shrinks like 1/sqrt(n)
+
+
+def test_boundary_detected_and_policy_abstains() -> None:
+    rng = np.random.default_rng(5)
+    world = card_world(100, 60, rng, sigma=0.2)
+    head = BayesianLinearHead(world.space.utility_prior_variance(), residual_sd_bounds=(0.01, 0.02))
+    head.fit(world.design, world.y)
+    assert head.health_.at_boundary
+    assert head.health_.mass_upper >= 1e-4
+    assert not head_allows_selection(head.health_)
+    assert abstain_proposal().rho0 == 1.0
+
+
+def test_cold_head_is_the_prior() -> None:
+    world = card_world(1, 1, np.random.default_rng(0))
+    v = world.space.utility_prior_variance()
+    head = BayesianLinearHead(v).fit(world.design[:0], world.y[:0])
+    assert head.health_.ok and not head.health_.at_boundary
+    assert head.coef_cov_ is not None
+    np.testing.assert_allclose(head.coef_cov_, np.diag(v), atol=1e-12)
+    np.testing.assert_allclose(head.coef_mean_, 0.0, atol=1e-12)

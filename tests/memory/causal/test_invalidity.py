@@ -1,0 +1,99 @@
+"""Ground truth 5 (MODEL 11.5): invalidity head and chance constraint."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.special import expit
+from scipy.stats import multivariate_normal
+
+from gigaevo.memory.v2.causal import (
+    DesignSpace,
+    LogisticLaplaceHead,
+    RewardDefinition,
+    acceptance_probability,
+    context_features,
+)
+from tests.memory.causal.simulate import CARD, card_world
+
+
+def _example_eta() -> tuple[np.ndarray, np.ndarray]:
+    x = context_features(RewardDefinition(0.0, 1.0), 0.80, 50, [0.25, 0.50])
+    space = DesignSpace(5, lineages=("A", "B"), kind_contrast=False)
+    mu, v = space.invalidity_prior()
+    head = LogisticLaplaceHead(mu, v).fit(np.zeros((0, space.size)), np.zeros(0))
+    return head.linear_predictor(space.row(x, 0), space.row(x, 1, "A"))
+
+
+def test_cold_start_example() -> None:
+    eta, cov = _example_eta()
+    np.testing.assert_allclose(eta, [-2.94444, -2.94444], atol=1e-5)
+    np.testing.assert_allclose(cov, [[0.05004, 0.05004], [0.05004, 0.29914]], atol=1e-5)
+    acc = acceptance_probability(eta, cov)
+    assert not acc.failed
+    assert acc.probability == pytest.approx(0.99058, abs=1e-4)
+    assert acc.admitted(0.10)
+
+
+def test_acceptance_matches_monte_carlo() -> None:
+    eta, cov = np.array([-1.0, -0.2]), np.array([[0.3, 0.1], [0.1, 0.4]])
+    acc = acceptance_probability(eta, cov, delta=0.10)
+    draws = multivariate_normal(eta, cov).rvs(400000, random_state=1)
+    p = expit(draws)
+    mc = float(np.mean(p[:, 1] - p[:, 0] <= 0.10))
+    assert acc.probability == pytest.approx(mc, abs=4 * np.sqrt(mc * (1 - mc) / 400000) + 1e-8)
+    assert acc.error <= 1e-8
+
+
+def test_forced_singular_covariance_excluded() -> None:
+    acc = acceptance_probability(np.array([-3.0, -3.0]), np.array([[0.2, 0.2], [0.2, 0.2]]))
+    assert acc.failed and acc.probability == 0.0 and not acc.admitted()
+    assert acceptance_probability(np.array([0.0, np.nan]), np.eye(2)).probability == 0.0
+
+
+def test_map_matches_prior_without_rows_and_gradient_small() -> None:
+    space = DesignSpace(5, lineages=(CARD,), kind_contrast=False)
+    mu, v = space.invalidity_prior()
+    head = LogisticLaplaceHead(mu, v).fit(np.zeros((0, space.size)), np.zeros(0))
+    assert head.ok_ and np.array_equal(head.coef_, mu)
+    assert head.coef_cov_ is not None
+    np.testing.assert_allclose(head.coef_cov_, np.diag(v))
+    world = card_world(300, 129, np.random.default_rng(2), p_cited=0.35)
+    head = LogisticLaplaceHead(mu, v).fit(world.design, world.d)
+    assert head.ok_ and head.gradient_norm_ <= 1e-5 and head.condition_ <= 1e12
+
+
+def test_map_solves_penalised_likelihood() -> None:
+    """Independent check: the MAP solves X'(p - D) + (gamma - mu)/v = 0 (plain Newton)."""
+    world = card_world(60, 40, np.random.default_rng(9), p_cited=0.3)
+    mu, v = world.space.invalidity_prior()
+    head = LogisticLaplaceHead(mu, v).fit(world.design, world.d)
+    g = mu.copy()
+    for _ in range(100):
+        p = expit(world.design @ g)
+        grad = world.design.T @ (p - world.d) + (g - mu) / v
+        hess = np.diag(1 / v) + world.design.T @ ((p * (1 - p))[:, None] * world.design)
+        g = g - np.linalg.solve(hess, grad)
+    np.testing.assert_allclose(head.coef_, g, atol=1e-5)
+    assert head.coef_cov_ is not None
+    np.testing.assert_allclose(head.coef_cov_, np.linalg.inv(hess), rtol=1e-4)
+
+
+def _excluded(seed: int, n_cited: int, n_control: int = 129) -> bool:
+    rng = np.random.default_rng(seed)
+    world = card_world(n_cited, n_control, rng, p_control=0.05, p_cited=0.35)
+    mu, v = world.space.invalidity_prior()
+    head = LogisticLaplaceHead(mu, v).fit(world.design, world.d)
+    assert head.ok_
+    x = world.contexts[rng.integers(len(world.contexts))]
+    eta, cov = head.linear_predictor(world.space.row(x, 0), world.space.row(x, 1, CARD))
+    return not acceptance_probability(eta, cov).admitted(0.10)
+
+
+def test_sparse_harmful_card_admitted() -> None:
+    assert sum(_excluded(seed, 10) for seed in range(10)) <= 1
+
+
+def test_harmful_card_excluded_in_95_percent_of_seeds() -> None:
+    excluded = sum(_excluded(seed, 300) for seed in range(200))
+    assert excluded >= 190
