@@ -72,6 +72,7 @@ class Committer:
         self.n_initial = 0
         self._programs: dict[str, Program] = {}
         self._digests: dict[str, str] = {}
+        self._coordinates: dict[str, tuple[float, ...]] = {}
         self._lock = threading.Lock()
 
     # -- queries (thread-safe) -------------------------------------------------
@@ -84,7 +85,12 @@ class Committer:
             return digest in self._digests
 
     def coordinates(self, program: Program) -> tuple[float, ...]:
-        return tuple(self.islands.space.coordinates(program.code, program.metrics))
+        """Behaviour coordinates of ``program`` (cached: parents are chosen many times)."""
+        cached = self._coordinates.get(program.id)
+        if cached is None:
+            cached = tuple(self.islands.space.coordinates(program.code, program.metrics))
+            self._coordinates[program.id] = cached
+        return cached
 
     def valid_share(self) -> float:
         k = self.counters
