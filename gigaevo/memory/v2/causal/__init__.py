@@ -15,8 +15,10 @@ Modules and the MODEL.md sections they implement:
 - ``selection``: sections 6.3-6.7 composed (gate, safe set, worlds, proposal, draws,
   nuisances) for one decision from fitted heads.
 - ``ope``: section 7 (ITT DR / IPS, conditional-offer AIPW with ESS, max weight, clustered SE).
+- ``lineage``: section 4.1 (delayed-lineage maturity, breadth-first scan, residual g^L,
+  exclusive credit across roots).
 
-Not here yet: section 4 (delayed-lineage credit) and section 8 (retirement).
+Not here yet: section 8 (retirement).
 """
 
 from __future__ import annotations
@@ -46,6 +48,17 @@ from gigaevo.memory.v2.causal.invalidity import (
     Acceptance,
     LogisticLaplaceHead,
     acceptance_probability,
+)
+from gigaevo.memory.v2.causal.lineage import (
+    LineageEdge,
+    LineageOutcome,
+    LineageRoot,
+    archive_disposition,
+    assign_credit,
+    lineage_outcomes,
+    maturity_ordinal,
+    raw_feasible_interval,
+    root_outcome,
 )
 from gigaevo.memory.v2.causal.ope import GateValue, IttSummary, gate_value, itt_scores, itt_summary
 from gigaevo.memory.v2.causal.policy import (
@@ -94,6 +107,9 @@ __all__ = [
     "GainOutOfBoundsError",
     "GateValue",
     "IttSummary",
+    "LineageEdge",
+    "LineageOutcome",
+    "LineageRoot",
     "LogisticLaplaceHead",
     "Proposal",
     "QuadratureNodes",
@@ -104,7 +120,9 @@ __all__ = [
     "abstain_proposal",
     "acceptance_probability",
     "adaptive_gauss_legendre",
+    "archive_disposition",
     "arm_values",
+    "assign_credit",
     "behaviour_transform",
     "block_posterior",
     "candidate_rows",
@@ -118,11 +136,15 @@ __all__ = [
     "is_normalised",
     "itt_scores",
     "itt_summary",
+    "lineage_outcomes",
     "match_worlds",
+    "maturity_ordinal",
     "measurement_sd",
     "progress_feature",
     "proposal_distribution",
+    "raw_feasible_interval",
     "rng_stream",
+    "root_outcome",
     "select",
     "summarise_card",
 ]

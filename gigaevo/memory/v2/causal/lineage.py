@@ -1,0 +1,313 @@
+"""Delayed-lineage outcomes and exclusive credit (MODEL sections 4.1 and 10 step 5).
+
+Pure and I/O-free: the caller supplies the eligible roots and every mutation edge as plain
+frozen dataclasses and receives one ``LineageOutcome`` per root. Mapping to and from the
+ledger's ``EdgeRow`` / ``LineageRow`` is left to the evidence provider; only the archive
+disposition vocabulary is translated here (``archive_disposition``).
+
+Rules (section 4.1):
+
+- Maturity: the O-th mutation edge on the root's island completed (by per-island ordinal)
+  after the root edge. Fewer than O such edges => ``pending`` (never zero).
+- Completeness: every edge in the window (root ordinal, maturity] must be terminal (not
+  ``pending``) and, when valid, carry an archive disposition (``accepted`` / ``rejected``).
+  Invalid and censored edges never reach the archive, so they need no disposition.
+- Scan: breadth-first from the root child (depth 1) through child edges on the root's island
+  with ordinal <= maturity, up to depth H. Cumulative gain = direct gain + the edge gains
+  along the path; a reachable censored edge censors the row, a reachable unresolved edge keeps
+  it pending, invalid edges are counted and not expanded.
+- Out-of-interval cumulative gain (beyond the root's feasible raw interval by more than 1e-9)
+  **censors** the row (``censor_reason`` says why) rather than raising: one inconsistent edge
+  must not stop the provider, and a censored row never trains the head. Inside the tolerance
+  it is clamped, as ``RewardDefinition.normalise_gain`` does.
+- best = max(direct, cumulative gain of archive-accepted descendants at depth >= 2); ties keep
+  the direct gain, then the shallowest (first scanned) descendant. Residual
+  g^L = max(0, best - direct) in raw units; y^L = g^L / R.
+- Exclusive credit across roots: roots whose outcome names the same best descendant with
+  g^L > 0 compete; the owner has the smallest best depth, then the latest root (largest root
+  ordinal), then the smaller decision id. The others keep a structural zero row (g^L = 0,
+  ``credit_owner`` = the owner). Credit is decided among the outcomes of one call; a later call
+  may move it (the provider appends a new row version).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from gigaevo.memory.v2.causal.errors import GainOutOfBoundsError
+from gigaevo.memory.v2.causal.features import GAIN_TOLERANCE, RewardDefinition
+
+DEFAULT_DEPTH = 3
+DEFAULT_BUDGET = 32
+ACCEPTED_ARCHIVE_STATUSES = frozenset({"new_cell", "improved", "accepted"})
+
+EdgeStatus = Literal["valid", "invalid", "censored", "pending"]
+Disposition = Literal["accepted", "rejected", "none"]
+OutcomeStatus = Literal["outcome", "invalid", "pending", "censored"]
+
+
+def archive_disposition(status: str | None) -> Disposition:
+    """Map an archive status (``new_cell`` / ``improved`` / ``rejected`` / None)."""
+    if status is None:
+        return "none"
+    return "accepted" if status in ACCEPTED_ARCHIVE_STATUSES else "rejected"
+
+
+def raw_feasible_interval(reward: RewardDefinition, parent: float) -> tuple[float, float]:
+    """Feasible raw gain interval (R * G-, R * G+) of a parent with metric ``parent``."""
+    lo, hi = reward.feasible_interval(parent)
+    return lo * reward.range, hi * reward.range
+
+
+@dataclass(frozen=True)
+class LineageEdge:
+    """One mutation edge (memory or not).
+
+    Attributes:
+        parent_id: parent program id.
+        child_id: child program id (the edge id).
+        island: island the edge completed on.
+        ordinal: per-island completion ordinal.
+        status: ``valid`` / ``invalid`` / ``censored``, or ``pending`` (no terminal yet).
+        gain: raw oriented gain versus its own parent; required (finite) when valid.
+        disposition: archive disposition; ``none`` means not yet disposed.
+    """
+
+    parent_id: str
+    child_id: str
+    island: int
+    ordinal: int
+    status: EdgeStatus
+    gain: float | None = None
+    disposition: Disposition = "none"
+
+    def __post_init__(self) -> None:
+        if self.status == "valid" and (self.gain is None or not math.isfinite(self.gain)):
+            raise ValueError(f"valid edge {self.child_id!r} needs a finite gain")
+
+    @property
+    def resolved(self) -> bool:
+        """Terminal, and disposed by the archive when valid."""
+        if self.status == "pending":
+            return False
+        return self.status != "valid" or self.disposition != "none"
+
+
+@dataclass(frozen=True)
+class LineageRoot:
+    """An eligible root (usefulness-eligible, valid, non-censored decision).
+
+    Attributes:
+        decision_id: the root decision.
+        child_id: the root child (the root edge's child).
+        island: island of the root edge.
+        ordinal: per-island completion ordinal of the root edge.
+        direct_gain: raw oriented gain of the root edge.
+        feasible: the root parent's feasible raw gain interval (lo, hi).
+    """
+
+    decision_id: str
+    child_id: str
+    island: int
+    ordinal: int
+    direct_gain: float
+    feasible: tuple[float, float]
+
+    def __post_init__(self) -> None:
+        lo, hi = self.feasible
+        if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
+            raise ValueError(f"bad feasible interval {self.feasible} for {self.decision_id!r}")
+        if not self.contains(self.direct_gain):
+            raise GainOutOfBoundsError(
+                f"direct gain {self.direct_gain} outside feasible {self.feasible}"
+            )
+
+    def contains(self, gain: float) -> bool:
+        """Whether ``gain`` lies in the feasible raw interval (up to 1e-9)."""
+        lo, hi = self.feasible
+        return math.isfinite(gain) and lo - GAIN_TOLERANCE <= gain <= hi + GAIN_TOLERANCE
+
+    def clamp(self, gain: float) -> float:
+        lo, hi = self.feasible
+        return min(max(gain, lo), hi)
+
+
+@dataclass(frozen=True)
+class LineageOutcome:
+    """The lineage outcome of one root (fields mirror ``evidence.rows.LineageRow``).
+
+    ``best_*`` and ``residual`` are set for ``outcome`` rows only; ``residual`` is g^L >= 0 in
+    raw units. ``credit_owner`` is the decision owning the best descendant's credit (the root
+    itself when it owns it, None when g^L = 0 natively). ``structural_zero`` marks a root that
+    lost exclusive credit (residual forced to 0, still a row).
+    """
+
+    decision_id: str
+    status: OutcomeStatus
+    depth: int
+    budget: int
+    maturity_ordinal: int | None = None
+    best_descendant_id: str | None = None
+    best_depth: int | None = None
+    best_gain: float | None = None
+    residual: float | None = None
+    credit_owner: str | None = None
+    structural_zero: bool = False
+    invalid_edges: int = 0
+    censor_reason: str | None = None
+
+    def normalised_residual(self, range_: float) -> float | None:
+        """y^L = g^L / R (not clipped), or None when there is no residual."""
+        return None if self.residual is None else self.residual / range_
+
+
+def maturity_ordinal(root: LineageRoot, island_ordinals: Sequence[int], budget: int) -> int | None:
+    """Ordinal of the ``budget``-th island edge completed after the root edge, or None."""
+    later = sorted(o for o in island_ordinals if o > root.ordinal)
+    return later[budget - 1] if len(later) >= budget else None
+
+
+def _children_index(
+    edges: Iterable[LineageEdge], island: int, maturity: int
+) -> dict[str, list[LineageEdge]]:
+    index: dict[str, list[LineageEdge]] = {}
+    for edge in edges:
+        if edge.island == island and edge.ordinal <= maturity:
+            index.setdefault(edge.parent_id, []).append(edge)
+    for children in index.values():
+        children.sort(key=lambda e: (e.ordinal, e.child_id))
+    return index
+
+
+def _scan(
+    root: LineageRoot, base: LineageOutcome, children: dict[str, list[LineageEdge]]
+) -> LineageOutcome:
+    """Breadth-first scan of the matured window (section 4.1)."""
+    best = (root.direct_gain, root.child_id, 1)
+    invalid = 0
+    frontier = deque([(root.child_id, 1, root.direct_gain)])
+    seen = {root.child_id}
+    while frontier:
+        node, depth, cumulative = frontier.popleft()
+        if depth >= base.depth:
+            continue
+        for edge in children.get(node, ()):
+            if edge.status == "censored":
+                return replace(
+                    base, status="censored", censor_reason=f"censored edge {edge.child_id}"
+                )
+            if not edge.resolved:
+                return replace(base, status="pending", invalid_edges=invalid)
+            if edge.status == "invalid":
+                invalid += 1
+                continue
+            if edge.child_id in seen:
+                continue
+            seen.add(edge.child_id)
+            assert edge.gain is not None  # guaranteed for valid edges
+            total = cumulative + edge.gain
+            if not root.contains(total):
+                reason = (
+                    f"cumulative gain {total} at {edge.child_id} outside feasible {root.feasible}"
+                )
+                return replace(base, status="censored", censor_reason=reason)
+            total = root.clamp(total)
+            if edge.disposition == "accepted" and total > best[0]:
+                best = (total, edge.child_id, depth + 1)
+            frontier.append((edge.child_id, depth + 1, total))
+    gain, descendant, best_depth = best
+    residual = max(0.0, gain - root.direct_gain)
+    return replace(
+        base,
+        status="outcome",
+        best_descendant_id=descendant,
+        best_depth=best_depth,
+        best_gain=gain,
+        residual=residual,
+        credit_owner=root.decision_id if residual > 0 else None,
+        invalid_edges=invalid,
+    )
+
+
+def root_outcome(
+    root: LineageRoot,
+    edges: Sequence[LineageEdge],
+    depth: int = DEFAULT_DEPTH,
+    budget: int = DEFAULT_BUDGET,
+) -> LineageOutcome:
+    """The lineage outcome of one root before exclusive credit."""
+    if depth < 1 or budget < 1:
+        raise ValueError(f"depth and budget must be >= 1, got H={depth}, O={budget}")
+    base = LineageOutcome(root.decision_id, "pending", depth, budget)
+    on_island = [e for e in edges if e.island == root.island]
+    root_edge = next((e for e in on_island if e.child_id == root.child_id), None)
+    if root_edge is not None and root_edge.status == "invalid":
+        return replace(base, status="invalid")
+    if root_edge is not None and root_edge.status == "censored":
+        return replace(base, status="censored", censor_reason="censored root edge")
+    maturity = maturity_ordinal(root, [e.ordinal for e in on_island], budget)
+    if maturity is None:
+        return base
+    base = replace(base, maturity_ordinal=maturity)
+    window = (e for e in on_island if root.ordinal < e.ordinal <= maturity)
+    if not all(e.resolved for e in window):
+        return base
+    return _scan(root, base, _children_index(on_island, root.island, maturity))
+
+
+def assign_credit(
+    roots: Sequence[LineageRoot], outcomes: Sequence[LineageOutcome]
+) -> tuple[LineageOutcome, ...]:
+    """Exclusive credit: one owner per best descendant with g^L > 0 (section 4.1).
+
+    Owner = smallest best depth, then latest root (largest root ordinal), then smaller decision
+    id; the other claimants become structural zero rows crediting the owner.
+    """
+    ordinal = {r.decision_id: r.ordinal for r in roots}
+    claims: dict[str, list[LineageOutcome]] = {}
+    for out in outcomes:
+        if out.status == "outcome" and out.residual and out.best_descendant_id is not None:
+            claims.setdefault(out.best_descendant_id, []).append(out)
+    owner_of: dict[str, str] = {}
+    for claimants in claims.values():
+        owner = min(
+            claimants,
+            key=lambda o: (o.best_depth or 0, -ordinal[o.decision_id], o.decision_id),
+        )
+        for out in claimants:
+            owner_of[out.decision_id] = owner.decision_id
+    result = []
+    for out in outcomes:
+        owner_id = owner_of.get(out.decision_id)
+        if owner_id is not None and owner_id != out.decision_id:
+            out = replace(out, residual=0.0, credit_owner=owner_id, structural_zero=True)
+        result.append(out)
+    return tuple(result)
+
+
+def lineage_outcomes(
+    roots: Sequence[LineageRoot],
+    edges: Sequence[LineageEdge],
+    depth: int = DEFAULT_DEPTH,
+    budget: int = DEFAULT_BUDGET,
+) -> tuple[LineageOutcome, ...]:
+    """One lineage outcome per root (in input order), exclusive credit applied.
+
+    Args:
+        roots: the eligible roots (distinct decision ids).
+        edges: every mutation edge of the run, any island, any status.
+        depth: H, the scan depth (root child = depth 1).
+        budget: O, the same-island opportunity budget that fixes maturity.
+
+    Raises:
+        ValueError: duplicate root decision ids, or H / O below 1.
+    """
+    ids = [r.decision_id for r in roots]
+    if len(set(ids)) != len(ids):
+        raise ValueError("root decision ids must be distinct")
+    outcomes = [root_outcome(r, edges, depth, budget) for r in roots]
+    return assign_credit(roots, outcomes)

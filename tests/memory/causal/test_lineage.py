@@ -1,0 +1,235 @@
+"""Ground truth 8 (MODEL 11.8, 10 step 5, 4.1): delayed-lineage outcomes and exclusive credit."""
+
+from __future__ import annotations
+
+import pytest
+
+from gigaevo.memory.v2.causal import (
+    GainOutOfBoundsError,
+    LineageEdge,
+    LineageOutcome,
+    LineageRoot,
+    RewardDefinition,
+    archive_disposition,
+    assign_credit,
+    lineage_outcomes,
+    raw_feasible_interval,
+    root_outcome,
+)
+
+REWARD = RewardDefinition(0.0, 1.0)
+FEASIBLE = raw_feasible_interval(REWARD, 0.80)  # (-0.80, +0.20)
+
+
+def _edge(
+    parent: str,
+    child: str,
+    ordinal: int,
+    gain: float | None = 0.0,
+    disposition: str = "accepted",
+    status: str = "valid",
+    island: int = 0,
+) -> LineageEdge:
+    return LineageEdge(parent, child, island, ordinal, status, gain, disposition)  # type: ignore[arg-type]
+
+
+def _root(
+    decision: str = "dA", child: str = "r", ordinal: int = 1, gain: float = 0.03
+) -> LineageRoot:
+    return LineageRoot(decision, child, 0, ordinal, gain, FEASIBLE)
+
+
+def _fillers(first: int, last: int, island: int = 0) -> list[LineageEdge]:
+    """Unrelated same-island edges (rejected children of another parent)."""
+    return [
+        _edge("other", f"f{i}-{island}", i, -0.01, "rejected", island=island)
+        for i in range(first, last + 1)
+    ]
+
+
+def _example(extra: tuple[LineageEdge, ...] = (), fill_to: int = 33) -> list[LineageEdge]:
+    """Section 10 step 5: root child 0.83 -> c2 (+0.05, depth 2) -> c3 (-0.02, depth 3)."""
+    core = [
+        _edge("p", "r", 1, 0.03),
+        _edge("r", "c2", 2, 0.05),
+        _edge("c2", "c3", 3, -0.02),
+    ]
+    return core + _fillers(4, fill_to) + list(extra)
+
+
+def _one(edges: list[LineageEdge], **kwargs: int) -> LineageOutcome:
+    (out,) = lineage_outcomes([_root()], edges, **kwargs)
+    return out
+
+
+def test_section_10_topology() -> None:
+    out = _one(_example())
+    assert out.status == "outcome"
+    assert out.maturity_ordinal == 33  # the 32nd island edge after ordinal 1
+    assert out.best_descendant_id == "c2"
+    assert out.best_depth == 2
+    assert out.best_gain == pytest.approx(0.08)
+    assert out.residual == pytest.approx(0.05)
+    assert out.normalised_residual(REWARD.range) == pytest.approx(0.05)
+    assert out.credit_owner == "dA"
+    assert not out.structural_zero
+    assert (out.depth, out.budget) == (3, 32)
+
+
+def test_fewer_than_budget_edges_is_pending() -> None:
+    out = _one(_example(fill_to=32))  # only 31 later edges
+    assert out.status == "pending"
+    assert out.maturity_ordinal is None
+    assert out.residual is None
+
+
+@pytest.mark.parametrize(
+    "unresolved",
+    [
+        _edge("other", "u", 20, None, "none", status="pending"),
+        _edge("other", "u", 20, 0.01, "none"),  # valid but not yet disposed by the archive
+    ],
+)
+def test_unresolved_edge_in_window_keeps_pending(unresolved: LineageEdge) -> None:
+    edges = [e for e in _example() if e.ordinal != 20] + [unresolved]
+    out = _one(edges)
+    assert out.status == "pending"
+    assert out.maturity_ordinal == 33
+
+
+def test_unresolved_edge_after_maturity_is_ignored() -> None:
+    out = _one(_example((_edge("c2", "late", 34, None, "none", status="pending"),)))
+    assert out.status == "outcome"
+    assert out.residual == pytest.approx(0.05)
+
+
+def test_invalid_and_censored_edges_need_no_disposition() -> None:
+    edges = [e for e in _example() if e.ordinal not in (20, 21)]
+    edges += [
+        _edge("other", "i", 20, None, "none", status="invalid"),
+        _edge("other", "k", 21, None, "none", status="censored"),
+    ]
+    assert _one(edges).status == "outcome"  # unreachable censored edge does not censor
+
+
+def test_reachable_censored_edge_censors() -> None:
+    out = _one(_example((_edge("c2", "cx", 10, None, "none", status="censored"),)))
+    assert out.status == "censored"
+    assert out.residual is None
+    assert "cx" in (out.censor_reason or "")
+
+
+def test_invalid_edges_counted_not_expanded() -> None:
+    extra = (
+        _edge("r", "bad", 5, None, "none", status="invalid"),
+        _edge("c2", "bad2", 6, None, "none", status="invalid"),
+        _edge("bad", "big", 7, 0.10),  # below an invalid edge: never scanned
+    )
+    out = _one(_example(extra))
+    assert out.invalid_edges == 2
+    assert out.best_descendant_id == "c2"
+    assert out.residual == pytest.approx(0.05)
+
+
+def test_other_islands_ignored() -> None:
+    extra = (_edge("c2", "x", 5, 0.10, island=1),)
+    assert _one(_example(extra)).best_descendant_id == "c2"
+    # other-island edges do not count towards the opportunity budget either
+    out = _one(_example(extra, fill_to=32) + _fillers(1, 40, island=1))
+    assert out.status == "pending"
+
+
+def test_edges_after_maturity_ignored() -> None:
+    edges = _example((_edge("c2", "late", 34, 0.10),))
+    assert _one(edges).best_descendant_id == "c2"
+    out = _one(edges + _fillers(35, 40), budget=33)  # maturity moves to 34
+    assert out.best_descendant_id == "late"
+    assert out.best_gain == pytest.approx(0.18)
+
+
+def test_depth_limit() -> None:
+    edges = _example((_edge("c3", "c4", 5, 0.10),))  # depth 4, cumulative 0.16
+    assert _one(edges).best_descendant_id == "c2"
+    deep = _one(edges, depth=4)
+    assert (deep.best_descendant_id, deep.best_depth) == ("c4", 4)
+    assert deep.residual == pytest.approx(0.13)
+    shallow = _one(edges, depth=1)
+    assert (shallow.best_descendant_id, shallow.best_depth) == ("r", 1)
+    assert shallow.residual == 0.0
+
+
+def test_residual_never_negative_and_only_accepted_descendants_count() -> None:
+    edges = [
+        _edge("p", "r", 1, 0.03),
+        _edge("r", "worse", 2, -0.05),
+        _edge("r", "rej", 3, 0.10, "rejected"),  # rejected: not a best candidate, still expanded
+        _edge("rej", "kid", 4, -0.04),  # accepted, cumulative 0.09
+        *_fillers(5, 33),
+    ]
+    out = _one(edges)
+    assert out.best_descendant_id == "kid"
+    assert out.best_gain == pytest.approx(0.09)
+    no_gain = _one([e for e in edges if e.child_id != "kid"] + [_edge("x", "y", 4)])
+    assert (no_gain.best_descendant_id, no_gain.best_depth) == ("r", 1)
+    assert no_gain.residual == 0.0
+    assert no_gain.credit_owner is None
+
+
+def test_out_of_interval_cumulative_gain_censors() -> None:
+    out = _one(_example((_edge("c2", "c5", 5, 0.15),)))  # cumulative 0.23 > G+ = 0.20
+    assert out.status == "censored"
+    assert "outside feasible" in (out.censor_reason or "")
+
+
+def test_shared_breakthrough_owned_by_closest_root() -> None:
+    edges = [
+        _edge("p", "r", 1, 0.03),
+        _edge("r", "m", 2, 0.01),
+        _edge("m", "br", 3, 0.10),
+        *_fillers(4, 40),
+    ]
+    roots = [_root("dA", "r", 1, 0.03), _root("dB", "m", 2, 0.01)]
+    a, b = lineage_outcomes(roots, edges)
+    assert (a.best_descendant_id, a.best_depth) == ("br", 3)
+    assert (b.best_descendant_id, b.best_depth) == ("br", 2)
+    assert b.residual == pytest.approx(0.10)
+    assert b.credit_owner == "dB" and not b.structural_zero
+    assert a.status == "outcome" and a.residual == 0.0
+    assert a.structural_zero and a.credit_owner == "dB"
+    # alone, root A would have claimed it
+    (alone,) = lineage_outcomes(roots[:1], edges)
+    assert alone.residual == pytest.approx(0.11)
+
+
+def _claim(decision: str, depth: int) -> LineageOutcome:
+    return LineageOutcome(
+        decision, "outcome", 3, 32, 40, "br", depth, 0.1, 0.05, credit_owner=decision
+    )
+
+
+def test_credit_ties_latest_root_then_smaller_id() -> None:
+    roots = [_root("d1", "a", 1), _root("d2", "b", 5), _root("d0", "c", 5)]
+    claims = [_claim("d1", 2), _claim("d2", 2), _claim("d0", 2)]
+    out = assign_credit(roots, claims)
+    assert [o.residual for o in out] == [0.0, 0.0, 0.05]
+    assert {o.credit_owner for o in out} == {"d0"}
+    closer = assign_credit(roots, [_claim("d1", 1), _claim("d2", 2), _claim("d0", 2)])
+    assert [o.structural_zero for o in closer] == [False, True, True]
+
+
+def test_root_validation_and_invalid_root() -> None:
+    with pytest.raises(GainOutOfBoundsError):
+        _root(gain=0.25)
+    with pytest.raises(ValueError, match="distinct"):
+        lineage_outcomes([_root(), _root()], _example())
+    edges = [_edge("p", "r", 1, None, "none", status="invalid"), *_fillers(2, 40)]
+    assert root_outcome(_root(), edges).status == "invalid"
+    with pytest.raises(ValueError):
+        root_outcome(_root(), edges, depth=0)
+
+
+def test_archive_disposition() -> None:
+    assert archive_disposition("new_cell") == "accepted"
+    assert archive_disposition("improved") == "accepted"
+    assert archive_disposition("rejected") == "rejected"
+    assert archive_disposition(None) == "none"
