@@ -26,5 +26,5 @@ def test_memory_none_and_abstaining_v2_give_the_same_history(
     # every prompt, including the scratchpad prefix, must be the same as
     # under memory=none
     none = _ids(make_cfg("max_mutants=20", "memory=none", run="none"))
-    v2 = _ids(make_cfg("max_mutants=20", "memory=v2", run="v2"))
+    v2 = _ids(make_cfg("max_mutants=20", "memory=v2", "memory.selection=none", run="v2"))
     assert none == v2

@@ -10,9 +10,11 @@
   exemplars bounded per task; ``agents`` holds the LLM agents and their
   prompts (``prompts/*.txt``).
 - ``ledger``: ``write_ledger.jsonl``; ``tombstones``: retired ids and payloads.
-- ``provider``: ``CardBankMemory``, the memory=v2 provider. Its ``decide``
-  abstains until the read side (causal posterior, randomised selection,
-  leases) lands.
+- ``provider``: ``CardBankMemory``, the memory=v2 provider; with
+  ``selection="causal"`` it delegates to ``reader`` (``CausalReader``: head
+  fits, randomised offer/withhold, decision rows, leases) and ``outcomes``
+  (``OutcomeRecorder``: terminals, edges, lineage rows, ``ope_summary.json``);
+  with ``selection="none"`` its ``decide`` abstains.
 """
 
 from gigaevo.memory.v2.agents import AuthoredCard, CardAuthor, EquivalenceJudge, Verdict

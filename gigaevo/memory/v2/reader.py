@@ -1,0 +1,438 @@
+"""``CausalReader``: the read side of memory=v2 (MODEL sections 1, 3, 5 and 6).
+
+One decision per mutation attempt, on the engine's main thread, before the
+LLM call:
+
+1. refresh the bank; the universe is every card of this task;
+2. fit the immediate and invalidity heads on the committed, usefulness-eligible
+   ledger rows (cached by the evidence version V and the lineage layout, so a
+   decision refits only when V or the bank changed);
+3. ``causal.select`` (gate, safe set, probability matching, proposal and offer
+   draws from RNG streams keyed by the decision id);
+4. commit the ``DecisionRow`` to the ledger, lease the proposed card (whether it
+   is delivered, Z = 1, or withheld, Z = 0), emit the ``assignment`` event;
+5. render the slate only when Z = 1.
+
+A head that fails or sits at its boundary makes the decision abstain
+(rho_0 = 1), as MODEL 6.3 says. Outcomes are handled by ``outcomes.OutcomeRecorder``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gigaevo.memory.base import Decision, MemoryRuntime, MutationContext
+from gigaevo.memory.v2.cards import Card, render_card
+from gigaevo.memory.v2.causal import (
+    BayesianLinearHead,
+    CandidateCard,
+    DesignSpace,
+    LogisticLaplaceHead,
+    Selection,
+    SelectionConfig,
+    context_features,
+    measurement_sd,
+    select,
+)
+from gigaevo.memory.v2.causal import RewardDefinition as CausalReward
+from gigaevo.memory.v2.causal.policy import PENDING_LIMIT, Draw, abstain_proposal
+from gigaevo.memory.v2.events import MemoryEvents
+from gigaevo.memory.v2.evidence import (
+    Candidate,
+    CardSnapshot,
+    DecisionRow,
+    Diagnostic,
+    Observation,
+    PendingCount,
+    SelectionEvidence,
+    decision_key_id,
+    frozen_context,
+    reward_definition,
+)
+from gigaevo.memory.v2.leases import Lease, SelectionLeases
+from gigaevo.memory.v2.store import LocalMemoryStore
+
+log = logging.getLogger(__name__)
+
+SELECTION_MODES = ("causal", "none")
+
+
+@dataclass(frozen=True)
+class ReaderSettings:
+    """``memory.causal.*``: policy constants and the OPE summary cadence."""
+
+    offer_probability: float = 0.7
+    epsilon: float = 0.05
+    delta: float = 0.10
+    alpha: float = 0.10
+    summary_draws: int = 1024
+    world_draws: int = 512
+    ope_every: int = 20
+    lineage_depth: int = 3
+    lineage_budget: int = 32
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any] | None) -> ReaderSettings:
+        """Settings from a plain dict (unknown keys raise ``ValueError``)."""
+        raw = dict(raw or {})
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise ValueError(f"unknown memory.causal setting(s) {unknown}")
+        s = cls(**raw)
+        if not 0.0 < s.offer_probability < 1.0:
+            raise ValueError("memory.causal.offer_probability must lie in (0, 1)")
+        if s.ope_every < 1:
+            raise ValueError("memory.causal.ope_every must be >= 1")
+        return s
+
+    def selection_config(self) -> SelectionConfig:
+        return SelectionConfig(
+            offer_probability=self.offer_probability,
+            epsilon=self.epsilon,
+            delta=self.delta,
+            alpha=self.alpha,
+            summary_draws=self.summary_draws,
+            world_draws=self.world_draws,
+        )
+
+
+@dataclass
+class _Fit:
+    """Heads fitted on one evidence version V and one lineage layout."""
+
+    space: DesignSpace
+    immediate: BayesianLinearHead | None
+    invalidity: LogisticLaplaceHead | None
+    diagnostics: tuple[Diagnostic, ...]
+    row_ids: tuple[str, ...]
+    failure: str = ""
+
+
+def card_snapshot(card: Card) -> CardSnapshot:
+    text = render_card(card)
+    return CardSnapshot(
+        card_id=card.id,
+        absorbed_ids=tuple(card.aliases),
+        kind=card.kind,
+        text=text,
+        text_digest=hashlib.sha256(text.encode()).hexdigest(),
+    )
+
+
+class CausalReader:
+    """The causal selector of one run (see the module docstring).
+
+    Args:
+        runtime: the run (task, metrics, directories, seed, budget).
+        store: the card bank (shared with the write side).
+        run_id: the run identity (decision ids are digests of (run id, attempt)).
+        settings: policy constants.
+    """
+
+    def __init__(
+        self,
+        runtime: MemoryRuntime,
+        store: LocalMemoryStore,
+        *,
+        run_id: str,
+        settings: ReaderSettings | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.store = store
+        self.run_id = run_id
+        self.settings = settings or ReaderSettings()
+        self.config = self.settings.selection_config()
+        m = runtime.metrics
+        self.reward = reward_definition(
+            m, depth=self.settings.lineage_depth, budget=self.settings.lineage_budget
+        )
+        self.causal_reward = CausalReward(m.lower_bound, m.upper_bound, m.higher_is_better)
+        self.evidence = SelectionEvidence(runtime.checkpoint_dir).open()
+        self.leases = SelectionLeases(runtime.bank_dir, run_id=run_id)
+        self.events = MemoryEvents(runtime.checkpoint_dir, run_id=run_id)
+        self._fit: tuple[tuple[str, tuple[str, ...], int], _Fit] | None = None
+        self._version = ""
+        self.held: dict[int, str] = {}  # attempt -> lease id
+        self.counts = {"decisions": 0, "abstain": 0, "offered": 0, "withheld": 0}
+        self.fits = 0
+        self.lease_errors = 0
+
+    # -- decide ----------------------------------------------------------------
+    def decide(self, context: MutationContext) -> Decision:
+        """Commit this attempt's decision and return what the mutator sees."""
+        decision_id = decision_key_id(self.run_id, context.attempt)
+        existing = self.evidence.decision(decision_id)
+        if existing is not None:  # a resumed attempt: the committed decision stands
+            return self._as_decision(existing)
+        row = self.draft(context)
+        self.evidence.append_decision(row)
+        self._count(row)
+        if row.proposed_id is not None:
+            self._lease(row, context.attempt)
+        self.events.assignment(row)
+        return self._as_decision(row)
+
+    def draft(self, context: MutationContext) -> DecisionRow:
+        """The decision row of ``context`` as ``decide`` would commit it (nothing is written)."""
+        decision_id = decision_key_id(self.run_id, context.attempt)
+        self.store.refresh()
+        cards = sorted(self.store.cards(task_key=context.task_key), key=lambda c: c.id)
+        universe = tuple(card_snapshot(c) for c in cards)
+        x = self._features(context)
+        active = self.leases.active() if cards else ()
+        pending = {s.card_id: _lease_count(s, active) for s in universe}
+        eligible = [c for c in cards if pending[c.id] < PENDING_LIMIT]
+        fit = self._fitted(len(x), cards)
+        selection = self._select(decision_id, fit, x, context, eligible, pending)
+        return self._row(decision_id, context, x, universe, pending, fit, selection)
+
+    def _features(self, context: MutationContext) -> np.ndarray:
+        coords = [min(max(float(c), 0.0), 1.0) for c in context.coordinates]
+        return context_features(
+            self.causal_reward, context.parent_fitness, float(context.attempt), coords
+        )
+
+    def _select(
+        self,
+        decision_id: str,
+        fit: _Fit,
+        x: np.ndarray,
+        context: MutationContext,
+        eligible: Sequence[Card],
+        pending: dict[str, int],
+    ) -> Selection:
+        if fit.immediate is None or fit.invalidity is None or x.shape[0] != fit.space.n_context:
+            return _abstain(fit.failure or "heads not fitted")
+        cands = [CandidateCard(c.id, c.id, c.kind) for c in eligible]
+        bounds = self.causal_reward.feasible_interval(context.parent_fitness)
+        try:
+            return select(
+                decision_id,
+                fit.space,
+                x,
+                bounds,
+                self.causal_reward.range,
+                cands,
+                fit.immediate,
+                fit.invalidity,
+                self.config,
+                pending,
+            )
+        except Exception as exc:  # a numerical failure: abstain (rho_0 = 1)
+            log.warning("memory v2 selection failed, abstaining: %s", exc)
+            return _abstain(f"selection failed: {exc}")
+
+    def _row(
+        self,
+        decision_id: str,
+        context: MutationContext,
+        x: np.ndarray,
+        universe: tuple[CardSnapshot, ...],
+        pending: dict[str, int],
+        fit: _Fit,
+        sel: Selection,
+    ) -> DecisionRow:
+        e = self.config.offer_probability
+        rho = dict(zip(sel.proposal.card_ids, sel.proposal.rho.tolist(), strict=True))
+        candidates = []
+        for cid in sorted(sel.acceptance or rho):
+            r = float(rho.get(cid, 0.0))
+            safe = cid in rho
+            summ = sel.summary if cid == sel.draw.proposed else None
+            candidates.append(
+                Candidate(
+                    card_id=cid,
+                    rho=r,
+                    offer=e if safe else None,
+                    offer_joint=r * e,
+                    control_joint=r * (1.0 - e),
+                    safe=safe,
+                    mean_effect=None if summ is None else summ.effect_mean,
+                    sd_effect=None if summ is None else summ.effect_sd,
+                    p_positive=None if summ is None else summ.p_positive,
+                )
+            )
+        d = sel.draw
+        treated = d.proposed is not None
+        summary = sel.summary
+        diagnostics = fit.diagnostics
+        if sel.abstain_reason:
+            diagnostics = (*diagnostics, Diagnostic("abstain.forced", 1.0))
+        return DecisionRow(
+            decision_id=decision_id,
+            run_id=self.run_id,
+            seed=self.runtime.seed,
+            attempt=context.attempt,
+            event_ordinal=self.counts["decisions"],
+            owner=self.evidence.owner,
+            context=frozen_context(context, x.tolist()),
+            reward=self.reward,
+            universe=universe,
+            pending=tuple(PendingCount(k, v) for k, v in sorted(pending.items()) if v),
+            candidates=tuple(candidates),
+            fit=diagnostics,
+            fitted_row_ids=fit.row_ids,
+            evidence_version=self._version,
+            abstain=not treated,
+            rho0=float(sel.proposal.rho0),
+            proposed_id=d.proposed,
+            z=d.offered,
+            offer=e if treated else None,
+            rho=d.proposal_probability if treated else None,
+            joint=d.joint_propensity if treated else None,
+            q0=summary.q0_hat if treated and summary else None,
+            q1=summary.q1_hat if treated and summary else None,
+            r0=summary.r0_hat if treated and summary else None,
+            r1=summary.r1_hat if treated and summary else None,
+            rag_record=sel.abstain_reason,
+            created_at=0.0,
+        )
+
+    def _lease(self, row: DecisionRow, attempt: int) -> None:
+        snap = row.snapshot(row.proposed_id or "")
+        ids = snap.lineage_ids if snap is not None else {row.proposed_id or ""}
+        try:
+            lease: Lease = self.leases.acquire(row.proposed_id or "", ids, attempt)
+        except Exception as exc:  # cap reached or lock trouble: the decision stands
+            self.lease_errors += 1
+            log.warning("memory v2 lease for attempt %d not taken: %s", attempt, exc)
+            return
+        self.held[attempt] = lease.lease_id
+
+    def release(self, attempt: int) -> None:
+        """Drop this attempt's lease (its terminal is committed)."""
+        if self.held.pop(attempt, None) is None:
+            return
+        try:
+            self.leases.release_attempt(attempt)
+        except Exception as exc:
+            self.lease_errors += 1
+            log.warning("memory v2 lease of attempt %d not released: %s", attempt, exc)
+
+    def release_all(self) -> None:
+        for attempt in sorted(self.held):
+            self.release(attempt)
+
+    def _count(self, row: DecisionRow) -> None:
+        self.counts["decisions"] += 1
+        key = "abstain" if row.abstain else ("offered" if row.z == 1 else "withheld")
+        self.counts[key] += 1
+
+    def _as_decision(self, row: DecisionRow) -> Decision:
+        record: dict[str, object] = {
+            "memory": "v2",
+            "action": "abstain" if row.abstain else ("offer" if row.z == 1 else "withhold"),
+            "decision_id": row.decision_id,
+            "proposed_id": row.proposed_id,
+            "z": row.z,
+        }
+        if row.abstain or row.z != 1 or row.proposed_id is None:
+            return Decision(attempt=row.attempt, record=record)
+        snap = row.snapshot(row.proposed_id)
+        slate = snap.text if snap is not None else ""
+        return Decision(row.attempt, slate=slate, card_ids=(row.proposed_id,), record=record)
+
+    # -- heads -----------------------------------------------------------------
+    def _fitted(self, n_context: int, cards: Sequence[Card]) -> _Fit:
+        self._version = self.evidence.evidence_version()
+        alias = {a: c.id for c in cards for a in (c.id, *c.aliases)}
+        rows = self.evidence.head_rows("invalidity")
+        lineages = sorted({c.id for c in cards} | {self._lineage(o, alias) for o in rows if o.z})
+        key = (self._version, tuple(lineages), n_context)
+        if self._fit is not None and self._fit[0] == key:
+            return self._fit[1]
+        fit = self._fit_heads(n_context, tuple(lineages), rows, alias)
+        self._fit = (key, fit)
+        self.fits += 1
+        return fit
+
+    @staticmethod
+    def _lineage(obs: Observation, alias: dict[str, str]) -> str:
+        pid = obs.decision.proposed_id or ""
+        return alias.get(pid, pid)
+
+    def _fit_heads(
+        self,
+        n_context: int,
+        lineages: tuple[str, ...],
+        rows: Sequence[Observation],
+        alias: dict[str, str],
+    ) -> _Fit:
+        space = DesignSpace(n_context, lineages)
+        rows = [o for o in rows if len(o.decision.context.features) == n_context]
+        try:
+            design = np.array([self._design_row(space, o, alias) for o in rows]).reshape(
+                len(rows), space.size
+            )
+            invalid = np.array([1.0 if o.invalid else 0.0 for o in rows])
+            valid = np.array([o.valid for o in rows], dtype=bool)
+            y, omega = self._targets([o for o in rows if o.valid])
+            immediate = BayesianLinearHead(space.utility_prior_variance())
+            immediate.fit(design[valid], y, omega)
+            mu, var = space.invalidity_prior()
+            invalidity = LogisticLaplaceHead(mu, var).fit(design, invalid)
+        except Exception as exc:  # fail closed: abstain until the evidence changes
+            log.warning("memory v2 head fit failed, abstaining: %s", exc)
+            return _Fit(space, None, None, (Diagnostic("fit.failed", 1.0),), (), str(exc))
+        h = immediate.health_
+        diagnostics = (
+            Diagnostic("immediate.rows", float(valid.sum())),
+            Diagnostic("immediate.sigma", math.sqrt(immediate.residual_variance_)),
+            Diagnostic("immediate.ok", float(h.ok)),
+            Diagnostic("immediate.at_boundary", float(h.at_boundary)),
+            Diagnostic("invalidity.rows", float(len(rows))),
+            Diagnostic("invalidity.ok", float(invalidity.ok_)),
+            Diagnostic("lineages", float(len(lineages))),
+        )
+        ids = tuple(sorted(o.decision.decision_id for o in rows))
+        return _Fit(space, immediate, invalidity, diagnostics, ids)
+
+    def _design_row(
+        self, space: DesignSpace, obs: Observation, alias: dict[str, str]
+    ) -> np.ndarray:
+        x = np.asarray(obs.decision.context.features, dtype=float)
+        if obs.z != 1:
+            return space.row(x, 0)
+        pid = obs.decision.proposed_id or ""
+        snap = obs.decision.snapshot(pid)
+        kind = snap.kind if snap is not None else "insight"
+        return space.row(x, 1, alias.get(pid, pid), kind)
+
+    def _targets(self, rows: Sequence[Observation]) -> tuple[np.ndarray, np.ndarray]:
+        r = self.causal_reward
+        y = [
+            r.normalise_gain(o.decision.context.parent_fitness, float(o.terminal.gain or 0.0))
+            for o in rows
+        ]
+        omega = [
+            measurement_sd(r.range, o.terminal.se, o.terminal.measurement == "deterministic")
+            for o in rows
+        ]
+        return np.asarray(y, dtype=float), np.asarray(omega, dtype=float)
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "selection": "causal",
+            **self.counts,
+            "head_fits": self.fits,
+            "lease_errors": self.lease_errors,
+            "leases_held": len(self.held),
+        }
+
+
+def _abstain(reason: str) -> Selection:
+    """rho_0 = 1: no card proposed (MODEL 6.3)."""
+    return Selection(abstain_proposal(), Draw(None, None, 1.0, 1.0), {}, None, reason)
+
+
+def _lease_count(snap: CardSnapshot, leases: Sequence[Lease]) -> int:
+    ids = snap.lineage_ids
+    return sum(1 for lease in leases if lease.touches(ids))
