@@ -30,3 +30,10 @@ def test_other_seed_other_history(make_cfg: Callable[..., DictConfig]) -> None:
     a = _history(make_cfg("seed=1", run="a"))
     b = _history(make_cfg("seed=2", run="b"))
     assert [x[0] for x in a] != [x[0] for x in b]
+
+
+def test_memory_v2_runs_repeat_in_any_directory(make_cfg: Callable[..., DictConfig]) -> None:
+    # the causal read side draws, card ids and decision ids come from (task, seed)
+    # when the bank is the run's own, so the history does not depend on the path
+    args = ("max_mutants=40", "memory=v2", "pipeline=memory_guided")
+    assert _history(make_cfg(*args, run="a")) == _history(make_cfg(*args, run="b"))

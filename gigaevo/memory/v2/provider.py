@@ -1,9 +1,12 @@
-"""``CardBankMemory``: the memory=v2 provider (write side; the read side is issue 6).
+"""``CardBankMemory``: the memory=v2 provider (write side and causal read side).
 
-``decide`` ABSTAINS for now: it returns an empty ``Decision`` (no slate, no
-card, no randomised control) on every attempt, so a memory=v2 run mutates
-exactly like memory=none while it fills the bank. The causal read path
-(posterior, randomised offer/withhold, leases, evidence ledger) replaces it.
+With ``selection="causal"`` (``memory.selection``, the config default)
+``decide`` delegates to ``reader.CausalReader`` (posterior, randomised
+offer/withhold, leases, evidence ledger) and ``observe`` first records the
+outcome with ``outcomes.OutcomeRecorder``. With ``selection="none"`` (the
+constructor default) ``decide`` returns an empty ``Decision`` (no slate, no
+card, no randomised control) on every attempt, so such a run mutates exactly
+like memory=none while it fills the bank.
 
 ``observe`` feeds strictly valid outcomes to the librarian with the
 configured cadence (``memory/write``): ``live`` ingests as outcomes arrive,
@@ -27,18 +30,30 @@ from gigaevo.memory.v2.errors import CorruptBankError, MemoryConfigError
 from gigaevo.memory.v2.ledger import LEDGER_FILE, WriteLedger
 from gigaevo.memory.v2.librarian import Librarian
 from gigaevo.memory.v2.outcome import is_strictly_valid, writer_outcome
+from gigaevo.memory.v2.outcomes import OutcomeRecorder
+from gigaevo.memory.v2.reader import SELECTION_MODES, CausalReader, ReaderSettings
 from gigaevo.memory.v2.settings import MemorySettings
 from gigaevo.memory.v2.store import LocalMemoryStore
 from gigaevo.memory.v2.tombstones import Tombstones
 from gigaevo.util import atomic_write_json
 
 STATS_FILE = "memory_stats.json"
-ABSTAIN_REASON = "read side not built yet (issue 6): the provider abstains"
+ABSTAIN_REASON = "memory.selection=none: the provider abstains"
 
 
 def run_identity(runtime: MemoryRuntime) -> str:
-    """A short stable id of this run (its checkpoint directory and seed); resumes keep it."""
-    key = f"{Path(runtime.checkpoint_dir).resolve()}|{runtime.seed}"
+    """A short stable id of this run; resumes keep it.
+
+    Card ids, decision ids and the selection draws derive from it. With the
+    run's own bank (``memory_bank_dir`` = ``checkpoint_dir``, the default) it
+    is (task, seed), so a seeded run gives the same history in any directory.
+    With a shared bank the checkpoint directory joins the key, so that runs
+    writing to one bank never mint the same ids.
+    """
+    key = f"{runtime.task_key}|{runtime.seed}"
+    checkpoint = Path(runtime.checkpoint_dir).resolve()
+    if Path(runtime.bank_dir).resolve() != checkpoint:
+        key += f"|{checkpoint}"
     return "run-" + hashlib.sha256(key.encode()).hexdigest()[:10]
 
 
@@ -67,6 +82,8 @@ class CardBankMemory:
         writer: dict[str, Any] | None = None,
         program_exemplars: dict[str, Any] | None = None,
         store: dict[str, Any] | None = None,
+        selection: str = "none",
+        causal: dict[str, Any] | None = None,
     ) -> None:
         self.runtime = runtime
         self.settings = MemorySettings.parse(
@@ -96,6 +113,22 @@ class CardBankMemory:
         self._eligible = 0
         self._closed = False
         self._bank_error: str | None = None
+        self.reader, self.recorder = self._reader(selection, causal)
+
+    def _reader(
+        self, selection: str, causal: dict[str, Any] | None
+    ) -> tuple[CausalReader | None, OutcomeRecorder | None]:
+        """The causal read side when ``memory.selection`` is ``causal`` (``none``: abstain)."""
+        if selection not in SELECTION_MODES:
+            raise MemoryConfigError(f"memory.selection must be one of {list(SELECTION_MODES)}")
+        if selection == "none":
+            return None, None
+        try:
+            settings = ReaderSettings.parse(causal)
+        except (TypeError, ValueError) as exc:
+            raise MemoryConfigError(str(exc)) from exc
+        reader = CausalReader(self.runtime, self.store, run_id=self.run_id, settings=settings)
+        return reader, OutcomeRecorder(reader)
 
     def _librarian(self) -> Librarian:
         assert self.llm is not None
@@ -127,7 +160,9 @@ class CardBankMemory:
 
     # -- MemoryProvider --------------------------------------------------------
     def decide(self, context: MutationContext) -> Decision:
-        """Abstain: no slate, no card (the read side is issue 6)."""
+        """The causal decision (``selection: causal``), else abstain: no slate, no card."""
+        if self.reader is not None:
+            return self.reader.decide(context)
         return Decision(attempt=context.attempt, record={"memory": "v2", "action": "abstain"})
 
     def observe(self, result: MutationResult) -> None:
@@ -137,6 +172,8 @@ class CardBankMemory:
             CorruptBankError: the bank stopped parsing (the run must stop).
         """
         self._observed += 1
+        if self.recorder is not None:
+            self.recorder.observe(result)
         if not is_strictly_valid(result):
             return
         self._eligible += 1
@@ -160,7 +197,12 @@ class CardBankMemory:
                 self._drain(final=True)
                 self._audit()
         finally:
+            if self.recorder is not None and self.reader is not None:
+                self.reader.release_all()
+                self.recorder.write_ope()
             atomic_write_json(Path(self.runtime.checkpoint_dir) / STATS_FILE, self.stats())
+            if self.reader is not None:
+                self.reader.evidence.close()
 
     # -- internals -------------------------------------------------------------
     def _drain(self, *, final: bool) -> None:
@@ -184,6 +226,10 @@ class CardBankMemory:
             seed=self.runtime.seed,
         )
 
+    def _read_stats(self) -> dict[str, Any]:
+        assert self.reader is not None and self.recorder is not None
+        return {**self.reader.stats(), **self.recorder.stats()}
+
     def stats(self) -> dict[str, Any]:
         """What the write side did in this run (the content of ``memory_stats.json``)."""
         lib = self.librarian
@@ -195,7 +241,7 @@ class CardBankMemory:
             "memory": "v2",
             "run_id": self.run_id,
             "task_key": self.runtime.task_key,
-            "decide": ABSTAIN_REASON,
+            "decide": ABSTAIN_REASON if self.reader is None else self._read_stats(),
             "cadence": self.settings.write.cadence,
             "authoring_enabled": self.settings.writer.authoring_enabled,
             "scope": self.settings.writer.scope,
