@@ -37,7 +37,9 @@ from gigaevo.scratchpad.format import (
 )
 
 PROMPT_SECTIONS: tuple[str, ...] = (HYPOTHESES, DECISIONS, FINDINGS)
-PROMPT_EXCLUDED_KEYS: tuple[str, ...] = ("config.",)
+# config.*: run plumbing; card.*: memory cards reach the mutator only through
+# the memory's randomised offer, never through the notes
+PROMPT_EXCLUDED_KEYS: tuple[str, ...] = ("config.", "card.")
 _QUOTE = 120  # characters of each claim quoted in a revision record
 
 

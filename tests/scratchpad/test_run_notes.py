@@ -49,7 +49,25 @@ def test_staged_notes_wait_for_the_next_checkpoint(tmp_path: Path) -> None:
     assert state.get("card.c2").section == FINDINGS  # type: ignore[union-attr]
     assert state.get("card.c3").section == DECISIONS  # type: ignore[union-attr]
     assert state.get("best").source == "p7"  # type: ignore[union-attr]
-    assert "[card.c2]" in notes.prompt_prefix() and "not yet validated" in notes.prompt_prefix()
+    # card notes stay in the file but never reach the prompt: cards reach the
+    # mutator only through the memory's randomised offer
+    assert "[best]" in notes.prompt_prefix()
+    assert "[card." not in notes.prompt_prefix()
+
+
+def test_prompt_marks_hypotheses_as_not_validated() -> None:
+    from gigaevo.scratchpad.document import parse, render_prompt
+
+    state, _ = parse(
+        "# Scratchpad\n\n## Hypotheses\n- [idea.h1] wider rings may help\n\n"
+        "## Decisions\n- [config.llm] offline [src:config @ 2026-11-30]\n\n"
+        "## Findings\n- [best] 1.5 [src:p1 @ 2026-11-30]\n\n## Open\n",
+        "mem.md",
+    )
+    text = render_prompt(state)
+    assert "### Hypotheses (not yet validated)" in text and "[idea.h1]" in text
+    assert "[best] 1.5 [src:p1]" in text  # no date in the prompt
+    assert "[config." not in text
 
 
 def test_staging_validates_at_once(tmp_path: Path) -> None:

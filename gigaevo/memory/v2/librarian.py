@@ -45,6 +45,7 @@ from gigaevo.memory.v2.outcome import WriterOutcome, evidence_of
 from gigaevo.memory.v2.settings import ExemplarSettings, WriterSettings
 from gigaevo.memory.v2.store import LocalMemoryStore
 from gigaevo.memory.v2.tombstones import Tombstones
+from gigaevo.scratchpad import NoteWriter
 from gigaevo.util import derive_seed
 
 log = logging.getLogger("gigaevo")
@@ -98,6 +99,8 @@ class Librarian:
         task_key, task_description: this run's task.
         run_id: this run's identity (stamped on cards and rows).
         seed: the run seed (agent call seeds derive from it).
+        notes: the run's scratchpad; each newly admitted card is recorded there
+            as a Hypothesis ``card.<id>`` (authored, not yet validated).
     """
 
     def __init__(
@@ -114,6 +117,7 @@ class Librarian:
         task_description: str,
         run_id: str,
         seed: int,
+        notes: NoteWriter | None = None,
     ) -> None:
         self.store = store
         self.author = author
@@ -126,6 +130,7 @@ class Librarian:
         self.task_context = bounded_context(task_description)
         self.run_id = run_id
         self.seed = seed
+        self.notes = notes
         self.counters = WriterCounters()
         self._queue: deque[_Item] = deque()
         self._best: float | None = None  # oriented best fitness seen (exemplar trigger)
@@ -207,6 +212,10 @@ class Librarian:
             row = self._row(item, "discarded", f"attempts_exhausted: {item.last_error}", started)
         self.counters.ingest_seconds += time.perf_counter() - started
         self.ledger.append(row)
+        if row.outcome == "added" and row.card_id and self.notes is not None:
+            card = self.store.get(row.card_id)
+            text = card.description if card is not None else "(card no longer in the bank)"
+            self.notes.add_hypothesis(f"card.{row.card_id}", text[:300], source=row.card_id)
         if item.stage == "insight":
             self.counters.ingested_insights += 1
         else:

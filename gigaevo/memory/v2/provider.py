@@ -156,6 +156,7 @@ class CardBankMemory:
             task_description=rt.task_description,
             run_id=self.run_id,
             seed=rt.seed,
+            notes=rt.scratchpad,
         )
 
     # -- MemoryProvider --------------------------------------------------------
