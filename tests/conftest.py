@@ -52,3 +52,31 @@ def run_py(*args: str, cwd: Path, timeout: float = 300) -> tuple[int, str, str]:
         env=env,
     )
     return proc.returncode, proc.stdout, proc.stderr
+
+
+def program_ids(checkpoint_dir: str | Path) -> list[str]:
+    """Ids of every program in a run's store, in commit order."""
+    from gigaevo.evolution.store import ProgramStore
+    from gigaevo.pipeline.build import STORE_FILE
+
+    store = ProgramStore(Path(checkpoint_dir) / STORE_FILE)
+    try:
+        return [p.id for p in store.iter_programs()]
+    finally:
+        store.close()
+
+
+def committed_count(store: Path) -> int:
+    """Programs committed so far in a store another process may be writing (0 if unreadable)."""
+    import sqlite3
+
+    if not store.exists():
+        return 0
+    try:
+        con = sqlite3.connect(store, timeout=5)
+        try:
+            return int(con.execute("SELECT COUNT(*) FROM programs").fetchone()[0])
+        finally:
+            con.close()
+    except sqlite3.OperationalError:
+        return 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -15,17 +14,8 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig
 
-from gigaevo.evolution.store import ProgramStore
 from gigaevo.pipeline.build import STORE_FILE, run_from_config
-from tests.conftest import ROOT, run_py
-
-
-def _ids(ckpt: Path) -> list[str]:
-    store = ProgramStore(ckpt / STORE_FILE)
-    try:
-        return [p.id for p in store.iter_programs()]
-    finally:
-        store.close()
+from tests.conftest import ROOT, committed_count, program_ids, run_py
 
 
 def test_resume_extends_budget_without_readding_initial(
@@ -33,10 +23,10 @@ def test_resume_extends_budget_without_readding_initial(
 ) -> None:
     first = run_from_config(make_cfg("max_mutants=10"), show_progress=False)
     assert first.n_mutants == 10
-    before = _ids(tmp_path / "run")
+    before = program_ids(tmp_path / "run")
     again = run_from_config(make_cfg("max_mutants=20", "resume=true"), show_progress=False)
     assert again.n_mutants == 20
-    ids = _ids(tmp_path / "run")
+    ids = program_ids(tmp_path / "run")
     assert len(ids) == 21 and len(set(ids)) == 21
     assert ids[:11] == before  # nothing committed is lost or rewritten
     # a larger budget dispatches attempts 10.. later than an uninterrupted run
@@ -48,9 +38,9 @@ def test_resume_of_finished_run_does_nothing(
     make_cfg: Callable[..., DictConfig], tmp_path: Path
 ) -> None:
     run_from_config(make_cfg("max_mutants=5"), show_progress=False)
-    before = _ids(tmp_path / "run")
+    before = program_ids(tmp_path / "run")
     k = run_from_config(make_cfg("max_mutants=5", "resume=true"), show_progress=False)
-    assert k.n_mutants == 5 and _ids(tmp_path / "run") == before
+    assert k.n_mutants == 5 and program_ids(tmp_path / "run") == before
 
 
 def test_resume_with_other_seed_is_refused(
@@ -63,22 +53,9 @@ def test_resume_with_other_seed_is_refused(
         run_from_config(make_cfg("max_mutants=3", "seed=9", "resume=true"), show_progress=False)
 
 
-def _committed(store: Path) -> int:
-    if not store.exists():
-        return 0
-    try:
-        con = sqlite3.connect(store, timeout=5)
-        try:
-            return int(con.execute("SELECT COUNT(*) FROM programs").fetchone()[0])
-        finally:
-            con.close()
-    except sqlite3.OperationalError:
-        return 0
-
-
 def _wait_for_commits(store: Path, n: int, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
-    while _committed(store) < n and time.monotonic() < deadline:
+    while committed_count(store) < n and time.monotonic() < deadline:
         time.sleep(0.02)
 
 
@@ -96,13 +73,13 @@ def test_kill_9_then_resume_matches_uninterrupted_run(tmp_path: Path) -> None:
     _wait_for_commits(ckpt / STORE_FILE, 25)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    done = _committed(ckpt / STORE_FILE)
+    done = committed_count(ckpt / STORE_FILE)
     assert 25 <= done < 61, "the run should have been killed mid-way"
     code, _, err = run_py(*args, f"checkpoint_dir={ckpt}", "resume=true", cwd=tmp_path)
     assert code == 0, err
     code, _, err = run_py(*args, f"checkpoint_dir={tmp_path / 'whole'}", cwd=tmp_path)
     assert code == 0, err
-    assert _ids(ckpt) == _ids(tmp_path / "whole")
+    assert program_ids(ckpt) == program_ids(tmp_path / "whole")
     summary = json.loads((ckpt / "summary.json").read_text())
     assert summary["n_mutants"] == 60
     events = (ckpt / "events.jsonl").read_text().splitlines()

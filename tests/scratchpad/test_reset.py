@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -20,7 +19,7 @@ from omegaconf import DictConfig
 from gigaevo.pipeline.build import STORE_FILE, run_from_config
 from gigaevo.scratchpad import OPEN, RunScratchpad, Scratchpad, ScratchpadSettings
 from gigaevo.scratchpad.checker import check_report_file, load_contracts
-from tests.conftest import ROOT, run_py
+from tests.conftest import ROOT, committed_count, run_py
 from tests.scratchpad.conftest import new_session
 
 
@@ -59,19 +58,6 @@ def test_run_notes_rebuild_from_the_file_alone(
     assert rebuilt.pad.reads == 1
 
 
-def _committed(store: Path) -> int:
-    if not store.exists():
-        return 0
-    try:
-        con = sqlite3.connect(store, timeout=5)
-        try:
-            return int(con.execute("SELECT COUNT(*) FROM programs").fetchone()[0])
-        finally:
-            con.close()
-    except sqlite3.OperationalError:
-        return 0
-
-
 @pytest.mark.slow
 def test_kill_9_then_resume_rebuilds_the_notes_from_the_file(tmp_path: Path) -> None:
     args = ["problem=rastrigin", "max_mutants=300", "progress=false", "seed=2"]
@@ -85,11 +71,11 @@ def test_kill_9_then_resume_rebuilds_the_notes_from_the_file(tmp_path: Path) -> 
         start_new_session=True,
     )
     deadline = time.monotonic() + 120
-    while _committed(ckpt / STORE_FILE) < 60 and time.monotonic() < deadline:
+    while committed_count(ckpt / STORE_FILE) < 60 and time.monotonic() < deadline:
         time.sleep(0.01)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert _committed(ckpt / STORE_FILE) < 301, "the run should have been killed mid-way"
+    assert committed_count(ckpt / STORE_FILE) < 301, "the run should have been killed mid-way"
     pad_file = ckpt / ".agent" / "scratchpad.md"
     at_kill = pad_file.read_bytes()
     before = new_session(pad_file).load()

@@ -12,14 +12,13 @@ import pytest
 from omegaconf import DictConfig
 
 import gigaevo.scratchpad.pad as pad_module
-from gigaevo.evolution.store import ProgramStore
 from gigaevo.mutation.base import MutationOutcome, MutationRequest, Mutator
 from gigaevo.mutation.prompt import build_messages
 from gigaevo.pipeline.build import STORE_FILE, ConfigError, build_run, run_from_config
 from gigaevo.scratchpad import DECISIONS, FINDINGS, OPEN, SKELETON, Scratchpad
 from gigaevo.scratchpad.checker import check_report_file, lint_scratchpad, load_contracts
 from gigaevo.util import derive_seed
-from tests.conftest import ROOT
+from tests.conftest import ROOT, program_ids
 
 PAD = Path(".agent") / "scratchpad.md"
 REPORT = Path(".agent") / "design_report.json"
@@ -41,14 +40,6 @@ def _state(ckpt: Path) -> Scratchpad:
     pad = Scratchpad(ckpt / PAD)
     pad.load()
     return pad
-
-
-def _ids(ckpt: Path) -> list[str]:
-    store = ProgramStore(ckpt / STORE_FILE)
-    try:
-        return [p.id for p in store.iter_programs()]
-    finally:
-        store.close()
 
 
 def test_run_records_validated_conclusions(
@@ -226,7 +217,7 @@ def test_crash_and_resume_replays_the_same_prompts(
     finally:
         built.close()
     assert len({r.scratchpad for r in recorder.requests}) >= 3  # the notes did change
-    assert _ids(tmp_path / "crashed") == _ids(tmp_path / "whole")
+    assert program_ids(tmp_path / "crashed") == program_ids(tmp_path / "whole")
     crashed = (tmp_path / "crashed" / PAD).read_text().splitlines()
     whole = (tmp_path / "whole" / PAD).read_text().splitlines()
     assert crashed == whole
