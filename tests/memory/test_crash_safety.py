@@ -48,3 +48,21 @@ def test_sigkill_during_writes_leaves_a_parseable_bank(
         store.transaction(lambda cards, c=c: cards.__setitem__(c.id, c))
         generation = store.generation
     assert not list(bank.glob(".cards.json.*.tmp"))  # orphans are swept on open
+
+
+@pytest.mark.parametrize("marker", [b"", b"1234\nhost"])  # empty, or torn mid-write
+def test_soft_lock_marker_left_by_a_killed_holder_is_broken_by_age(
+    tmp_path: Path, marker: bytes
+) -> None:
+    bank = tmp_path / "bank"
+    open_store(bank, lock="soft")  # the bank exists; its lock is free
+    # a holder killed between creating the marker and writing its pid leaves
+    # a marker that names no owner: only its age can free it
+    lock_file = bank / "cards.json.lock"
+    lock_file.write_bytes(marker)
+    started = time.monotonic()
+    store = open_store(bank, lock="soft", lock_timeout_s=10.0, soft_lock_lifetime_s=0.5)
+    c = card(id="ins-after-stranded")
+    store.transaction(lambda cards: cards.__setitem__(c.id, c))
+    assert c.id in {x.id for x in read_bank(bank / "cards.json").cards}
+    assert time.monotonic() - started < 5.0

@@ -102,6 +102,7 @@ class CardBankMemory:
             lock=s.lock,
             lock_timeout_s=s.lock_timeout_s,
             authoring_lock_timeout_s=s.authoring_lock_timeout_s,
+            soft_lock_lifetime_s=s.soft_lock_lifetime_s,
         ).open()
         self.ledger = WriteLedger(Path(runtime.checkpoint_dir) / LEDGER_FILE)
         self.tombstones = Tombstones()

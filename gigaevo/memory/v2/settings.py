@@ -108,15 +108,20 @@ class StoreSettings:
         lock: ``os`` (kernel file locks) or ``soft`` (marker files; use on NFS).
         lock_timeout_s: wait for ``cards.json.lock``.
         authoring_lock_timeout_s: wait for ``cards.json.authoring.lock``.
+        soft_lock_lifetime_s: with ``lock=soft``, age after which a bank-lock
+            marker is broken (frees a marker left empty by a killed holder).
     """
 
     lock: Literal["os", "soft"] = "os"
     lock_timeout_s: float = 30.0
     authoring_lock_timeout_s: float = 300.0
+    soft_lock_lifetime_s: float = 5.0
 
     def __post_init__(self) -> None:
         if self.lock_timeout_s <= 0 or self.authoring_lock_timeout_s <= 0:
             raise ValueError("lock_timeout_s and authoring_lock_timeout_s must be > 0")
+        if self.soft_lock_lifetime_s <= 0:
+            raise ValueError("soft_lock_lifetime_s must be > 0")
 
 
 @dataclass(frozen=True)

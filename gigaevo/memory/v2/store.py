@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -81,6 +82,8 @@ class LocalMemoryStore:
         lock: ``"os"`` (kernel file lock) or ``"soft"`` (marker file; for NFS).
         lock_timeout_s: wait for ``cards.json.lock`` at most this long.
         authoring_lock_timeout_s: default wait for the authoring lock.
+        soft_lock_lifetime_s: with ``lock="soft"``, a ``cards.json.lock`` marker
+            older than this is broken whatever it holds (see ``_soft_locks``).
     """
 
     def __init__(
@@ -91,12 +94,14 @@ class LocalMemoryStore:
         lock: str = "os",
         lock_timeout_s: float = 30.0,
         authoring_lock_timeout_s: float = 300.0,
+        soft_lock_lifetime_s: float = 5.0,
     ) -> None:
         self.bank_dir = Path(bank_dir)
         self.embedder = embedder
         self.lock = lock
         self.lock_timeout_s = lock_timeout_s
         self.authoring_lock_timeout_s = authoring_lock_timeout_s
+        self.soft_lock_lifetime_s = soft_lock_lifetime_s
         self.stats = StoreStats()
         self._cards: dict[str, Card] = {}
         self._lines: dict[str, tuple[Card, str]] = {}  # id -> (card, its cards.json line)
@@ -127,9 +132,13 @@ class LocalMemoryStore:
         if self.lock not in LOCK_KINDS:
             raise ValueError(f"lock must be one of {LOCK_KINDS}, got {self.lock!r}")
         self.bank_dir.mkdir(parents=True, exist_ok=True)
-        lock_cls = filelock.FileLock if self.lock == "os" else filelock.SoftFileLock
-        self._write_lock = lock_cls(str(self.path) + ".lock")
-        self._authoring_lock = lock_cls(str(self.path) + ".authoring.lock")
+        write_lock = str(self.path) + ".lock"
+        authoring_lock = str(self.path) + ".authoring.lock"
+        if self.lock == "os":
+            self._write_lock = filelock.FileLock(write_lock)
+            self._authoring_lock = filelock.FileLock(authoring_lock)
+        else:
+            self._write_lock, self._authoring_lock = self._soft_locks(write_lock, authoring_lock)
         with self._locked():
             # a temp file can only be an orphan while we hold the lock: writers hold it too
             for orphan in self.bank_dir.glob(f".{BANK_FILE}.*.tmp"):
@@ -233,6 +242,28 @@ class LocalMemoryStore:
         return result
 
     # -- internals -----------------------------------------------------------
+    def _soft_locks(
+        self, write_lock: str, authoring_lock: str
+    ) -> tuple[filelock.BaseFileLock, filelock.BaseFileLock]:
+        """Marker-file locks for NFS that a killed holder cannot strand.
+
+        A holder killed between creating its marker and writing its pid into
+        it leaves an empty marker naming no owner; filelock never breaks such
+        a marker by owner checks (it may be an old-version holder), so the
+        markers get an age limit. filelock warns that age-based expiry can
+        overlap a live holder: that needs a hold longer than the limit, which
+        the limits rule out (bank transactions last milliseconds against
+        ``soft_lock_lifetime_s``; the authoring chain is bounded by
+        ``ingest_call_timeout_s``, which the settings keep below
+        ``authoring_lock_timeout_s``).
+        """
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", filelock.SoftFileLockLifetimeWarning)
+            return (
+                filelock.SoftFileLock(write_lock, lifetime=self.soft_lock_lifetime_s),
+                filelock.SoftFileLock(authoring_lock, lifetime=self.authoring_lock_timeout_s),
+            )
+
     @contextmanager
     def _locked(self) -> Iterator[None]:
         lock = self._require_open(self._write_lock)
