@@ -185,7 +185,7 @@ class OutcomeRecorder:
             y.append(float(t.gain) if t.gain is not None else lo)
             q1.append(float(d.q1 or 0.0))
             q0.append(float(d.q0 or 0.0))
-            e.append(float(d.offer or r.settings.offer_probability))
+            e.append(float(d.offer or r.settings.policy.offer_probability))
         summary = dataclasses.asdict(itt_summary(z, y, q1, q0, e))
         decisions = self.evidence.decisions()
         return {

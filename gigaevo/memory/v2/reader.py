@@ -23,7 +23,7 @@ import hashlib
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -66,14 +66,13 @@ SELECTION_MODES = ("causal", "none")
 
 @dataclass(frozen=True)
 class ReaderSettings:
-    """``memory.causal.*``: policy constants and the OPE summary cadence."""
+    """``memory.causal.*``: the policy constants, the OPE summary cadence, the lineage window.
 
-    offer_probability: float = 0.7
-    epsilon: float = 0.05
-    delta: float = 0.10
-    alpha: float = 0.10
-    summary_draws: int = 1024
-    world_draws: int = 512
+    The config keeps every key flat under ``memory.causal``; the policy keys
+    (``SelectionConfig``'s fields, with its defaults) are gathered into ``policy``.
+    """
+
+    policy: SelectionConfig = field(default_factory=SelectionConfig)
     ope_every: int = 20
     lineage_depth: int = 3
     lineage_budget: int = 32
@@ -82,26 +81,18 @@ class ReaderSettings:
     def parse(cls, raw: dict[str, Any] | None) -> ReaderSettings:
         """Settings from a plain dict (unknown keys raise ``ValueError``)."""
         raw = dict(raw or {})
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(raw) - known)
+        policy_keys = set(SelectionConfig.__dataclass_fields__)
+        own_keys = set(cls.__dataclass_fields__) - {"policy"}
+        unknown = sorted(set(raw) - policy_keys - own_keys)
         if unknown:
             raise ValueError(f"unknown memory.causal setting(s) {unknown}")
-        s = cls(**raw)
-        if not 0.0 < s.offer_probability < 1.0:
+        policy = SelectionConfig(**{k: v for k, v in raw.items() if k in policy_keys})
+        s = cls(policy=policy, **{k: v for k, v in raw.items() if k in own_keys})
+        if not 0.0 < s.policy.offer_probability < 1.0:
             raise ValueError("memory.causal.offer_probability must lie in (0, 1)")
         if s.ope_every < 1:
             raise ValueError("memory.causal.ope_every must be >= 1")
         return s
-
-    def selection_config(self) -> SelectionConfig:
-        return SelectionConfig(
-            offer_probability=self.offer_probability,
-            epsilon=self.epsilon,
-            delta=self.delta,
-            alpha=self.alpha,
-            summary_draws=self.summary_draws,
-            world_draws=self.world_draws,
-        )
 
 
 @dataclass
@@ -149,7 +140,7 @@ class CausalReader:
         self.store = store
         self.run_id = run_id
         self.settings = settings or ReaderSettings()
-        self.config = self.settings.selection_config()
+        self.config = self.settings.policy
         m = runtime.metrics
         self.reward = reward_definition(
             m, depth=self.settings.lineage_depth, budget=self.settings.lineage_budget
