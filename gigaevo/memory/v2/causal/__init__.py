@@ -18,7 +18,9 @@ Modules and the MODEL.md sections they implement:
 - ``lineage``: section 4.1 (delayed-lineage maturity, breadth-first scan, residual g^L,
   exclusive credit across roots).
 
-Not here yet: section 8 (retirement).
+- ``retirement``: section 8 (practical threshold, eligibility checks, viability with the Wilson
+  bound, per-card judgement); ``projection``: the exact bivariate law of a card's two arm
+  predictors under a fitted head (its retirement draws). Import them from their modules.
 """
 
 from __future__ import annotations
@@ -60,7 +62,14 @@ from gigaevo.memory.v2.causal.lineage import (
     raw_feasible_interval,
     root_outcome,
 )
-from gigaevo.memory.v2.causal.ope import GateValue, IttSummary, gate_value, itt_scores, itt_summary
+from gigaevo.memory.v2.causal.ope import (
+    GateValue,
+    IttSummary,
+    gate_value,
+    itt_scores,
+    itt_summary,
+    offer_gate_report,
+)
 from gigaevo.memory.v2.causal.policy import (
     ArmValues,
     CandidateRow,
@@ -140,6 +149,7 @@ __all__ = [
     "match_worlds",
     "maturity_ordinal",
     "measurement_sd",
+    "offer_gate_report",
     "progress_feature",
     "proposal_distribution",
     "raw_feasible_interval",

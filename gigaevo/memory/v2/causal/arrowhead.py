@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -62,6 +63,23 @@ class BlockDesign:
         out[rows] += np.sum(self.lineage_part[rows] * blocks[self.lineage[rows]], axis=1)
         return out
 
+    def dot_draws(self, coef: np.ndarray) -> np.ndarray:
+        """X @ coef' for S coefficient draws coef (S, P): shape (S, n), O(S n (P_s + C))."""
+        ps, c = self.shared.shape[1], self.lineage_part.shape[1]
+        out = coef[:, :ps] @ self.shared.T
+        rows = np.flatnonzero(self.lineage >= 0)
+        if len(rows):
+            cols = ps + self.lineage[rows, None] * c + np.arange(c)  # (n_r, C)
+            out[:, rows] += np.einsum("snc,nc->sn", coef[:, cols], self.lineage_part[rows])
+        return out
+
+    def take(self, rows: np.ndarray | list[int]) -> BlockDesign:
+        """The design of the selected rows (in the given order)."""
+        idx = np.asarray(rows, dtype=int)
+        return BlockDesign(
+            self.shared[idx], self.lineage[idx], self.lineage_part[idx], self.n_lineages
+        )
+
     def rdot(self, r: np.ndarray) -> np.ndarray:
         """X' r, shape (P,), for an (n,) vector."""
         c = self.lineage_part.shape[1]
@@ -86,6 +104,22 @@ class BlockDesign:
             start = self.shared.shape[1] + self.lineage[i] * c
             out[i, start : start + c] = self.lineage_part[i]
         return out
+
+
+DENSE_MAX_SIZE = 64
+
+
+def as_block_design(
+    x: np.ndarray | BlockDesign, layout: tuple[int, int] | None, size: int
+) -> np.ndarray | BlockDesign:
+    """``x`` split into a ``BlockDesign`` when a layout (P_s, C) is known and P > DENSE_MAX_SIZE.
+
+    Small designs stay dense: the dense path is cheap there and is the reference whose
+    posterior draws earlier runs were made with.
+    """
+    if layout is None or isinstance(x, BlockDesign) or size <= DENSE_MAX_SIZE:
+        return x
+    return BlockDesign.from_dense(np.asarray(x, dtype=float).reshape(-1, size), *layout)
 
 
 class BlockStatistics:
@@ -166,15 +200,29 @@ class BlockPosterior:
     def sample(self, xi: np.ndarray) -> np.ndarray:
         """Draws mean + Lambda^-1/2 xi for standard normals xi of shape (S, P)."""
         ps, c = self.chol_s.shape[0], self.width
+        inv_s, inv_d, l21_flat, cols = self._inverse_factors
         out = xi * self.prior_sd  # inactive lineage blocks keep their prior
-        x_s = np.linalg.solve(self.chol_s.T, xi[:, :ps].T).T
+        x_s = xi[:, :ps] @ inv_s  # (L_S^-T xi_s')' = xi_s L_S^-1
         out[:, :ps] = x_s
         if len(self.active):
-            cols = (ps + self.active[:, None] * c + np.arange(c)).astype(int)  # (B_act, C)
-            rhs = xi[:, cols] - np.einsum("sp,kpc->skc", x_s, self.l21)  # (S, B_act, C)
-            lt = self.chol_d.transpose(0, 2, 1)
-            out[:, cols] = np.linalg.solve(lt, rhs.transpose(1, 2, 0)).transpose(2, 0, 1)
+            n, k = len(xi), len(self.active)
+            rhs = xi[:, cols] - (x_s @ l21_flat).reshape(n, k, c)  # (S, B_act, C)
+            # L_l^-T rhs per block, as one batched matmul over the blocks
+            out[:, cols] = np.matmul(inv_d, rhs.transpose(1, 2, 0)).transpose(2, 0, 1)
         return self.mean + out
+
+    @cached_property
+    def _inverse_factors(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(L_S^-1, L_l^-T per active block, l21 as (P_s, B_act C), lineage columns).
+
+        Computed once per fitted sigma node and reused by every draw of a cached fit.
+        """
+        ps = self.chol_s.shape[0]
+        if not len(self.active):
+            return np.linalg.inv(self.chol_s), self.chol_d, np.zeros((ps, 0)), self.active
+        inv_d = np.linalg.inv(self.chol_d).transpose(0, 2, 1)
+        l21_flat = self.l21.transpose(1, 0, 2).reshape(ps, -1)
+        return np.linalg.inv(self.chol_s), inv_d, l21_flat, self.lineage_columns
 
     @property
     def lineage_columns(self) -> np.ndarray:
@@ -273,6 +321,50 @@ def block_posterior(stats: BlockStatistics, prior_var: np.ndarray, sigma: float)
     quad = ywy - float(mean @ b)
     log_ev = -0.5 * (stats.n * _LOG_2PI + logdet_noise + logdet_lam + logdet_prior + quad)
     return replace(post, mean=mean, log_evidence=log_ev)
+
+
+def arm_quadratics(
+    post: BlockPosterior, z0: np.ndarray, z1: np.ndarray | BlockDesign
+) -> tuple[float, np.ndarray, np.ndarray]:
+    """(z0' L^-1 z0, z0' L^-1 z1_j, z1_j' L^-1 z1_j) for Lambda = L (factored in ``post``).
+
+    z0 (P,) is a control row (shared part only); each row of z1 (J, P) has a shared part and
+    at most one lineage block. With h = L_l^-1 u, k = l21_l h (so k = G_l' D_l^-1 u) the forms
+    are a'a, a'b and b'b + h'h for a = L_S^-1 s_0, b = L_S^-1 (s_1 - k); an inactive block
+    keeps its prior (k = 0, h'h = sum v u^2). O(J (P_s^2 + C^2)) instead of O(J P^2).
+    Rows outside that shape are solved one by one.
+    """
+    ps, c = post.chol_s.shape[0], post.width
+    n_lin = (len(post.prior_sd) - ps) // c
+    if not isinstance(z1, BlockDesign):
+        touched = np.any(z1[:, ps:].reshape(len(z1), n_lin, c) != 0.0, axis=2)
+        if np.any(z0[ps:] != 0.0) or np.any(touched.sum(axis=1) > 1):
+            s0 = post.solve(z0)
+            quad = np.array([row @ post.solve(row) for row in z1])
+            return float(z0 @ s0), z1 @ s0, quad
+        z1 = BlockDesign.from_dense(z1, ps, c)
+    elif np.any(z0[ps:] != 0.0):
+        raise DesignError("the control row must not touch a lineage block")
+    j = len(z1.lineage)
+    has = z1.lineage >= 0
+    block = np.where(has, z1.lineage, 0)
+    u = z1.lineage_part * has[:, None]
+    where = np.full(n_lin, -1)
+    where[post.active] = np.arange(len(post.active))
+    pos = np.where(has, where[block], -1)
+    act = pos >= 0
+    k = np.zeros((j, ps))
+    hh = np.zeros(j)
+    if np.any(act):
+        h = np.linalg.solve(post.chol_d[pos[act]], u[act][..., None])[..., 0]
+        k[act] = np.einsum("jpc,jc->jp", post.l21[pos[act]], h)
+        hh[act] = np.sum(h * h, axis=1)
+    cold = has & ~act
+    cols = ps + block[cold, None] * c + np.arange(c)
+    hh[cold] = np.sum(post.prior_sd[cols] ** 2 * u[cold] ** 2, axis=1)
+    a = np.linalg.solve(post.chol_s, z0[:ps])
+    b = np.linalg.solve(post.chol_s, (z1.shared - k).T)
+    return float(a @ a), a @ b, np.sum(b * b, axis=0) + hh
 
 
 def marginal_variance(post: BlockPosterior) -> np.ndarray:

@@ -15,7 +15,12 @@ from typing import Protocol
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
-from gigaevo.memory.v2.causal.arrowhead import BlockDesign, BlockStatistics, block_posterior
+from gigaevo.memory.v2.causal.arrowhead import (
+    BlockDesign,
+    BlockStatistics,
+    as_block_design,
+    block_posterior,
+)
 from gigaevo.memory.v2.causal.errors import DesignError
 from gigaevo.memory.v2.causal.quadrature import EDGE_FRACTION, adaptive_gauss_legendre
 
@@ -174,6 +179,8 @@ class BayesianLinearHead:
         residual_sd_bounds: truncation [sigma_min, sigma_max] of the residual sd.
         residual_sd_median: prior median of sigma (log-normal).
         residual_log_sd: prior sd of ln sigma.
+        block_layout: (P_s, C) of the block-arrowhead design layout; with it a dense design
+            wider than ``DENSE_MAX_SIZE`` columns is fitted on the Schur-complement path.
 
     Learned attributes (after ``fit``): ``log_sd_nodes_`` (K,), ``weights_`` (K,),
     ``component_means_`` (K, P), ``coef_mean_`` (P,), ``coef_var_`` (P,) marginal posterior
@@ -188,21 +195,25 @@ class BayesianLinearHead:
         residual_sd_bounds: tuple[float, float] = (0.01, 5.0),
         residual_sd_median: float = 0.20,
         residual_log_sd: float = 0.75,
+        block_layout: tuple[int, int] | None = None,
     ) -> None:
         self.prior_variance = prior_variance
         self.prior_mean = prior_mean
         self.residual_sd_bounds = residual_sd_bounds
         self.residual_sd_median = residual_sd_median
         self.residual_log_sd = residual_log_sd
+        self.block_layout = block_layout
 
     def fit(
         self, x: np.ndarray | BlockDesign, y: np.ndarray, omega: np.ndarray | None = None
     ) -> BayesianLinearHead:
         """Fit on a design (dense (n, P) or ``BlockDesign``), targets y (n,), omega (n,).
 
-        A ``BlockDesign`` uses the Schur-complement solver (MODEL 3 "Computation").
+        A ``BlockDesign`` uses the Schur-complement solver (MODEL 3 "Computation"); so does a
+        dense design wider than ``DENSE_MAX_SIZE`` when ``block_layout`` is set.
         """
         prior_var = np.asarray(self.prior_variance, dtype=float)
+        x = as_block_design(x, self.block_layout, len(prior_var))
         posterior_at, mu0 = self._solver(x, y, omega, prior_var)
         lo, hi = (math.log(b) for b in self.residual_sd_bounds)
         if not hi > lo:
@@ -252,6 +263,14 @@ class BayesianLinearHead:
             return cache[tau]
 
         return posterior_at, mu0
+
+    @property
+    def components_(self) -> tuple[_Component, ...]:
+        """The sigma-node conditional posteriors of the mixture, aligned with ``weights_``.
+
+        Their ``mean`` excludes the prior mean; ``component_means_`` includes it.
+        """
+        return tuple(self._components)
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """n coefficient draws, shape (n, P): node k with probability w_k, then N(m_k, Sigma_k)."""

@@ -78,12 +78,20 @@ class RewardDefinition:
         return f if self.higher_is_better else 1.0 - f
 
 
-def measurement_sd(range_: float, se: float | None = None, deterministic: bool = False) -> float:
-    """Known measurement sd omega_i of a row in normalised units (MODEL section 1)."""
+def measurement_sd(
+    range_: float,
+    se: float | None = None,
+    deterministic: bool = False,
+    unknown: float = UNKNOWN_MEASUREMENT_SD,
+) -> float:
+    """Known measurement sd omega_i of a row in normalised units (MODEL section 1).
+
+    ``unknown`` is omega when the standard error is not known.
+    """
     if deterministic:
         return 0.0
     if se is None:
-        return UNKNOWN_MEASUREMENT_SD
+        return unknown
     if se < 0 or not math.isfinite(se):
         raise ValueError(f"standard error must be finite and >= 0, got {se}")
     return se / range_
@@ -93,6 +101,8 @@ def progress_feature(t: float, scale: float = PROGRESS_LOG_SCALE) -> float:
     """pi(t) = ln(1 + t) / ln(1 + t + scale); t is the parent iteration index (>= 0)."""
     if t < 0:
         raise ValueError("iteration index must be >= 0")
+    if not scale > 0:
+        raise ValueError(f"progress log scale must be > 0, got {scale}")
     return math.log1p(t) / math.log1p(t + scale)
 
 
@@ -112,6 +122,22 @@ def behaviour_transform(
     else:
         b = (value - low) / (high - low)
     return min(max(b, 0.0), 1.0)
+
+
+BehaviourTransform = Literal["declared", "none"]
+
+
+def behaviour_features(coordinates: Sequence[float], transform: BehaviourTransform) -> list[float]:
+    """b_k of the context from the engine's declared-domain unit coordinates.
+
+    ``declared`` keeps each axis's unit coordinate (clipped into [0, 1]: the archive's fixed
+    linear or log transform over its declared bounds); ``none`` drops the axes (K = 0).
+    """
+    if transform == "none":
+        return []
+    if transform != "declared":
+        raise ValueError(f"unknown behaviour transform {transform!r}")
+    return [min(max(float(c), 0.0), 1.0) for c in coordinates]
 
 
 def context_features(
@@ -228,12 +254,28 @@ class DesignSpace:
         v[self.n_context : self.shared_size] = shared
         return v
 
-    def utility_prior_variance(self) -> np.ndarray:
-        """diag(v) of the immediate-utility prior: 0.75^2 / 0.35^2 / 0.25^2 (shape (P,))."""
-        return self.block_values(0.75**2, 0.35**2, 0.25**2)
+    def utility_prior_variance(
+        self, baseline_sd: float = 0.75, shared_sd: float = 0.35, lineage_sd: float = 0.25
+    ) -> np.ndarray:
+        """diag(v) of the immediate (and delayed-lineage) prior, shape (P,).
 
-    def invalidity_prior(self, base_rate: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
-        """(mu_gamma, v_gamma) of the invalidity head (MODEL section 5), each of shape (P,)."""
+        Defaults 0.75^2 (baseline) / 0.35^2 (shared effect, contrasts) / 0.25^2 (lineage blocks).
+        """
+        return self.block_values(baseline_sd**2, shared_sd**2, lineage_sd**2)
+
+    def invalidity_prior(
+        self,
+        base_rate: float = 0.05,
+        baseline_sd: float = 0.15,
+        shared_sd: float = 0.20,
+        lineage_sd: float = 0.60,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(mu_gamma, v_gamma) of the invalidity head (MODEL section 5), each of shape (P,).
+
+        mu_gamma is logit(base_rate) on the baseline intercept and 0 elsewhere.
+        """
+        if not 0.0 < base_rate < 1.0:
+            raise ValueError(f"invalid base rate must lie in (0, 1), got {base_rate}")
         mean = np.zeros(self.size)
         mean[0] = math.log(base_rate / (1.0 - base_rate))
-        return mean, self.block_values(0.15**2, 0.20**2, 0.60**2)
+        return mean, self.block_values(baseline_sd**2, shared_sd**2, lineage_sd**2)

@@ -9,12 +9,19 @@ from typing import Protocol
 
 import numpy as np
 from scipy.integrate import quad
+from scipy.linalg import solve_triangular
 from scipy.optimize import minimize
 from scipy.sparse.linalg import LinearOperator, eigsh
 from scipy.special import expit, logit
 from scipy.stats import norm
 
-from gigaevo.memory.v2.causal.arrowhead import BlockDesign, block_gram, factor_blocks
+from gigaevo.memory.v2.causal.arrowhead import (
+    BlockDesign,
+    arm_quadratics,
+    as_block_design,
+    block_gram,
+    factor_blocks,
+)
 from gigaevo.memory.v2.causal.errors import DesignError
 
 GRADIENT_TOLERANCE = 1e-5
@@ -29,15 +36,23 @@ class LogisticLaplaceHead:
     Args:
         prior_mean: mu_gamma, shape (P,).
         prior_variance: v_gamma, shape (P,).
+        block_layout: (P_s, C) of the design layout; with it a dense design wider than
+            ``DENSE_MAX_SIZE`` columns is fitted in block-arrowhead form.
 
     Learned attributes: ``coef_`` (gamma-hat, (P,)), ``coef_cov_`` (Sigma_gamma = F^-1, (P, P);
     None for a ``BlockDesign`` fit, whose F stays factored), ``ok_`` (fit succeeded; False is
     fail-closed), ``failure_`` (reason or ""), ``gradient_norm_``, ``condition_`` (cond(F)).
     """
 
-    def __init__(self, prior_mean: np.ndarray, prior_variance: np.ndarray) -> None:
+    def __init__(
+        self,
+        prior_mean: np.ndarray,
+        prior_variance: np.ndarray,
+        block_layout: tuple[int, int] | None = None,
+    ) -> None:
         self.prior_mean = prior_mean
         self.prior_variance = prior_variance
+        self.block_layout = block_layout
 
     def _xdot(self, g: np.ndarray) -> np.ndarray:
         return self._x.dot(g) if isinstance(self._x, BlockDesign) else self._x @ g
@@ -62,6 +77,7 @@ class LogisticLaplaceHead:
         """Fit on a design (dense (n, P) or ``BlockDesign``) and invalid indicators d (n,)."""
         self._mu = np.asarray(self.prior_mean, dtype=float)
         self._v = np.asarray(self.prior_variance, dtype=float)
+        x = as_block_design(x, self.block_layout, len(self._mu))
         self._x = x if isinstance(x, BlockDesign) else np.asarray(x, dtype=float)
         if isinstance(self._x, np.ndarray):
             self._x = self._x.reshape(-1, len(self._mu))
@@ -134,11 +150,36 @@ class LogisticLaplaceHead:
         sigma_s = np.column_stack([self._precision.solve(z0), self._precision.solve(z1)])
         return s @ self.coef_, s @ sigma_s
 
+    def linear_predictors(
+        self, z0: np.ndarray, z1: np.ndarray | BlockDesign
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``linear_predictor`` of many cards at once: (means (J, 2), covariances (J, 2, 2)).
+
+        Args:
+            z0: (P,) control row shared by every card.
+            z1: (J, P) treated rows, dense or as a ``BlockDesign``.
+        """
+        self._require_ok()
+        if isinstance(z1, BlockDesign):
+            eta1 = z1.dot(self.coef_)
+        else:
+            z1 = np.asarray(z1, dtype=float).reshape(-1, len(self.coef_))
+            eta1 = z1 @ self.coef_
+        means = np.column_stack([np.full(len(eta1), z0 @ self.coef_), eta1])
+        v00, v01, v11 = self._precision.arm_quadratics(np.asarray(z0, dtype=float), z1)
+        covs = np.empty((len(eta1), 2, 2))
+        covs[:, 0, 0], covs[:, 0, 1], covs[:, 1, 0], covs[:, 1, 1] = v00, v01, v01, v11
+        return means, covs
+
 
 class _Precision(Protocol):
     """The Laplace precision F in some factored form."""
 
     def solve(self, rhs: np.ndarray) -> np.ndarray: ...
+
+    def arm_quadratics(
+        self, z0: np.ndarray, z1: np.ndarray | BlockDesign
+    ) -> tuple[float, np.ndarray, np.ndarray]: ...
 
     def noise(self, xi: np.ndarray) -> np.ndarray: ...
 
@@ -152,6 +193,15 @@ class _DensePrecision:
 
     def solve(self, rhs: np.ndarray) -> np.ndarray:
         return np.linalg.solve(self._chol.T, np.linalg.solve(self._chol, rhs))
+
+    def arm_quadratics(
+        self, z0: np.ndarray, z1: np.ndarray | BlockDesign
+    ) -> tuple[float, np.ndarray, np.ndarray]:
+        """(z0'F^-1 z0, z0'F^-1 z1_j, z1_j'F^-1 z1_j) via one triangular solve."""
+        if isinstance(z1, BlockDesign):
+            z1 = z1.to_dense()
+        w = solve_triangular(self._chol, np.column_stack([z0, z1.T]), lower=True)
+        return float(w[:, 0] @ w[:, 0]), w[:, 0] @ w[:, 1:], np.sum(w[:, 1:] ** 2, axis=0)
 
     def noise(self, xi: np.ndarray) -> np.ndarray:
         # F^-1 = L^-T L^-1, so L^-T xi has covariance F^-1
@@ -181,6 +231,12 @@ class _BlockPrecision:
 
     def noise(self, xi: np.ndarray) -> np.ndarray:
         return self._factor.sample(xi)
+
+    def arm_quadratics(
+        self, z0: np.ndarray, z1: np.ndarray | BlockDesign
+    ) -> tuple[float, np.ndarray, np.ndarray]:
+        """Quadratic forms of F^-1 for rows with a shared part and at most one lineage block."""
+        return arm_quadratics(self._factor, z0, z1)
 
     def condition(self) -> float:
         """cond(F) = lambda_max(F) * lambda_max(F^-1), each by Lanczos on the block operator."""

@@ -168,3 +168,87 @@ def gate_value(
         n=n,
         n_runs=len(clusters),
     )
+
+
+ONE_RUN_SE = (
+    "one run: the run-clustered SE of the conditional-offer AIPW needs >= 2 runs (MODEL 7); "
+    "pool the ledgers of several runs for an interval"
+)
+GATES: tuple[tuple[str, str], ...] = (
+    ("always_offer", "pi = 1: deliver every proposed card"),
+    ("never_offer", "pi = 0: withhold every proposed card"),
+    ("logged", "pi = e: the logged offer policy"),
+)
+
+
+def _gate_entry(name: str, meaning: str, gv: GateValue) -> dict[str, object]:
+    entry: dict[str, object] = {
+        "gate": name,
+        "pi": meaning,
+        "value": gv.value,
+        "se": gv.se,
+        "ci_low": None if gv.se is None else gv.value - 1.96 * gv.se,
+        "ci_high": None if gv.se is None else gv.value + 1.96 * gv.se,
+        "ess": gv.ess,
+        "max_weight": gv.max_weight,
+        "min_overlap": gv.min_overlap,
+        "n": gv.n,
+        "n_runs": gv.n_runs,
+    }
+    if gv.se is None:
+        entry["se_note"] = ONE_RUN_SE
+    return entry
+
+
+def offer_gate_report(
+    z: Sequence[float] | np.ndarray,
+    y: Sequence[float] | np.ndarray,
+    q1: Sequence[float] | np.ndarray,
+    q0: Sequence[float] | np.ndarray,
+    e: Sequence[float] | np.ndarray,
+    runs: Sequence[str] | None = None,
+) -> dict[str, object]:
+    """The OPE section of ``ope_summary.json`` (MODEL 7) as plain JSON-ready values.
+
+    The ITT DR / IPS fields of ``itt_summary`` stay at the top level; ``gates``
+    holds the conditional-offer AIPW of pi = 1, pi = 0 and the logged pi = e
+    (value, run-clustered SE or a note why it is None, ESS, max weight,
+    min(e, 1 - e)); ``gate_difference`` is Psi(1) - Psi(0), which equals the
+    ITT DR whenever no e needed clipping. With an empty arm the file says
+    ``insufficient_data`` and carries counts only.
+
+    Args:
+        z, y, q1, q0, e: (n,) columns as for ``itt_summary``.
+        runs: (n,) run ids (the SE clusters); one run when None.
+    """
+    za, ya, q1a, q0a, ea = _arrays(z, y, q1, q0, e)
+    itt = itt_summary(za, ya, q1a, q0a, ea)
+    estimates = {
+        k: getattr(itt, k) for k in ("dr", "se", "ci_low", "ci_high", "z", "p_value", "ips")
+    }
+    flags = {
+        "low_power": itt.low_power,
+        "propensity_warning": itt.propensity_warning,
+        "ips_outside_ci": itt.ips_outside_ci,
+    }
+    out: dict[str, object] = {
+        "n": itt.n,
+        "n_treated": itt.n_treated,
+        "n_control": itt.n_control,
+        "insufficient_data": itt.insufficient_data,
+        **estimates,  # the ITT DR / IPS fields stay flat
+        **flags,
+        "itt": estimates,
+        "flags": flags,
+        "mean_offer_probability": float(ea.mean()) if len(ea) else None,
+        "gates": None,
+        "gate_difference": None,
+    }
+    if itt.insufficient_data:
+        out["reason"] = "insufficient_data: at least one treated and one control row are needed"
+        return out
+    targets: dict[str, float | np.ndarray] = {"always_offer": 1.0, "never_offer": 0.0, "logged": ea}
+    values = {name: gate_value(targets[name], za, ya, q1a, q0a, ea, runs) for name, _ in GATES}
+    out["gates"] = {name: _gate_entry(name, meaning, values[name]) for name, meaning in GATES}
+    out["gate_difference"] = values["always_offer"].value - values["never_offer"].value
+    return out

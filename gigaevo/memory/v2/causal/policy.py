@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit
 
+from gigaevo.memory.v2.causal.arrowhead import BlockDesign
 from gigaevo.memory.v2.causal.blr import FitHealth
 from gigaevo.memory.v2.causal.errors import DesignError
 
@@ -51,10 +52,17 @@ class ArmValues:
         return self.q1 - self.q0[:, None]
 
 
-def _latent(z: np.ndarray, beta: np.ndarray, beta_lineage: np.ndarray | None) -> np.ndarray:
-    out = beta @ z.T
+def _rows_dot(z: np.ndarray | BlockDesign, coef: np.ndarray) -> np.ndarray:
+    """coef @ z' for draws coef (S, P) and rows z (J, P): shape (S, J)."""
+    return z.dot_draws(coef) if isinstance(z, BlockDesign) else coef @ z.T
+
+
+def _latent(
+    z: np.ndarray | BlockDesign, beta: np.ndarray, beta_lineage: np.ndarray | None
+) -> np.ndarray:
+    out = _rows_dot(z, beta)
     if beta_lineage is not None:
-        out = out + np.maximum(0.0, beta_lineage @ z.T)
+        out = out + np.maximum(0.0, _rows_dot(z, beta_lineage))
     return out
 
 
@@ -62,7 +70,7 @@ def arm_values(
     beta: np.ndarray,
     gamma: np.ndarray,
     z0: np.ndarray,
-    z1: np.ndarray,
+    z1: np.ndarray | BlockDesign,
     gain_bounds: tuple[float, float],
     beta_lineage: np.ndarray | None = None,
 ) -> ArmValues:
@@ -70,16 +78,18 @@ def arm_values(
 
     Args:
         beta, gamma: (S, P) coherent draws of the immediate and invalidity heads.
-        z0: (P,) control row; z1: (J, P) treated rows of the cards.
+        z0: (P,) control row; z1: (J, P) treated rows of the cards (dense, or a
+            ``BlockDesign`` for wide designs: O(S J (P_s + C)) instead of O(S J P)).
         gain_bounds: (G-, G+) of the decision context.
         beta_lineage: (S, P) draws of an active delayed-lineage head, or None.
     """
     lo, hi = gain_bounds
-    z1 = np.atleast_2d(z1)
+    if not isinstance(z1, BlockDesign):
+        z1 = np.atleast_2d(z1)
     v0 = np.clip(_latent(z0[None, :], beta, beta_lineage)[:, 0], lo, hi)
     v1 = np.clip(_latent(z1, beta, beta_lineage), lo, hi)
     p0 = expit(gamma @ z0)
-    p1 = expit(gamma @ z1.T)
+    p1 = expit(_rows_dot(z1, gamma))
     return ArmValues((1 - p0) * v0 + p0 * lo, (1 - p1) * v1 + p1 * lo, p0, p1)
 
 

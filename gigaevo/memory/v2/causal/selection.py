@@ -10,13 +10,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gigaevo.memory.v2.causal.arrowhead import DENSE_MAX_SIZE, BlockDesign
 from gigaevo.memory.v2.causal.blr import BayesianLinearHead
+from gigaevo.memory.v2.causal.chance import acceptance_probabilities
 from gigaevo.memory.v2.causal.features import DesignSpace
-from gigaevo.memory.v2.causal.invalidity import (
-    Acceptance,
-    LogisticLaplaceHead,
-    acceptance_probability,
-)
+from gigaevo.memory.v2.causal.invalidity import Acceptance, LogisticLaplaceHead
 from gigaevo.memory.v2.causal.policy import (
     CardSummary,
     Draw,
@@ -82,6 +80,7 @@ def select(
     invalidity: LogisticLaplaceHead,
     config: SelectionConfig | None = None,
     pending: Mapping[str, int] | None = None,
+    lineage: BayesianLinearHead | None = None,
 ) -> Selection:
     """Gate, safety, probability matching, exploration and draws for one mutation attempt.
 
@@ -89,6 +88,8 @@ def select(
         x: (C,) decision context; gain_bounds: (G-, G+) of the parent.
         cards: candidates after lineage exclusion and the pending filter.
         pending: nu_j (pending immediate + lineage outcomes) per card id.
+        lineage: the delayed-lineage head when active (>= 1 lineage row, MODEL 4.2);
+            its draws share each world with the immediate and invalidity draws.
     """
     cfg = config or SelectionConfig()
     reason = ""
@@ -99,15 +100,16 @@ def select(
     if reason or not cards:
         return _abstain(decision_key, cfg, reason or "no candidates")
     z0 = space.row(x, 0)
-    rows = {c.card_id: space.row(x, 1, c.lineage, c.kind, c.rag) for c in cards}
-    acceptance = {
-        cid: acceptance_probability(*invalidity.linear_predictor(z0, z1), delta=cfg.delta)
-        for cid, z1 in rows.items()
-    }
+    ids = [c.card_id for c in cards]
+    index = {cid: i for i, cid in enumerate(ids)}
+    rows = card_rows(space, x, cards)
+    # all cards at once: batched (eta-bar, Sigma_eta), vectorised integral (MODEL 5)
+    means, covs = invalidity.linear_predictors(z0, rows)
+    acceptance = dict(zip(ids, acceptance_probabilities(means, covs, delta=cfg.delta), strict=True))
     safe = sorted(cid for cid, acc in acceptance.items() if acc.admitted(cfg.alpha))
     if not safe:
         return _abstain(decision_key, cfg, "no safe card", acceptance)
-    z1 = np.array([rows[cid] for cid in safe])
+    z1 = _take(rows, [index[cid] for cid in safe])
     worlds = rng_stream(decision_key, "worlds")
     values = arm_values(
         immediate.sample(cfg.world_draws, worlds),
@@ -115,6 +117,7 @@ def select(
         z0,
         z1,
         gain_bounds,
+        None if lineage is None else lineage.sample(cfg.world_draws, worlds),
     )
     proposal = proposal_distribution(match_worlds(safe, values.effect), pending, cfg.epsilon)
     draw = _draw(decision_key, proposal, cfg)
@@ -125,11 +128,46 @@ def select(
             immediate.sample(cfg.summary_draws, stream),
             invalidity.sample(cfg.summary_draws, stream),
             z0,
-            rows[draw.proposed][None, :],
+            _take(rows, [index[draw.proposed]]),
             gain_bounds,
+            None if lineage is None else lineage.sample(cfg.summary_draws, stream),
         )
         summary = summarise_card(summary_values, 0, metric_range)
     return Selection(proposal, draw, acceptance, summary)
+
+
+def card_rows(
+    space: DesignSpace, x: np.ndarray, cards: Sequence[CandidateCard]
+) -> np.ndarray | BlockDesign:
+    """Treated rows z_1 of ``cards`` at context x, in card order.
+
+    Dense (J, P) up to ``DENSE_MAX_SIZE`` columns (the reference path). Wider spaces get a
+    ``BlockDesign`` built in O(J (P_s + C)): each row is taken from a one-lineage space with
+    the same contrasts (so it matches ``space.row`` exactly), and its block index from
+    ``space.lineage_slice``.
+    """
+    if space.size <= DENSE_MAX_SIZE:
+        return np.array([space.row(x, 1, c.lineage, c.kind, c.rag) for c in cards])
+    unit = DesignSpace(
+        space.n_context, ("",), kind_contrast=space.kind_contrast, rag_contrast=space.rag_contrast
+    )
+    ps, width = space.shared_size, space.n_context
+    cache: dict[tuple[str | None, str | None], np.ndarray] = {}
+    shared = np.empty((len(cards), ps))
+    part = np.empty((len(cards), width))
+    block = np.empty(len(cards), dtype=int)
+    for i, c in enumerate(cards):
+        key = (c.kind, c.rag)
+        if key not in cache:
+            cache[key] = unit.row(x, 1, "", c.kind, c.rag)
+        row = cache[key]
+        shared[i], part[i] = row[:ps], row[ps:]
+        block[i] = (space.lineage_slice(c.lineage).start - ps) // width
+    return BlockDesign(shared, block, part, len(space.lineages))
+
+
+def _take(rows: np.ndarray | BlockDesign, idx: list[int]) -> np.ndarray | BlockDesign:
+    return rows.take(idx) if isinstance(rows, BlockDesign) else rows[idx]
 
 
 def _draw(decision_key: str, proposal: Proposal, cfg: SelectionConfig) -> Draw:

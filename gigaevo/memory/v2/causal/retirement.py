@@ -1,0 +1,331 @@
+"""Causal retirement (MODEL section 8): practical threshold, eligibility, viability, verdict.
+
+Pure and I/O-free. The caller (``gigaevo.memory.v2.evictor``) gathers, per card, the
+support of its lineage from the ledger (``CardSupport``) and hands over the fitted heads
+(``RetirementHeads``); ``judge_card`` returns either a keep reason (the first failing
+check, in the order of MODEL 8.2) or "retire" with every (context, RAG state) evaluation.
+
+Viability (8.3) needs only the linear predictors z_0'theta and z_1'theta of each head in
+each world, so the draws are taken from their exact joint law: for a Gaussian-mixture head
+(immediate, delayed-lineage) pick node k with probability w_k, then the bivariate normal
+(z_0, z_1)'N(m_k, Sigma_k); for the Laplace invalidity head N(S gamma-hat, S Sigma_gamma S').
+This is the distribution of the projected coherent world draws at O(P_s + C) cost per card
+instead of O(P) (P grows with the bank). The RNG of one evaluation is keyed by the evidence
+version V, the card id as domain and the counter 2 * context index + state index.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.special import expit
+
+from gigaevo.memory.v2.causal.blr import BayesianLinearHead
+from gigaevo.memory.v2.causal.features import DesignSpace
+from gigaevo.memory.v2.causal.invalidity import LogisticLaplaceHead, acceptance_probability
+from gigaevo.memory.v2.causal.policy import rng_stream
+from gigaevo.memory.v2.causal.projection import MixtureProjector, card_columns, chol2x2
+
+RAG_STATES = ("unassessed", "applicable")  # r = 0 and r = +0.5 (MODEL 8.2 step 7)
+RESIDUAL_KNOB = "memory.posterior_config.reward_residual_sd_bounds"
+
+
+@dataclass(frozen=True)
+class RetirementConfig:
+    """Retirement constants (``memory.evictor.*``; MODEL section 0 defaults).
+
+    ``delta`` and ``alpha`` are the safety constraint's (``memory.causal``); the evictor's
+    ``max_viability_probability`` is tied to ``alpha`` by config interpolation.
+    """
+
+    min_treated: int = 2
+    min_global_control: int = 2
+    min_contexts: int = 2
+    min_assessable: int = 2
+    practical_effect_quantile: float = 0.10
+    retirement_draws: int = 4096
+    wilson_z: float = 1.96
+    safety_tolerance: float = 1e-8
+    max_viability_probability: float = 0.10
+    delta: float = 0.10
+    alpha: float = 0.10
+
+    def __post_init__(self) -> None:
+        for key in ("min_treated", "min_global_control", "min_contexts", "min_assessable"):
+            if int(getattr(self, key)) < 1:
+                raise ValueError(f"{key} must be >= 1, got {getattr(self, key)}")
+        if not 0.0 < self.practical_effect_quantile < 1.0:
+            raise ValueError("practical_effect_quantile must lie in (0, 1)")
+        if self.retirement_draws < 100:
+            raise ValueError(f"retirement_draws must be >= 100, got {self.retirement_draws}")
+        if not self.wilson_z > 0:
+            raise ValueError(f"wilson_z must be > 0, got {self.wilson_z}")
+        if not 0.0 < self.safety_tolerance < 1e-3:
+            raise ValueError("safety_tolerance must lie in (0, 1e-3)")
+        if not 0.0 < self.max_viability_probability < 1.0:
+            raise ValueError("max_viability_probability must lie in (0, 1)")
+
+
+# -- 8.1 and 8.3: threshold and Wilson bound -------------------------------------------
+
+
+def practical_threshold(
+    control_gains: Sequence[float], min_global_control: int = 2, quantile: float = 0.10
+) -> float:
+    """theta: linear-interpolated ``quantile`` of the non-zero |y| of valid controls (MODEL 8.1).
+
+    Fewer than ``min_global_control`` non-zero magnitudes, or a non-finite / non-positive
+    quantile, give 0 (harm-only retirement).
+    """
+    omega = np.sort([abs(float(y)) for y in control_gains if math.isfinite(y) and y != 0.0])
+    if len(omega) < min_global_control:
+        return 0.0
+    rank = (len(omega) - 1) * quantile
+    lo = math.floor(rank)
+    hi = min(lo + 1, len(omega) - 1)
+    theta = float(omega[lo] + (rank - lo) * (omega[hi] - omega[lo]))
+    return theta if math.isfinite(theta) and theta > 0.0 else 0.0
+
+
+def wilson_upper(k: int, n: int, z: float = 1.96) -> float:
+    """Wilson score upper bound of a binomial proportion k / n (MODEL 8.3)."""
+    if n < 1 or not 0 <= k <= n:
+        raise ValueError(f"need 0 <= k <= n and n >= 1, got k={k}, n={n}")
+    p, z2 = k / n, z * z
+    top = p + z2 / (2 * n) + z * math.sqrt(p * (1.0 - p) / n + z2 / (4.0 * n * n))
+    return min(1.0, top / (1.0 + z2 / n))
+
+
+def non_viable(k: int, n: int, z: float = 1.96, max_probability: float = 0.10) -> bool:
+    """True iff W(k / n) <= ``max_probability`` (the card cannot rescue itself here)."""
+    return wilson_upper(k, n, z) <= max_probability
+
+
+# -- inputs ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SupportContext:
+    """One distinct (island, parent cell) context among a card's cited treated rows.
+
+    ``features`` and ``gain_bounds`` (G-, G+) are those of the context's latest cited row.
+    """
+
+    island: int
+    cell: tuple[int, ...]
+    features: tuple[float, ...]
+    gain_bounds: tuple[float, float]
+
+
+@dataclass(frozen=True)
+class CardSupport:
+    """The ledger support of one card lineage (MODEL 8.2 steps 3-6).
+
+    Attributes:
+        card_id: the live card (domain of its RNG streams).
+        lineage: its lineage column id in the fitted design space.
+        kind: ``insight`` or ``program`` (the kind contrast).
+        pending: pending immediate plus lineage outcomes on any id of the lineage.
+        treated: cited treated rows (valid or invalid, not censored) of the lineage.
+        contexts: distinct contexts of those rows.
+    """
+
+    card_id: str
+    lineage: str
+    kind: str
+    pending: int
+    treated: int
+    contexts: tuple[SupportContext, ...]
+
+    def sorted_contexts(self) -> tuple[SupportContext, ...]:
+        """Contexts in (island, cell) order: the order of the RNG counters."""
+        return tuple(sorted(self.contexts, key=lambda c: (c.island, c.cell)))
+
+
+@dataclass
+class RetirementHeads:
+    """Heads fitted on one evidence version; ``lineage`` is None while inactive (no rows)."""
+
+    space: DesignSpace
+    immediate: BayesianLinearHead
+    invalidity: LogisticLaplaceHead
+    lineage: BayesianLinearHead | None = None
+    _projectors: dict[int, MixtureProjector] = field(default_factory=dict, repr=False)
+
+    def projector(self, head: BayesianLinearHead) -> MixtureProjector:
+        key = id(head)
+        if key not in self._projectors:
+            self._projectors[key] = MixtureProjector(head, self.space)
+        return self._projectors[key]
+
+    def safety_moments(
+        self, lineage: str, z0: np.ndarray, z1: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(eta-bar (2,), Sigma_eta (2, 2)) of the invalidity head at the arm rows z0, z1.
+
+        A dense fit keeps Sigma_gamma: slice it on the card's columns (O((P_s + C)^2));
+        a block fit solves with its factored precision.
+        """
+        inv = self.invalidity
+        if inv.coef_cov_ is None:
+            return inv.linear_predictor(z0, z1)
+        cols = card_columns(self.space, lineage)
+        s = np.vstack([z0, z1])[:, cols]
+        return s @ inv.coef_[cols], s @ inv.coef_cov_[np.ix_(cols, cols)] @ s.T
+
+
+def heads_gate(heads: RetirementHeads, alpha: float) -> str:
+    """MODEL 8.2 step 2 (and the invalidity fit): "" when retirement may run, else why not."""
+    reward = [("immediate", heads.immediate)]
+    if heads.lineage is not None:
+        reward.append(("lineage", heads.lineage))
+    for name, head in reward:
+        h = head.health_
+        if not h.ok:
+            return f"{name} head not healthy ({RESIDUAL_KNOB})"
+        if h.at_boundary or h.mass_lower + h.mass_upper > alpha:
+            return (
+                f"{name} head residual scale at its boundary (M- + M+ = "
+                f"{h.mass_lower + h.mass_upper:.3g}; see {RESIDUAL_KNOB})"
+            )
+    if not heads.invalidity.ok_:
+        return f"invalidity head failed: {heads.invalidity.failure_}"
+    return ""
+
+
+def support_gate(card: CardSupport, n_controls: int, theta: float, cfg: RetirementConfig) -> str:
+    """MODEL 8.2 steps 3-6 in order: "" when the card is supported, else the keep reason."""
+    if card.pending > 0:
+        return f"pending outcomes ({card.pending})"
+    if card.treated < cfg.min_treated:
+        return f"cited treated rows {card.treated} < min_treated {cfg.min_treated}"
+    if n_controls < cfg.min_global_control:
+        return f"valid controls {n_controls} < min_global_control {cfg.min_global_control}"
+    if len(card.contexts) < cfg.min_contexts:
+        return f"contexts {len(card.contexts)} < min_contexts {cfg.min_contexts}"
+    for ctx in card.contexts:
+        lo, hi = ctx.gain_bounds
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+            return f"invalid gain bounds in context ({ctx.island}, {ctx.cell})"
+    assessable = sum(1 for c in card.contexts if c.gain_bounds[1] > theta)
+    if assessable < cfg.min_assessable:
+        return f"assessable contexts {assessable} < min_assessable {cfg.min_assessable}"
+    return ""
+
+
+# -- 8.3: viability per (context, RAG state) -------------------------------------------
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One (context, RAG state) viability evaluation: k of n worlds safe and useful.
+
+    ``safety_error`` is the certified integration error (NaN for a viable pair: not needed).
+    """
+
+    context_index: int
+    state: str
+    k: int
+    n: int
+    upper: float
+    non_viable: bool
+    safety_error: float
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The outcome for one card: ``retire`` or the reason it is kept."""
+
+    card_id: str
+    retire: bool
+    reason: str
+    evaluations: tuple[Evaluation, ...] = ()
+
+
+def evaluate(
+    heads: RetirementHeads,
+    card: CardSupport,
+    index: int,
+    ctx: SupportContext,
+    state: str,
+    *,
+    theta: float,
+    evidence_version: str,
+    cfg: RetirementConfig,
+) -> Evaluation | str:
+    """Count worlds with p_1 - p_0 <= delta and Delta > theta (MODEL 8.3); a str on failure.
+
+    The pair certifies deletion only if the prediction is finite, the deterministic
+    safety integral is certified (error <= ``safety_tolerance``) and the Wilson bound is
+    at most ``max_viability_probability``; any failure keeps the card. The integral is
+    computed only for a non-viable pair (a viable one keeps the card whatever it says).
+    """
+    space = heads.space
+    x = np.asarray(ctx.features, dtype=float)
+    z0 = space.row(x, 0)
+    z1 = space.row(x, 1, card.lineage, card.kind, state)
+    eta_mean, eta_cov = heads.safety_moments(card.lineage, z0, z1)
+    n = cfg.retirement_draws
+    rng = rng_stream(evidence_version, card.card_id, 2 * index + RAG_STATES.index(state))
+    latent = heads.projector(heads.immediate).draw(card.lineage, z0, z1, n, rng)
+    if heads.lineage is not None:
+        latent = latent + np.maximum(
+            0.0, heads.projector(heads.lineage).draw(card.lineage, z0, z1, n, rng)
+        )
+    eta = eta_mean + rng.standard_normal((n, 2)) @ chol2x2(eta_cov[None])[0].T
+    lo, hi = ctx.gain_bounds
+    v = np.clip(latent, lo, hi)
+    p = expit(eta)
+    q = (1.0 - p) * v + p * lo
+    if not (np.all(np.isfinite(q)) and np.all(np.isfinite(p))):
+        return f"prediction not finite in context {index} ({state})"
+    useful = (p[:, 1] - p[:, 0] <= cfg.delta) & (q[:, 1] - q[:, 0] > theta)
+    k = int(np.sum(useful))
+    upper = wilson_upper(k, n, cfg.wilson_z)
+    if upper > cfg.max_viability_probability:
+        return Evaluation(index, state, k, n, upper, False, math.nan)
+    acc = acceptance_probability(eta_mean, eta_cov, delta=cfg.delta, tolerance=cfg.safety_tolerance)
+    if acc.failed or not acc.error <= cfg.safety_tolerance:
+        return f"safety integration not certified in context {index} ({state})"
+    return Evaluation(index, state, k, n, upper, True, acc.error)
+
+
+def judge_card(
+    heads: RetirementHeads,
+    card: CardSupport,
+    *,
+    n_controls: int,
+    theta: float,
+    evidence_version: str,
+    cfg: RetirementConfig,
+) -> Judgement:
+    """Steps 3-7 of MODEL 8.2 for one card (steps 1-2 are the sweep's: ``heads_gate``)."""
+    reason = support_gate(card, n_controls, theta, cfg)
+    if reason:
+        return Judgement(card.card_id, False, reason)
+    evaluations: list[Evaluation] = []
+    for index, ctx in enumerate(card.sorted_contexts()):
+        for state in RAG_STATES:
+            try:
+                out = evaluate(
+                    heads, card, index, ctx, state,
+                    theta=theta, evidence_version=evidence_version, cfg=cfg,
+                )  # fmt: skip
+            except (ValueError, np.linalg.LinAlgError) as exc:  # DesignError is a ValueError
+                out = f"prediction failed in context {index} ({state}): {exc}"
+            if isinstance(out, str):
+                return Judgement(card.card_id, False, out, tuple(evaluations))
+            evaluations.append(out)
+            if not out.non_viable:
+                return Judgement(
+                    card.card_id,
+                    False,
+                    f"viable in context {index} ({state}): W = {out.upper:.6f}",
+                    tuple(evaluations),
+                )
+    return Judgement(
+        card.card_id, True, "non-viable in every context and state", tuple(evaluations)
+    )

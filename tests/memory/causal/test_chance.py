@@ -1,0 +1,132 @@
+"""The vectorised chance constraint agrees with the careful integral (MODEL section 5)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gigaevo.memory.v2.causal import (
+    BlockDesign,
+    DesignSpace,
+    LogisticLaplaceHead,
+    RewardDefinition,
+    acceptance_probability,
+    context_features,
+)
+from gigaevo.memory.v2.causal.chance import acceptance_probabilities
+
+
+def _covariances(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Random SPD 2x2 covariances over many scales and correlations."""
+    sd = np.exp(rng.uniform(-5.0, 2.5, size=(n, 2)))
+    rho = rng.uniform(-0.999, 0.999, size=n)
+    c = np.empty((n, 2, 2))
+    c[:, 0, 0], c[:, 1, 1] = sd[:, 0] ** 2, sd[:, 1] ** 2
+    c[:, 0, 1] = c[:, 1, 0] = rho * sd[:, 0] * sd[:, 1]
+    return c
+
+
+def _cases() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(20261130)
+    n = 400
+    means = np.column_stack([rng.normal(-2.5, 2.5, n), rng.normal(-2.5, 3.0, n)])
+    covs = _covariances(rng, n)
+    # realistic: around the cold-start prior
+    real_m = np.column_stack([rng.normal(-2.9, 0.4, 80), rng.normal(-2.9, 1.0, 80)])
+    s00, s11 = rng.uniform(0.02, 0.1, 80), rng.uniform(0.05, 0.6, 80)
+    r = rng.uniform(0.1, 0.95, 80) * np.sqrt(s00 * s11)
+    real_c = np.stack([np.column_stack([s00, r]), np.column_stack([r, s11])], axis=1)
+    # near-singular: varsigma / sd_1 just above, at and below 1e-5
+    ratio = np.repeat([2e-5, 1.1e-5, 0.9e-5, 1e-3, 1e-2], 6)
+    s = rng.uniform(0.01, 4.0, len(ratio))
+    near_c = np.stack(
+        [
+            np.column_stack([s, s * np.sqrt(1 - ratio**2)]),
+            np.column_stack([s * np.sqrt(1 - ratio**2), s]),
+        ],
+        axis=1,
+    )
+    near_m = np.column_stack([rng.normal(-3, 1, len(ratio)), rng.normal(-3, 1, len(ratio))])
+    # extreme: huge or tiny means and variances, boundary at +inf inside the window
+    ext_m = np.array([[-40.0, 40.0], [40.0, -40.0], [2.2, 2.2], [0.0, 30.0], [-30.0, -30.0]])
+    ext_c = np.array(
+        [[[1e3, 0.0], [0.0, 1e3]], [[1e-8, 0.0], [0.0, 1e-8]], [[25.0, 1.0], [1.0, 25.0]],
+         [[1e-6, 1e-7], [1e-7, 1e2]], [[9.0, -8.9], [-8.9, 9.0]]]
+    )  # fmt: skip
+    bad_m = np.array([[0.0, np.nan], [-3.0, -3.0], [-3.0, -3.0]])
+    bad_c = np.array([np.eye(2), [[0.2, 0.2], [0.2, 0.2]], [[-1.0, 0.0], [0.0, 1.0]]])
+    return (
+        np.concatenate([means, real_m, near_m, ext_m, bad_m]),
+        np.concatenate([covs, real_c, near_c, ext_c, bad_c]),
+    )
+
+
+def test_fast_path_agrees_with_careful_integral() -> None:
+    means, covs = _cases()
+    fast = acceptance_probabilities(means, covs)
+    for m, c, got in zip(means, covs, fast, strict=True):
+        want = acceptance_probability(m, c)
+        assert got.failed == want.failed, (m, c)
+        assert abs(got.probability - want.probability) <= 1e-8, (m, c, got, want)
+        assert got.failed or got.error <= 1e-8
+
+
+def test_fast_path_is_used_and_conservative_on_realistic_cards() -> None:
+    """Realistic cards take the vectorised rule (not the fallback) and stay conservative."""
+    means, covs = _cases()
+    real = slice(400, 480)
+    fast = acceptance_probabilities(means[real], covs[real])
+    careful = [acceptance_probability(m, c) for m, c in zip(means[real], covs[real], strict=True)]
+    # the fixed rules report their own (tiny) error: not quad's estimate
+    assert sum(f.error != c.error for f, c in zip(fast, careful, strict=True)) >= 70
+    for f, c in zip(fast, careful, strict=True):
+        assert f.probability <= c.probability + c.error + 1e-12
+
+
+def test_duplicate_cards_share_one_integral_and_keep_order() -> None:
+    m = np.array([[-2.9, -2.9], [-1.0, -0.2], [-2.9, -2.9]])
+    cold = [[0.05, 0.05], [0.05, 0.3]]
+    c = np.array([cold, [[0.3, 0.1], [0.1, 0.4]], cold])
+    out = acceptance_probabilities(m, c)
+    assert out[0] == out[2] and out[0] != out[1]
+    assert acceptance_probabilities(np.zeros((0, 2)), np.zeros((0, 2, 2))) == []
+
+
+def test_cold_start_example_through_the_batch() -> None:
+    x = context_features(RewardDefinition(0.0, 1.0), 0.80, 50, [0.25, 0.50])
+    space = DesignSpace(5, lineages=("A", "B"), kind_contrast=False)
+    mu, v = space.invalidity_prior()
+    head = LogisticLaplaceHead(mu, v).fit(np.zeros((0, space.size)), np.zeros(0))
+    z1 = np.array([space.row(x, 1, "A"), space.row(x, 1, "B")])
+    means, covs = head.linear_predictors(space.row(x, 0), z1)
+    out = acceptance_probabilities(means, covs)
+    for acc in out:
+        assert not acc.failed and acc.probability == pytest.approx(0.99058, abs=1e-4)
+
+
+@pytest.mark.parametrize("block", [False, True])
+def test_batched_linear_predictors_match_one_by_one(block: bool) -> None:
+    rng = np.random.default_rng(3)
+    c = 5
+    lineages = tuple(f"L{i:02d}" for i in range(30))
+    space = DesignSpace(c, lineages)
+    mu, v = space.invalidity_prior()
+    rows, d = [], []
+    for _ in range(300):
+        x = np.r_[1.0, rng.uniform(-1, 1, c - 1)]
+        treated = rng.random() < 0.6
+        lin = lineages[int(rng.integers(20))]  # ten lineages stay cold
+        rows.append(space.row(x, 1, lin, "insight") if treated else space.row(x, 0))
+        d.append(float(rng.random() < 0.1))
+    dense = np.array(rows)
+    design = BlockDesign.from_dense(dense, space.shared_size, c) if block else dense
+    head = LogisticLaplaceHead(mu, v).fit(design, np.array(d))
+    assert head.ok_
+    x = np.r_[1.0, rng.uniform(-1, 1, c - 1)]
+    z0 = space.row(x, 0)
+    z1 = np.array([space.row(x, 1, lin, k) for lin in lineages for k in ("insight", "program")])
+    means, covs = head.linear_predictors(z0, z1)
+    for i, row in enumerate(z1):
+        m, cov = head.linear_predictor(z0, row)
+        np.testing.assert_allclose(means[i], m, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(covs[i], cov, rtol=0, atol=1e-12)

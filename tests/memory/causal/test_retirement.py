@@ -1,0 +1,232 @@
+"""Causal retirement statistics (MODEL section 8; ground-truth tests 9 and 10 of section 11)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from gigaevo.memory.v2.causal import BayesianLinearHead, BlockDesign, LogisticLaplaceHead
+from gigaevo.memory.v2.causal.retirement import (
+    CardSupport,
+    RetirementConfig,
+    RetirementHeads,
+    SupportContext,
+    heads_gate,
+    judge_card,
+    non_viable,
+    practical_threshold,
+    wilson_upper,
+)
+from tests.memory.causal.simulate import CARD, CardWorld, card_world
+
+CFG = RetirementConfig()
+V = "evidence-version-1"
+
+
+def fit_heads(world: CardWorld, bounds: tuple[float, float] = (0.01, 5.0)) -> RetirementHeads:
+    valid = world.d == 0
+    space = world.space
+    immediate = BayesianLinearHead(space.utility_prior_variance(), residual_sd_bounds=bounds)
+    immediate.fit(world.design[valid], world.y[valid], np.zeros(int(valid.sum())))
+    mu, var = space.invalidity_prior()
+    invalidity = LogisticLaplaceHead(mu, var).fit(world.design, world.d)
+    return RetirementHeads(space, immediate, invalidity)
+
+
+def contexts(parents: tuple[float, ...] = (0.80, 0.70, 0.60)) -> tuple[SupportContext, ...]:
+    """One context per parent fitness (l = 0, u = 1: G- = -f, G+ = 1 - f)."""
+    out = []
+    for i, f in enumerate(parents):
+        x = (1.0, 2 * f - 1, 0.7, 0.2 * i - 0.2, 0.1)
+        out.append(SupportContext(i % 2, (i, 0), x, (-f, 1.0 - f)))
+    return tuple(out)
+
+
+def support(**changes: object) -> CardSupport:
+    base = CardSupport(CARD, CARD, "insight", pending=0, treated=200, contexts=contexts())
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+def judge(heads: RetirementHeads, card: CardSupport, n_controls: int = 86, theta: float = 0.0):
+    return judge_card(heads, card, n_controls=n_controls, theta=theta, evidence_version=V, cfg=CFG)
+
+
+@pytest.fixture(scope="module")
+def harmful() -> RetirementHeads:
+    world = card_world(220, 90, np.random.default_rng(3), effect=-0.05, p_cited=0.35)
+    return fit_heads(world)
+
+
+# -- test 9: thresholds and sparse evidence --------------------------------------------
+
+
+def test_practical_threshold_worked_example() -> None:
+    gains = (0.0, 0.0, 0.02, -0.01, 0.05, -0.03, 0.004)
+    assert practical_threshold(gains) == pytest.approx(0.0064, abs=1e-12)
+
+
+def test_practical_threshold_needs_min_global_control_nonzero_controls() -> None:
+    assert practical_threshold((0.0, 0.0, 0.03)) == 0.0
+    assert practical_threshold((0.0, float("nan"), 0.03)) == 0.0
+    assert practical_threshold((0.01, 0.03)) == pytest.approx(0.012)
+    assert practical_threshold((0.01, 0.03, 0.05), min_global_control=4) == 0.0
+
+
+def test_wilson_boundary_at_4096_draws() -> None:
+    assert wilson_upper(371, 4096) == pytest.approx(0.09975, abs=1e-5)
+    assert wilson_upper(372, 4096) == pytest.approx(0.100008, abs=1e-6)
+    assert non_viable(371, 4096, 1.96, 0.10)
+    assert not non_viable(372, 4096, 1.96, 0.10)
+    assert wilson_upper(0, 4096) > 0.0 and wilson_upper(4096, 4096) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("changes", "n_controls", "reason"),
+    [
+        ({"treated": 1}, 86, "min_treated"),
+        ({}, 1, "min_global_control"),
+        ({"contexts": contexts((0.8,))}, 86, "min_contexts"),
+        ({"contexts": contexts((0.8, 0.995, 0.999))}, 86, "min_assessable"),
+        ({"pending": 1}, 86, "pending"),
+    ],
+)
+def test_sparse_support_never_yields_a_verdict(
+    harmful: RetirementHeads, changes: dict[str, object], n_controls: int, reason: str
+) -> None:
+    assert judge(harmful, support(), theta=0.0064).retire  # the full support does retire
+    out = judge(harmful, support(**changes), n_controls=n_controls, theta=0.0064)
+    assert not out.retire and reason in out.reason and not out.evaluations
+
+
+def test_a_cold_posterior_never_retires() -> None:
+    world = card_world(0, 0, np.random.default_rng(0))
+    out = judge(fit_heads(world), support())
+    assert not out.retire and "viable" in out.reason
+
+
+def test_a_head_at_its_residual_boundary_disables_retirement() -> None:
+    rng = np.random.default_rng(4)
+    world = card_world(150, 80, rng, sigma=0.2)
+    heads = fit_heads(world, bounds=(0.01, 0.02))
+    assert "reward_residual_sd_bounds" in heads_gate(heads, 0.10)
+    assert heads_gate(fit_heads(world), 0.10) == ""
+
+
+def test_invalid_bounds_keep_the_card(harmful: RetirementHeads) -> None:
+    bad = (*contexts()[:2], SupportContext(1, (9,), contexts()[0].features, (0.1, -0.1)))
+    assert "invalid gain bounds" in judge(harmful, support(contexts=bad)).reason
+
+
+# -- test 10: a harmful card retires, a useful one does not ---------------------------
+
+
+def test_well_supported_harmful_card_is_retired(harmful: RetirementHeads) -> None:
+    out = judge(harmful, support(), theta=0.0064)
+    assert out.retire
+    assert len(out.evaluations) == 6 and all(e.upper <= 0.10 for e in out.evaluations)
+
+
+def test_harmful_card_at_the_minimum_size_is_retired_in_every_seed() -> None:
+    """MODEL 11.10: gain -0.05, +30 points of invalidity, 200 cited + 86 control rows."""
+    for seed in range(6):
+        world = card_world(200, 86, np.random.default_rng(300 + seed), effect=-0.05, p_cited=0.35)
+        assert judge(fit_heads(world), support(), theta=0.0064).retire, seed
+
+
+def test_verdict_draws_are_keyed_by_the_evidence_version() -> None:
+    world = card_world(30, 30, np.random.default_rng(5), effect=-0.01)
+    heads = fit_heads(world)
+    cfg = dataclasses.replace(CFG, max_viability_probability=0.99)  # evaluate every pair
+    runs = [
+        judge_card(heads, support(), n_controls=30, theta=0.0, evidence_version=v, cfg=cfg)
+        for v in (V, V, "other")
+    ]
+    ks = [[e.k for e in r.evaluations] for r in runs]
+    assert len(ks[0]) == 6 and min(ks[0]) > 0
+    assert ks[0] == ks[1] and ks[0] != ks[2]
+
+
+def test_useful_card_is_never_retired_over_many_seeds() -> None:
+    seeds = range(20)
+    retired = 0
+    for seed in seeds:
+        world = card_world(220, 90, np.random.default_rng(100 + seed), effect=0.05)
+        retired += judge(fit_heads(world), support(), theta=0.0064).retire
+    assert retired / len(seeds) <= CFG.max_viability_probability
+    assert retired == 0
+
+
+def test_neutral_card_is_usually_kept() -> None:
+    kept = 0
+    for seed in range(8):
+        world = card_world(220, 90, np.random.default_rng(200 + seed), effect=0.0)
+        kept += not judge(fit_heads(world), support(), theta=0.0064).retire
+    assert kept >= 6
+
+
+# -- the projected draws are the exact law of the coherent world draws -----------------
+
+
+def test_block_and_dense_projections_agree_with_full_draws() -> None:
+    world = card_world(60, 40, np.random.default_rng(8), effect=0.03)
+    space = world.space
+    dense = BayesianLinearHead(space.utility_prior_variance()).fit(world.design, world.y)
+    block_design = BlockDesign.from_dense(world.design, space.shared_size, space.n_context)
+    block = BayesianLinearHead(space.utility_prior_variance()).fit(block_design, world.y)
+    mu, var = space.invalidity_prior()
+    inv = LogisticLaplaceHead(mu, var).fit(world.design, world.d)
+    x = np.asarray(contexts()[0].features)
+    z0, z1 = space.row(x, 0), space.row(x, 1, CARD)
+    m_dense, c_dense = RetirementHeads(space, dense, inv).projector(dense).moments(CARD, z0, z1)
+    m_block, c_block = RetirementHeads(space, block, inv).projector(block).moments(CARD, z0, z1)
+    np.testing.assert_allclose(m_block, m_dense, atol=1e-10)
+    np.testing.assert_allclose(c_block, c_dense, atol=1e-10)
+    # against full coefficient draws projected on (z0, z1)
+    full = dense.sample(40000, np.random.default_rng(1)) @ np.vstack([z0, z1]).T
+    proj = RetirementHeads(space, dense, inv).projector(dense)
+    draws = proj.draw(CARD, z0, z1, 40000, np.random.default_rng(2))
+    np.testing.assert_allclose(draws.mean(axis=0), full.mean(axis=0), atol=3e-3)
+    np.testing.assert_allclose(np.cov(draws.T), np.cov(full.T), rtol=0.03, atol=1e-5)
+
+
+def test_config_rejects_nonsense() -> None:
+    with pytest.raises(ValueError, match="min_treated"):
+        RetirementConfig(min_treated=0)
+    with pytest.raises(ValueError, match="max_viability_probability"):
+        RetirementConfig(max_viability_probability=1.5)
+
+
+def test_sliced_safety_moments_equal_the_heads_linear_predictor(harmful: RetirementHeads) -> None:
+    space = harmful.space
+    for ctx in contexts():
+        x = np.asarray(ctx.features)
+        z0, z1 = space.row(x, 0), space.row(x, 1, CARD)
+        mean, cov = harmful.safety_moments(CARD, z0, z1)
+        want_mean, want_cov = harmful.invalidity.linear_predictor(z0, z1)
+        np.testing.assert_allclose(mean, want_mean, atol=1e-12)
+        np.testing.assert_allclose(cov, want_cov, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore::scipy.integrate.IntegrationWarning")
+def test_an_uncertified_safety_integral_keeps_the_card(harmful: RetirementHeads) -> None:
+    strict = dataclasses.replace(CFG, safety_tolerance=1e-30)  # no quadrature certifies this
+    out = judge_card(
+        harmful, support(), n_controls=86, theta=0.0064, evidence_version=V, cfg=strict
+    )
+    assert not out.retire and "safety integration not certified" in out.reason
+
+
+def test_delayed_lineage_value_rescues_an_immediately_harmful_card() -> None:
+    """Delta is lineage-inclusive (MODEL 8.3): a large delayed value keeps the card."""
+    world = card_world(220, 90, np.random.default_rng(3), effect=-0.05)  # safe, but no gain
+    heads = fit_heads(world)
+    assert judge(heads, support(), theta=0.0064).retire
+    valid = world.d == 0
+    y_lineage = np.where(world.arm[valid] == 1, 0.3, 0.0)  # descendants of cited roots gain
+    lineage = BayesianLinearHead(world.space.utility_prior_variance())
+    lineage.fit(world.design[valid], y_lineage, np.full(int(valid.sum()), 0.15))
+    with_lineage = dataclasses.replace(heads, lineage=lineage, _projectors={})
+    out = judge(with_lineage, support(), theta=0.0064)
+    assert not out.retire and "viable" in out.reason
