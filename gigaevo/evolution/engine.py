@@ -273,6 +273,7 @@ class EvolutionEngine:
             cell=tuple(parent.cell),
             coordinates=self.committer.coordinates(parent_prog),
             progress=min(1.0, attempt / max(1, self.settings.max_mutants)),
+            parent_code=parent_prog.code,
         )
         decision = self.memory.decide(context)
         d = Dispatch(

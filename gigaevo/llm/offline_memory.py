@@ -17,6 +17,12 @@ templates.
 - ``equivalence_judge``: EQUIVALENT to the first neighbour with the same key,
   (tactic, function) for insights and the strategy family for programs; NEW
   otherwise.
+- ``applicability_assessor``: a card is applicable to the parent program when
+  at least half of the content words of its condition ("When C, try ...")
+  occur in the parent's vocabulary (identifiers, their ``_`` parts, and plain
+  names of code features it has: numeric literals, loops, comparisons,
+  arithmetic); otherwise not applicable. The labels depend on the card and the
+  parent only.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import numpy as np
 
 from gigaevo.llm.base import LLMResponse, Message, offline_response
 from gigaevo.llm.offline import card_tactic
+from gigaevo.llm.offline_applicability import MODULE_SCOPE, label_cards
 from gigaevo.llm.offline_tactics import TACTICS
 from gigaevo.llm.prompt_reader import fenced_blocks
 
@@ -45,7 +52,6 @@ _SCOPE_RE = re.compile(r"`([A-Za-z_<][A-Za-z0-9_.>]*)`")
 _FAMILY_RE = re.compile(r"strategy family `([^`]+)`")
 _GAIN_RE = re.compile(r"Normalised gain:\s*([-+0-9.eE]+)")
 _NEIGHBOUR_RE = re.compile(r"^### id:\s*(\S+)\s*$")
-MODULE_SCOPE = "<module>"
 MAX_FAMILY = 400
 
 # tactic -> (condition, actions, mechanisms); {scope} is the changed function
@@ -139,6 +145,8 @@ class OfflineMemoryLLM:
             return author_program(parts)
         if agent == "equivalence_judge":
             return judge(parts)
+        if agent == "applicability_assessor":
+            return assess_applicability(parts)
         return {"error": f"the offline memory LLM serves no agent {agent!r}"}
 
 
@@ -212,6 +220,12 @@ def judge(parts: dict[str, str]) -> dict[str, Any]:
                     "reason": f"same {'strategy family' if kind == 'program' else 'intervention'}",
                 }
     return {"decision": "NEW", "equivalent_id": None, "reason": "no neighbour has the same key"}
+
+
+def assess_applicability(parts: dict[str, str]) -> dict[str, Any]:
+    """One label per offered card (``offline_applicability.label_cards``)."""
+    code = _first_block(parts.get("Parent program", ""))
+    return label_cards(code, _neighbours(parts.get("Cards", "")))
 
 
 def card_key(kind: str, description: str) -> tuple[str, ...] | None:

@@ -56,6 +56,7 @@ class MutationContext:
     cell: tuple[int, ...]
     coordinates: tuple[float, ...]  # behaviour coordinates in [0, 1]
     progress: float  # mutants done / budget, in [0, 1]
+    parent_code: str = ""  # the parent's source (agentic applicability labels read it)
 
 
 @dataclass(frozen=True)

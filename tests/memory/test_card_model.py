@@ -163,7 +163,9 @@ def test_use_trials_are_compact_and_bounded() -> None:
 
     c = card()
     for i in range(MAX_USE_TRIALS + 10):
-        trial = UseTrial("toy", "run-a", f"d{i}", "offered", True, "valid", 0.01, float(i))
-        c = with_use_trial(c, trial)
-    assert len(c.use_trials) == MAX_USE_TRIALS and c.use_trials[-1].decision_id.endswith("265")
+        trial = UseTrial(f"d{i}", "run-a", "toy", i % 2, i % 3 == 0)
+        c = with_use_trial(c, trial, float(i))
+    last = f"d{MAX_USE_TRIALS + 9}"
+    assert len(c.use_trials) == MAX_USE_TRIALS and c.use_trials[-1].decision_id == last
+    assert c.use_trials[0].decision_id == "d10" and c.updated_at == float(MAX_USE_TRIALS + 9)
     assert c.revision == MAX_USE_TRIALS + 11 and c.description == card().description

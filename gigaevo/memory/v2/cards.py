@@ -21,7 +21,7 @@ KINDS: tuple[CardKind, ...] = ("insight", "program")
 # bounds that keep one card small however often it is pooled into
 MAX_EVIDENCE = 32  # the founding row plus the most recent ones; n_evidence counts all
 MAX_PROVENANCE = 64  # founding ids plus the most recent ones
-MAX_USE_TRIALS = 256  # compact randomised trials kept per card (read side)
+MAX_USE_TRIALS = 2048  # usefulness-eligible trials stamped per card (newest kept; MODEL 9)
 MAX_TASK_CONTEXT = 400  # characters of the task description kept as context
 MAX_BRIEF = 1200  # characters of card_brief embedded for retrieval
 
@@ -75,16 +75,24 @@ class Representative:
 
 @dataclass(frozen=True)
 class UseTrial:
-    """One randomised use trial of a card, compact (stamped by the read side, issue 6)."""
+    """One usefulness-eligible randomised use trial of a card (MODEL section 9), compact.
 
-    task_key: str
-    run_id: str
+    Stamped by the live updater (``trials.stamp_trial``) onto the owning card
+    for withheld controls (``z = 0``, valid or invalid) and cited deliveries
+    (``z = 1``); never for uncited deliveries, abstentions or censored
+    terminals. ``success`` is ``valid and g > 0``. Gains never cross tasks, so
+    none is kept.
+    """
+
     decision_id: str
-    arm: Literal["offered", "withheld"]
-    cited: bool
-    status: Literal["valid", "invalid", "censored"]
-    normalised_gain: float | None
-    recorded_at: float
+    run_id: str
+    task_key: str
+    z: int
+    success: bool
+
+    def __post_init__(self) -> None:
+        if self.z not in (0, 1):
+            raise ValueError(f"a trial's z must be 0 or 1, got {self.z}")
 
 
 @dataclass(frozen=True)
@@ -105,9 +113,11 @@ class Card:
         derived_from: card ids the founding mutation cited (historical lineage).
         aliases: ids of cards absorbed into this one (the read side's lineage).
         representatives: program cards only; at most one best program per task.
-        use_trials: compact randomised use trials, filled by the read side.
         author_model, created_by: the authoring model and the run id that admitted it.
         created_at, updated_at: unix seconds.
+        use_trials: usefulness-eligible randomised trials stamped by the live updater,
+            deduplicated by decision id (newest ``MAX_USE_TRIALS``); banks written
+            before the field existed load with none.
     """
 
     id: str
@@ -123,11 +133,11 @@ class Card:
     derived_from: tuple[str, ...]
     aliases: tuple[str, ...]
     representatives: tuple[Representative, ...]
-    use_trials: tuple[UseTrial, ...]
     author_model: str
     created_by: str
     created_at: float
     updated_at: float
+    use_trials: tuple[UseTrial, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.id or not self.description.strip():
@@ -216,7 +226,6 @@ def founding_card(
         derived_from=lineage,
         aliases=(),
         representatives=() if representative is None else (representative,),
-        use_trials=(),
         author_model=author_model,
         created_by=run_id,
         created_at=evidence.recorded_at,
@@ -250,12 +259,13 @@ def with_representative(card: Card, rep: Representative, now: float) -> Card:
     )
 
 
-def with_use_trial(card: Card, trial: UseTrial) -> Card:
-    """``card`` with one more randomised use trial (the newest ``MAX_USE_TRIALS`` are kept)."""
+def with_use_trial(card: Card, trial: UseTrial, now: float) -> Card:
+    """``card`` with ``trial`` stamped (the newest ``MAX_USE_TRIALS`` are kept).
+
+    The caller deduplicates by decision id (``trials.stamp_trial``).
+    """
     trials = (*card.use_trials, trial)[-MAX_USE_TRIALS:]
-    return replace(
-        card, revision=card.revision + 1, use_trials=trials, updated_at=trial.recorded_at
-    )
+    return replace(card, revision=card.revision + 1, use_trials=trials, updated_at=now)
 
 
 def _merge_ids(old: tuple[str, ...], new: tuple[str, ...]) -> tuple[str, ...]:

@@ -6,6 +6,8 @@ Kinds:
 
 - ``assignment``: a decision was committed (proposal, Z, propensities).
 - ``outcome``: its terminal was committed (status, cited, gain).
+- ``retired``: a retirement sweep and its admission gate ran; ``retired_card_ids``
+  is the exact list of cards deleted (empty when every verdict was rescued).
 - ``applicability``: the memory LLM labelled candidate cards (labels only;
   they never remove a card).
 """
@@ -23,7 +25,7 @@ from gigaevo.memory.v2.evidence.rows import DecisionRow, TerminalRow
 from gigaevo.util import append_jsonl
 
 EVENTS_FILE = "memory_events.jsonl"
-EventKind = Literal["assignment", "outcome", "applicability"]
+EventKind = Literal["assignment", "outcome", "applicability", "retired"]
 EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
 
 
@@ -86,11 +88,64 @@ class MemoryEvents:
             },
         )
 
-    def applicability(self, attempt: int, labels: Mapping[str, str]) -> dict[str, Any]:
-        """Event for the applicability labels (card id -> label) of one attempt."""
-        return self.emit(
-            "applicability", {"attempt": attempt, "labels": dict(sorted(labels.items()))}
-        )
+    def applicability(
+        self,
+        attempt: int,
+        labels: Mapping[str, str],
+        *,
+        decision_id: str | None = None,
+        candidates: int | None = None,
+        asked: int = 0,
+        cache_hits: int = 0,
+        calls: int = 0,
+        failures: int = 0,
+        error: str = "",
+    ) -> dict[str, Any]:
+        """Event for the applicability labels (card id -> label) of one assessed decision.
+
+        ``counts`` tallies the labels; with ``candidates`` (eligible cards) the
+        cards left without a label are counted as ``unassessed``. ``asked`` cards
+        went to the memory LLM in ``calls`` calls (``failures`` failed, ``error``
+        says why), ``cache_hits`` labels came from the cache.
+        """
+        counts: dict[str, int] = {}
+        for label in labels.values():
+            counts[label] = counts.get(label, 0) + 1
+        if candidates is not None:
+            counts["unassessed"] = counts.get("unassessed", 0) + candidates - len(labels)
+        fields: dict[str, Any] = {
+            "attempt": attempt,
+            "decision_id": decision_id,
+            "labels": dict(sorted(labels.items())),
+            "counts": dict(sorted(counts.items())),
+            "candidates": candidates,
+            "asked": asked,
+            "cache_hits": cache_hits,
+            "calls": calls,
+            "failures": failures,
+            "error": error,
+        }
+        return self.emit("applicability", fields)
+
+
+def retired_event(
+    events: MemoryEvents,
+    retired_card_ids: list[str],
+    *,
+    evidence_version: str,
+    verdicts: int,
+    kept: Mapping[str, int],
+) -> dict[str, Any]:
+    """Event for one retirement: the exact deleted ids and why the other verdicts were kept."""
+    return events.emit(
+        "retired",
+        {
+            "retired_card_ids": list(retired_card_ids),
+            "evidence_version": evidence_version,
+            "verdicts": verdicts,
+            "kept": dict(sorted(kept.items())),
+        },
+    )
 
 
 def read_events(path: str | Path) -> list[dict[str, Any]]:

@@ -186,15 +186,15 @@ class Librarian:
         leases); a card it refuses is kept. Returns the ids actually removed.
         """
 
-        def apply(cards: dict[str, Card]) -> list[Card]:
-            keep = still_retirable or (lambda card: True)
-            return retire(cards, [i for i in card_ids if i in cards and keep(cards[i])])
-
-        removed = self.store.transaction(apply)
-        for card in removed:
-            self.tombstones.bury(card)
-            self._side_row(card, "retired", reason)
-        return [c.id for c in removed]
+        return retire_cards(
+            self.store,
+            self.ledger,
+            self.tombstones,
+            card_ids,
+            reason,
+            run_id=self.run_id,
+            still_retirable=still_retirable,
+        )
 
     # -- one item ------------------------------------------------------------
     def _process(self, item: _Item) -> bool:
@@ -238,7 +238,9 @@ class Librarian:
             answer.model,
         )
         text = cand.text
-        if self.tombstones.is_retired_payload(kind, text.description, text.explanation_summary):
+        if self.tombstones.is_retired_id(cand.id) or self.tombstones.is_retired_payload(
+            kind, text.description, text.explanation_summary
+        ):
             return self._row(item, "rejected_retired", "payload of a retired card", started, cand)
         wait = min(self.store.authoring_lock_timeout_s, deadline.remaining())
         with self.store.authoring(timeout_s=wait):
@@ -369,21 +371,54 @@ class Librarian:
         )
 
     def _side_row(self, card: Card, outcome: str, reason: str) -> None:
-        ts, when = stamp()
-        self.ledger.append(
-            LedgerRow(
-                ts=ts,
-                time=when,
-                run_id=self.run_id,
-                task_key=card.task_key,
-                item="card",
-                outcome=outcome,  # type: ignore[arg-type]
-                reason=reason,
-                card_id=card.id,
-                revision=card.revision,
-                candidate=CandidateText(card.description, card.explanation_summary),
-            )
-        )
+        self.ledger.append(card_row(card, outcome, reason, self.run_id))
+
+
+def card_row(card: Card, outcome: str, reason: str, run_id: str) -> LedgerRow:
+    """The ``card`` ledger row of a retired or evicted card."""
+    ts, when = stamp()
+    return LedgerRow(
+        ts=ts,
+        time=when,
+        run_id=run_id,
+        task_key=card.task_key,
+        item="card",
+        outcome=outcome,  # type: ignore[arg-type]
+        reason=reason,
+        card_id=card.id,
+        revision=card.revision,
+        candidate=CandidateText(card.description, card.explanation_summary),
+    )
+
+
+def retire_cards(
+    store: LocalMemoryStore,
+    ledger: WriteLedger,
+    tombstones: Tombstones,
+    card_ids: list[str],
+    reason: str,
+    *,
+    run_id: str,
+    still_retirable: Callable[[Card], bool] | None = None,
+) -> list[str]:
+    """Delete ``card_ids`` in one bank transaction; tombstone them and ledger ``retired`` rows.
+
+    ``still_retirable`` (the admission gate) is asked about the newest revision
+    of each card inside the transaction; a card it refuses stays. It is asked
+    only about ids still in the bank. Returns the ids actually removed, in
+    ``card_ids`` order. Needs no librarian, so it also serves runs that author
+    nothing.
+    """
+
+    def apply(cards: dict[str, Card]) -> list[Card]:
+        keep = still_retirable or (lambda card: True)
+        return retire(cards, [i for i in card_ids if i in cards and keep(cards[i])])
+
+    removed = store.transaction(apply)
+    for card in removed:
+        tombstones.bury(card)
+        ledger.append(card_row(card, "retired", reason, run_id))
+    return [c.id for c in removed]
 
 
 def _verdict_word(verdict: Verdict) -> Literal["NEW", "EQUIVALENT"]:

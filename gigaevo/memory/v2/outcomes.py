@@ -7,16 +7,26 @@ On every committed mutation (``observe``, in commit order):
 - delayed-lineage maturation: ``lineage_outcomes`` over the eligible roots and
   every edge; a root whose outcome changed gets a new ``LineageRow`` version;
 - the lease of the attempt is released and an ``outcome`` event emitted;
-- every ``ope_every`` outcomes (and at close) ``ope_summary.json`` is written
-  (ITT DR / IPS over the randomised rows; ``insufficient_data`` when one arm
-  is empty).
+- every ``ope_every`` outcomes (and at close) ``ope_summary.json`` is written:
+  ITT DR / IPS over the randomised rows, the conditional-offer AIPW of the
+  gates pi = 1, 0 and e (``causal.offer_gate_report``), flags, counts per arm,
+  and the outcome count at which it was written; ``insufficient_data`` when
+  one arm is empty. ``memory_stats.json`` points to it.
+
+The terminal and the edge of an attempt are one ledger transaction. On a
+resume (a new session on the checkpoint of a killed one) this run's open
+decisions stay open and are leased again: a re-dispatched attempt keeps its
+committed decision and terminates once; one committed before the kill but
+never observed is censored (``LOST_OUTCOME``) when a later attempt arrives;
+maturation catches up at startup. The resumed ledger then equals an
+uninterrupted run's (``tests/memory/test_reader_crash_resume.py``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,26 +36,32 @@ from gigaevo.memory.v2.causal import (
     LineageOutcome,
     LineageRoot,
     archive_disposition,
-    itt_summary,
     lineage_outcomes,
+    offer_gate_report,
 )
 from gigaevo.memory.v2.causal.lineage import raw_feasible_interval
 from gigaevo.memory.v2.evidence import (
+    DecisionRow,
     DuplicateRowError,
     LineageRow,
+    Observation,
     RowRejectedError,
+    TerminalRow,
     censored_terminal,
     decision_key_id,
     edge_from_result,
     terminal_from_result,
     usefulness_eligible,
 )
+from gigaevo.memory.v2.evidence.errors import LeaseFileCorruptError, LeaseLockTimeoutError
+from gigaevo.memory.v2.evidence.validate import check_terminal
 from gigaevo.memory.v2.reader import CausalReader
 from gigaevo.util import atomic_write_json
 
 log = logging.getLogger(__name__)
 
 OPE_FILE = "ope_summary.json"
+LOST_OUTCOME = "lost outcome: committed before a crash, never observed"
 _COMPARED = (
     "status",
     "maturity_ordinal",
@@ -66,41 +82,100 @@ class OutcomeRecorder:
         self.outcomes = 0
         self.lineage_versions = 0
         self.rejected = 0
+        self.ope_written_at: int | None = None
+        self.resumed: dict[int, str] = {}  # attempt -> decision id, orphans kept open
+        self.lost = 0
+        self.resumed_count = 0
+        self._resume_orphans()
+
+    # -- resume ----------------------------------------------------------------
+    def _resume_orphans(self) -> None:
+        """Keep this run's orphans open: their attempts are replayed and terminate once.
+
+        A decision of this run left open by a dead session (a kill) is either an
+        attempt the engine re-dispatches (its committed decision stands and its
+        terminal arrives on ``observe``) or one committed before the kill whose
+        observation was lost; ``_censor_lost`` closes the latter. The lease each
+        held is taken again, so pending counts equal an uninterrupted run's.
+        """
+        for d in self.evidence.resumable(self.reader.run_id):
+            self.resumed[d.attempt] = d.decision_id
+            if d.proposed_id is not None:
+                self.reader._lease(d, d.attempt)
+        self.resumed_count = len(self.resumed)
+        if self.resumed:
+            log.info("memory v2: resuming %d open decision(s)", len(self.resumed))
+        if self.evidence.edges():  # a kill between an edge and its maturation: catch up now
+            self._mature()
+
+    def _censor_lost(self, attempt: int) -> None:
+        """Censor resumed decisions of attempts before ``attempt`` still without a terminal.
+
+        The engine commits attempts in order and observes each right after its
+        commit, so such an attempt was committed before the kill and will never
+        be observed again.
+        """
+        for earlier in sorted(a for a in self.resumed if a < attempt):
+            decision = self.evidence.decision(self.resumed.pop(earlier))
+            if decision is None or self.evidence.terminal(decision.decision_id) is not None:
+                continue
+            row = censored_terminal(decision, LOST_OUTCOME)
+            try:
+                self.evidence.append_terminal(row)
+            except DuplicateRowError:
+                continue
+            self.lost += 1
+            self.reader.release(earlier)
+            self.reader.events.outcome(row, attempt=earlier)
 
     def observe(self, result: MutationResult) -> None:
         r = self.reader
+        self.resumed.pop(result.attempt, None)
+        if self.resumed:
+            self._censor_lost(result.attempt)
         decision_id = decision_key_id(r.run_id, result.attempt)
         decision = self.evidence.decision(decision_id)
-        try:
-            if decision is not None and self.evidence.terminal(decision_id) is None:
-                self._terminal(decision, result)
-            self.evidence.record_edge(
-                edge_from_result(
-                    result,
-                    run_id=r.run_id,
-                    decision_id=None if decision is None else decision_id,
-                    metrics=r.runtime.metrics,
-                )
-            )
+        terminal = None
+        if decision is not None and self.evidence.terminal(decision_id) is None:
+            terminal = self._terminal_row(decision, result)
+        edge = edge_from_result(
+            result,
+            run_id=r.run_id,
+            decision_id=None if decision is None else decision_id,
+            metrics=r.runtime.metrics,
+        )
+        try:  # terminal and edge in one transaction: a crash never splits them
+            stored, _ = self.evidence.record_outcome(terminal, edge)
+            if stored is not None:
+                r.events.outcome(stored, attempt=result.attempt)
         except DuplicateRowError as exc:  # a resumed attempt already recorded
             log.info("memory v2: %s", exc)
         finally:
+            if decision is not None and decision.proposed_id and result.attempt not in r.held:
+                self._release_unheld(result.attempt)
             r.release(result.attempt)
         self._mature()
         self.outcomes += 1
         if self.outcomes % r.settings.ope_every == 0:
             self.write_ope()
 
-    def _terminal(self, decision: Any, result: MutationResult) -> None:
+    def _release_unheld(self, attempt: int) -> None:
+        """Drop a lease this process took for ``attempt`` in a session abandoned without close."""
+        try:
+            self.reader.leases.release_attempt(attempt)
+        except (LeaseFileCorruptError, LeaseLockTimeoutError) as exc:
+            log.warning("memory v2 lease of attempt %d not released: %s", attempt, exc)
+
+    def _terminal_row(self, decision: DecisionRow, result: MutationResult) -> TerminalRow:
+        """The terminal of ``result``, or a censored one when it contradicts the decision."""
         try:
             row = terminal_from_result(decision, result)
-            self.evidence.append_terminal(row)
+            check_terminal(decision, row)
+            return row
         except (RowRejectedError, ValueError) as exc:
             self.rejected += 1
             log.warning("memory v2 terminal rejected, censoring: %s", exc)
-            row = censored_terminal(decision, f"rejected: {exc}"[:200])
-            self.evidence.append_terminal(row)
-        self.reader.events.outcome(row, attempt=result.attempt)
+            return censored_terminal(decision, f"rejected: {exc}"[:200])
 
     # -- lineage ---------------------------------------------------------------
     def _mature(self) -> None:
@@ -175,10 +250,16 @@ class OutcomeRecorder:
 
     # -- OPE -------------------------------------------------------------------
     def ope_summary(self) -> dict[str, Any]:
-        """ITT summary over the randomised, non-censored rows (both arms, cited or not)."""
+        """MODEL 7 over the randomised, non-censored rows (both arms, cited or not).
+
+        ITT DR / IPS (flat, as before), the conditional-offer AIPW of the gates
+        pi = 1, pi = 0 and pi = e with their ESS, max weight and overlap, the
+        flags, counts per arm and the outcome count at which it was written.
+        """
         r = self.reader
-        z, y, q1, q0, e = [], [], [], [], []
-        for obs in self.evidence.ope_rows():
+        rows = self.evidence.ope_rows()
+        z, y, q1, q0, e, runs = [], [], [], [], [], []
+        for obs in rows:
             d, t = obs.decision, obs.terminal
             lo, _ = raw_feasible_interval(r.causal_reward, d.context.parent_fitness)
             z.append(float(d.z or 0))
@@ -186,31 +267,73 @@ class OutcomeRecorder:
             q1.append(float(d.q1 or 0.0))
             q0.append(float(d.q0 or 0.0))
             e.append(float(d.offer or r.settings.policy.offer_probability))
-        summary = dataclasses.asdict(itt_summary(z, y, q1, q0, e))
+            runs.append(d.run_id)
+        report = offer_gate_report(z, y, q1, q0, e, runs)
         decisions = self.evidence.decisions()
+        terminals = self.evidence.terminals()
         return {
             "estimand": "ITT (probe): offer vs withhold of the proposed card",
-            "units": "raw oriented gain",
-            **{k: _finite(v) for k, v in summary.items()},
+            "units": "raw oriented gain (invalid rows: R * G-)",
+            "written_at_outcome": len(self.evidence.edges()),  # the run's, across resumes
+            "session_outcomes": self.outcomes,
+            **_json_ready(report),
+            "arms": _arm_counts(rows),
             "decisions": len(decisions),
-            "terminals": len(self.evidence.terminals()),
+            "terminals": len(terminals),
+            "censored": sum(1 for t in terminals if t.status == "censored"),
             "abstained": sum(1 for d in decisions if d.abstain),
-            "cited": sum(1 for o in self.evidence.ope_rows() if o.cited),
+            "cited": sum(1 for o in rows if o.cited),
+            "runs": sorted(set(runs)),
             "lineage_roots": len(self.evidence.lineage()),
             "evidence_version": self.evidence.evidence_version(),
         }
 
     def write_ope(self) -> Path:
-        path = Path(self.reader.runtime.checkpoint_dir) / OPE_FILE
-        atomic_write_json(path, self.ope_summary())
+        path = self.ope_path
+        summary = self.ope_summary()
+        atomic_write_json(path, summary)
+        self.ope_written_at = int(summary["written_at_outcome"])
         return path
+
+    @property
+    def ope_path(self) -> Path:
+        return Path(self.reader.runtime.checkpoint_dir) / OPE_FILE
 
     def stats(self) -> dict[str, Any]:
         return {
             "outcomes": self.outcomes,
             "lineage_versions": self.lineage_versions,
             "terminals_rejected": self.rejected,
+            "resumed_decisions": self.resumed_count,
+            "lost_outcomes": self.lost,
+            "ope_summary": OPE_FILE if self.ope_written_at is not None else None,
+            "ope_written_at_outcome": self.ope_written_at,
         }
+
+
+def _arm_counts(rows: Sequence[Observation]) -> dict[str, dict[str, int]]:
+    """Valid / invalid rows per arm, and cited / uncited deliveries."""
+    arms = {"treated": [o for o in rows if o.z == 1], "control": [o for o in rows if o.z == 0]}
+    out = {
+        name: {
+            "n": len(obs),
+            "valid": sum(1 for o in obs if o.valid),
+            "invalid": sum(1 for o in obs if o.invalid),
+        }
+        for name, obs in arms.items()
+    }
+    out["treated"]["cited"] = sum(1 for o in arms["treated"] if o.cited)
+    out["treated"]["uncited"] = out["treated"]["n"] - out["treated"]["cited"]
+    return out
+
+
+def _json_ready(v: Any) -> Any:
+    """Non-finite floats become None (JSON has no NaN), recursively."""
+    if isinstance(v, dict):
+        return {k: _json_ready(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_json_ready(x) for x in v]
+    return _finite(v)
 
 
 def _finite(v: Any) -> Any:

@@ -12,30 +12,53 @@ like memory=none while it fills the bank.
 configured cadence (``memory/write``): ``live`` ingests as outcomes arrive,
 ``end_of_run`` at ``close``, ``none`` never. ``close`` drains what is left,
 runs the residual-duplicate audit and writes ``memory_stats.json``.
+
+Unless the cadence is ``none``, every usefulness-eligible terminal also stamps
+one compact trial onto its owning shared card (``trials.TrialStamper``);
+``memory.transfer`` (on in memory=v2_multitask) turns other runs' trials into
+the immediate head's transfer prior (``causal.transfer``). Startup refuses a
+bank whose ``cards.json`` or ``selection_leases.json`` could not be written.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import logging
 from pathlib import Path
 from typing import Any
 
 from gigaevo.llm.base import LLMClient
 from gigaevo.memory.base import Decision, MemoryRuntime, MutationContext, MutationResult
 from gigaevo.memory.v2.agents import AgentUsage, CardAuthor, EquivalenceJudge, TaskView
+from gigaevo.memory.v2.applicability import ApplicabilityAssessor, ApplicabilitySettings
 from gigaevo.memory.v2.audit import DuplicateAudit, audit_duplicates
 from gigaevo.memory.v2.cards import KINDS, bounded_context
 from gigaevo.memory.v2.embed import Embedder
-from gigaevo.memory.v2.errors import CorruptBankError, MemoryConfigError
+from gigaevo.memory.v2.errors import (
+    BankLockTimeout,
+    CorruptBankError,
+    MemoryConfigError,
+)
+from gigaevo.memory.v2.evictor import CausalEvictor, EvictorSettings, Retire
+from gigaevo.memory.v2.evidence import LeaseLockTimeoutError, decision_key_id
 from gigaevo.memory.v2.ledger import LEDGER_FILE, WriteLedger
-from gigaevo.memory.v2.librarian import Librarian
+from gigaevo.memory.v2.librarian import Librarian, retire_cards
 from gigaevo.memory.v2.outcome import is_strictly_valid, writer_outcome
 from gigaevo.memory.v2.outcomes import OutcomeRecorder
 from gigaevo.memory.v2.reader import SELECTION_MODES, CausalReader, ReaderSettings
-from gigaevo.memory.v2.settings import MemorySettings
+from gigaevo.memory.v2.settings import MemorySettings, ReadSideSettings
 from gigaevo.memory.v2.store import LocalMemoryStore
 from gigaevo.memory.v2.tombstones import Tombstones
+from gigaevo.memory.v2.trials import (
+    TrialStamper,
+    check_bank_writable,
+    check_shared_bank,
+    parse_transfer,
+)
 from gigaevo.util import atomic_write_json
+
+log = logging.getLogger(__name__)
 
 STATS_FILE = "memory_stats.json"
 ABSTAIN_REASON = "memory.selection=none: the provider abstains"
@@ -66,6 +89,14 @@ class CardBankMemory:
         embedder: embeds card briefs for retrieval.
         write, writer, program_exemplars, store: the ``memory.*`` settings as
             plain dicts (validated by ``MemorySettings.parse``).
+        posterior_config, context, excluder, no_card_evidence: the read side's
+            ``memory.*`` groups as plain dicts (validated by ``ReadSideSettings.parse``
+            at startup, whatever ``selection`` is).
+        evictor: ``memory/evictor`` (``mode: causal`` builds a ``CausalEvictor`` that sweeps
+            every ``sweep_every`` outcomes on the live cadence and at close; validated at
+            startup by ``EvictorSettings.parse``).
+        applicability: ``memory.applicability`` (``ApplicabilitySettings``); with
+            ``mode: agentic`` the memory LLM labels each decision's cards for the parent.
 
     Raises:
         MemoryConfigError: a setting is unusable or contradicts another.
@@ -84,11 +115,34 @@ class CardBankMemory:
         store: dict[str, Any] | None = None,
         selection: str = "none",
         causal: dict[str, Any] | None = None,
+        transfer: dict[str, Any] | None = None,
+        posterior_config: dict[str, Any] | None = None,
+        context: dict[str, Any] | None = None,
+        excluder: dict[str, Any] | None = None,
+        no_card_evidence: dict[str, Any] | None = None,
+        applicability: dict[str, Any] | None = None,
+        evictor: dict[str, Any] | None = None,
     ) -> None:
         self.runtime = runtime
         self.settings = MemorySettings.parse(
             write=write, writer=writer, program_exemplars=program_exemplars, store=store
         )
+        self.read_settings = ReadSideSettings.parse(
+            posterior_config=posterior_config,
+            context=context,
+            excluder=excluder,
+            no_card_evidence=no_card_evidence,
+        )
+        self.transfer = parse_transfer(transfer)
+        self.applicability = ApplicabilitySettings.parse(applicability)
+        if self.applicability.mode == "agentic" and llm is None:
+            raise MemoryConfigError(
+                "memory.applicability.mode=agentic needs memory.llm (it labels the cards)"
+            )
+        if self.transfer.enabled:
+            check_shared_bank(runtime, self.settings)
+        if self.settings.write.cadence != "none":
+            check_bank_writable(Path(runtime.bank_dir))
         authoring = self.settings.writer.authoring_enabled
         writes = self.settings.write.cadence != "none"
         if llm is None and authoring and writes:
@@ -115,6 +169,32 @@ class CardBankMemory:
         self._closed = False
         self._bank_error: str | None = None
         self.reader, self.recorder = self._reader(selection, causal)
+        self.stamper: TrialStamper | None = None
+        if self.reader is not None and writes:
+            self.stamper = TrialStamper(self.store, self.reader.evidence)
+            self.stamper.recover()  # a resumed run stamps what a kill left unstamped
+        self.evictor = self._evictor(EvictorSettings.parse(evictor))
+
+    def _evictor(self, settings: EvictorSettings) -> CausalEvictor | None:
+        """``memory/evictor=causal``: needs the causal ledger and a writing cadence."""
+        if settings.mode == "none" or self.reader is None:
+            return None
+        if self.settings.write.cadence == "none":
+            return None
+
+        def retire(ids: list[str], reason: str, gate: Any) -> list[str]:
+            return retire_cards(
+                self.store,
+                self.ledger,
+                self.tombstones,
+                ids,
+                reason,
+                run_id=self.run_id,
+                still_retirable=gate,
+            )
+
+        run: Retire = retire
+        return CausalEvictor(self.reader, settings, retire=run, task_key=self.runtime.task_key)
 
     def _reader(
         self, selection: str, causal: dict[str, Any] | None
@@ -128,8 +208,33 @@ class CardBankMemory:
             settings = ReaderSettings.parse(causal)
         except (TypeError, ValueError) as exc:
             raise MemoryConfigError(str(exc)) from exc
-        reader = CausalReader(self.runtime, self.store, run_id=self.run_id, settings=settings)
+        rs = self.read_settings
+        settings = dataclasses.replace(
+            settings, posterior=rs.posterior, context=rs.context, excluder=rs.excluder
+        )
+        reader = CausalReader(
+            self.runtime,
+            self.store,
+            run_id=self.run_id,
+            settings=settings,
+            transfer=self.transfer,
+            assessor=self._assessor(),
+        )
         return reader, OutcomeRecorder(reader)
+
+    def _assessor(self) -> ApplicabilityAssessor | None:
+        """The applicability labeller of ``memory/applicability=agentic`` (None for ``none``)."""
+        if self.applicability.mode != "agentic" or self.llm is None:
+            return None
+        rt = self.runtime
+        return ApplicabilityAssessor(
+            self.llm,
+            store=self.store,
+            task=TaskView(rt.task_key, bounded_context(rt.task_description)),
+            settings=self.applicability,
+            usage=self.usage,
+            seed=rt.seed,
+        )
 
     def _librarian(self) -> Librarian:
         assert self.llm is not None
@@ -176,14 +281,16 @@ class CardBankMemory:
         self._observed += 1
         if self.recorder is not None:
             self.recorder.observe(result)
-        if not is_strictly_valid(result):
-            return
-        self._eligible += 1
-        if self.librarian is None:
-            return
-        self.librarian.submit(writer_outcome(result, self.runtime.metrics))
-        if self.settings.write.cadence == "live":
-            self._drain(final=False)
+        if self.stamper is not None:
+            self.stamper.observe(decision_key_id(self.run_id, result.attempt))
+        if is_strictly_valid(result):
+            self._eligible += 1
+            if self.librarian is not None:
+                self.librarian.submit(writer_outcome(result, self.runtime.metrics))
+                if self.settings.write.cadence == "live":
+                    self._drain(final=False)
+        if self.evictor is not None and self.settings.write.cadence == "live":
+            self._retire(self._observed)
 
     def close(self) -> None:
         """Ingest what is queued, audit duplicates, write ``memory_stats.json``. Idempotent.
@@ -199,8 +306,12 @@ class CardBankMemory:
                 self._drain(final=True)
                 self._audit()
         finally:
+            if self.stamper is not None and self._bank_error is None:
+                self.stamper.flush()
             if self.recorder is not None and self.reader is not None:
                 self.reader.release_all()
+                if self.evictor is not None and self._bank_error is None:
+                    self._retire(None)
                 self.recorder.write_ope()
             atomic_write_json(Path(self.runtime.checkpoint_dir) / STATS_FILE, self.stats())
             if self.reader is not None:
@@ -214,6 +325,17 @@ class CardBankMemory:
         except CorruptBankError as exc:
             self._bank_error = str(exc)
             raise
+
+    def _retire(self, outcomes: int | None) -> None:
+        """A retirement sweep on the cadence (``outcomes``) or now (None: at close)."""
+        assert self.evictor is not None
+        try:
+            if outcomes is None:
+                self.evictor.run()
+            else:
+                self.evictor.maybe_run(outcomes)
+        except (BankLockTimeout, LeaseLockTimeoutError) as exc:  # retry at the next sweep
+            log.warning("memory v2 retirement sweep skipped: %s", exc)
 
     def _audit(self) -> None:
         w = self.settings.writer
@@ -230,7 +352,17 @@ class CardBankMemory:
 
     def _read_stats(self) -> dict[str, Any]:
         assert self.reader is not None and self.recorder is not None
-        return {**self.reader.stats(), **self.recorder.stats()}
+        stamps: dict[str, Any] = {**self.stamper.stats()} if self.stamper is not None else {}
+        if self.transfer.enabled:
+            fit = self.reader.transfer_fit
+            stamps["transfer"] = {
+                "strata": fit.strata,
+                "p_help": {k: round(v, 6) for k, v in sorted(fit.p_help.items())},
+                "failure": fit.failure or None,
+            }
+        assessor = self.reader.assessor
+        labels = {"applicability": assessor.summary()} if assessor is not None else {}
+        return {**self.reader.stats(), **self.recorder.stats(), **stamps, **labels}
 
     def stats(self) -> dict[str, Any]:
         """What the write side did in this run (the content of ``memory_stats.json``)."""
@@ -280,4 +412,5 @@ class CardBankMemory:
                 "cost_usd": round(self.usage.cost_usd, 6),
             },
             "duplicate_audit": None if self.audit is None else self.audit.to_dict(),
+            "evictor": {"mode": "none"} if self.evictor is None else self.evictor.stats(),
         }

@@ -4,13 +4,15 @@ Hydra hands the provider plain dicts (``memory.write``, ``memory.writer``,
 ``memory.program_exemplars``, ``memory.store``); ``MemorySettings.parse``
 turns them into frozen records, refusing unknown keys, wrong types, values
 out of range and combinations that contradict each other, each with a
-one-line ``MemoryConfigError`` naming the key.
+one-line ``MemoryConfigError`` naming the key. ``ReadSideSettings.parse``
+does the same for the read side's groups (``memory.posterior_config``,
+``memory/context``, ``memory/excluder``, ``memory/no_card_evidence``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from gigaevo.memory.v2.errors import CardFormatError, MemoryConfigError
@@ -122,6 +124,177 @@ class StoreSettings:
             raise ValueError("lock_timeout_s and authoring_lock_timeout_s must be > 0")
         if self.soft_lock_lifetime_s <= 0:
             raise ValueError("soft_lock_lifetime_s must be > 0")
+
+
+def _positive(name: str, value: float) -> None:
+    if not value > 0:
+        raise ValueError(f"{name} must be > 0, got {value}")
+
+
+@dataclass(frozen=True)
+class PosteriorSettings:
+    """``memory.posterior_config``: priors and measurement model of the heads (MODEL 3-5).
+
+    Attributes:
+        baseline_prior_sd, shared_effect_prior_sd, lineage_block_prior_sd: prior sds of the
+            baseline block, the shared effect block (and contrasts) and every card-lineage
+            block of the immediate and delayed-lineage heads.
+        residual_sd_median, residual_log_sd: log-normal prior of the residual sd sigma.
+        reward_residual_sd_bounds: truncation [low, high] of sigma, 0 < low < high.
+        unknown_measurement_sd: omega of a row whose standard error is unknown.
+        lineage_measurement_sd: omega of every delayed-lineage row.
+        kind_contrast: include the card-kind contrast column kappa (insight -0.5 / program +0.5).
+        invalidity_base_rate: p0, the prior invalid probability of the baseline intercept.
+        invalidity_baseline_prior_sd, invalidity_shared_prior_sd, invalidity_lineage_prior_sd:
+            prior sds of the invalidity head's baseline, shared and lineage blocks.
+    """
+
+    baseline_prior_sd: float = 0.75
+    shared_effect_prior_sd: float = 0.35
+    lineage_block_prior_sd: float = 0.25
+    residual_sd_median: float = 0.20
+    residual_log_sd: float = 0.75
+    reward_residual_sd_bounds: tuple[float, ...] = (0.01, 5.0)
+    unknown_measurement_sd: float = 0.15
+    lineage_measurement_sd: float = 0.15
+    kind_contrast: bool = True
+    invalidity_base_rate: float = 0.05
+    invalidity_baseline_prior_sd: float = 0.15
+    invalidity_shared_prior_sd: float = 0.20
+    invalidity_lineage_prior_sd: float = 0.60
+
+    def __post_init__(self) -> None:
+        for name in (
+            "baseline_prior_sd",
+            "shared_effect_prior_sd",
+            "lineage_block_prior_sd",
+            "residual_sd_median",
+            "residual_log_sd",
+            "invalidity_baseline_prior_sd",
+            "invalidity_shared_prior_sd",
+            "invalidity_lineage_prior_sd",
+        ):
+            _positive(name, getattr(self, name))
+        bounds = self.reward_residual_sd_bounds
+        if len(bounds) != 2 or not 0 < bounds[0] < bounds[1]:
+            raise ValueError(
+                f"reward_residual_sd_bounds must be [low, high] with 0 < low < high, "
+                f"got {list(bounds)}"
+            )
+        for name in ("unknown_measurement_sd", "lineage_measurement_sd"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if not 0 < self.invalidity_base_rate < 1:
+            raise ValueError(
+                f"invalidity_base_rate must lie in (0, 1), got {self.invalidity_base_rate}"
+            )
+
+    @property
+    def residual_sd_bounds(self) -> tuple[float, float]:
+        """(low, high) of the residual sd."""
+        low, high = self.reward_residual_sd_bounds
+        return low, high
+
+
+@dataclass(frozen=True)
+class ContextSettings:
+    """``memory/context``: how the decision context x is built (MODEL section 2).
+
+    Attributes:
+        kind: ``global`` (the only option): task-level fitness, progress and the
+            MAP-Elites behaviour axes of the parent.
+        progress_log_scale: the constant of pi(t) = ln(1 + t) / ln(1 + t + scale).
+        behaviour_transform: ``declared`` uses each axis's declared-domain unit
+            coordinate (the archive's fixed linear or log transform, never live bounds);
+            ``none`` leaves the behaviour axes out of x (K = 0).
+    """
+
+    kind: Literal["global"] = "global"
+    progress_log_scale: float = 100.0
+    behaviour_transform: Literal["declared", "none"] = "declared"
+
+    def __post_init__(self) -> None:
+        _positive("progress_log_scale", self.progress_log_scale)
+
+
+@dataclass(frozen=True)
+class ExcluderSettings:
+    """``memory/excluder``: which cards a decision never proposes.
+
+    ``lineage`` drops every card (with its absorbed aliases) cited on the parent
+    or any of its ancestors, read from the causal ledger's mutation edges and
+    terminals; ``none`` drops nothing (the ablation).
+
+    Attributes:
+        max_depth: with ``lineage``, how many of the most recent mutations of the
+            parent's ancestry are read (1: the one that produced the parent; 2: also
+            the grandparent's; ...); None reads the whole ancestry.
+    """
+
+    kind: Literal["lineage", "none"] = "lineage"
+    max_depth: int | None = None
+
+    def __post_init__(self) -> None:
+        _at_least("max_depth", self.max_depth, 1)
+
+
+@dataclass(frozen=True)
+class NoCardEvidenceSettings:
+    """``memory/no_card_evidence``: ``none`` states that no heuristic no-card evidence is used.
+
+    Control (no-card) outcomes come only from randomised withheld decisions; any
+    other value is refused at startup.
+    """
+
+    kind: Literal["none"] = "none"
+
+
+@dataclass(frozen=True)
+class ReadSideSettings:
+    """The read-side groups: ``memory.posterior_config``, ``memory/context``,
+    ``memory/excluder`` and ``memory/no_card_evidence``."""
+
+    posterior: PosteriorSettings = field(default_factory=PosteriorSettings)
+    context: ContextSettings = field(default_factory=ContextSettings)
+    excluder: ExcluderSettings = field(default_factory=ExcluderSettings)
+    no_card_evidence: NoCardEvidenceSettings = field(default_factory=NoCardEvidenceSettings)
+
+    @classmethod
+    def parse(
+        cls,
+        *,
+        posterior_config: Mapping[str, Any] | None = None,
+        context: Mapping[str, Any] | None = None,
+        excluder: Mapping[str, Any] | None = None,
+        no_card_evidence: Mapping[str, Any] | None = None,
+    ) -> ReadSideSettings:
+        """Validate the four dicts (missing keys take the defaults).
+
+        Raises:
+            MemoryConfigError: an unknown key or a bad value, naming the key.
+        """
+        try:
+            return cls(
+                posterior=from_json(
+                    PosteriorSettings, _mapping(posterior_config), "memory.posterior_config"
+                ),
+                context=from_json(ContextSettings, _mapping(context), "memory.context"),
+                excluder=from_json(ExcluderSettings, _mapping(excluder), "memory.excluder"),
+                no_card_evidence=from_json(
+                    NoCardEvidenceSettings,
+                    _mapping(no_card_evidence),
+                    "memory.no_card_evidence",
+                ),
+            )
+        except CardFormatError as exc:
+            raise MemoryConfigError(str(exc)) from exc
+
+
+def _mapping(raw: Mapping[str, Any] | None) -> Any:
+    """A copy of a settings dict; anything else is passed through for ``from_json`` to refuse."""
+    if raw is None:
+        return {}
+    return dict(raw) if isinstance(raw, Mapping) else raw
 
 
 @dataclass(frozen=True)

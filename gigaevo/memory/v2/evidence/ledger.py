@@ -70,9 +70,22 @@ class SelectionEvidence:
         self._conn: sqlite3.Connection | None = None
         self._failure: LedgerIntegrityError | None = None
         self._cache: dict[str, dict[int, tuple[Any, str]]] = {t: {} for t in db.TABLES}
+        self._last: dict[str, int] = dict.fromkeys(db.TABLES, 0)
+        # derived views (observations, head rows, V) keyed by the last sequence numbers they
+        # were built from; the rows are immutable, so a view is stale only when rows arrive
+        self._memo: dict[str, tuple[tuple[int, ...], Any]] = {}
+        self._applied: dict[str, frozenset[str]] = {}  # program id -> cards cited on its ancestry
 
-    def open(self, *, censor_orphans: bool = True) -> SelectionEvidence:
+    def open(
+        self, *, censor_orphans: bool = True, resume_run: str | None = None
+    ) -> SelectionEvidence:
         """Create or open the ledger, verify every row, censor startup orphans.
+
+        Args:
+            censor_orphans: censor the open decisions of dead sessions.
+            resume_run: the run being resumed: its own orphans stay open (their
+                attempts are re-dispatched and their terminals arrive once);
+                see ``resumable``.
 
         Raises:
             LedgerIntegrityError: a stored row fails its hash or schema check.
@@ -84,7 +97,7 @@ class SelectionEvidence:
         db.create_schema(self._conn)
         self.verify()
         if censor_orphans:
-            self.censor_orphans()
+            self.censor_orphans(keep_run=resume_run)
         return self
 
     def close(self) -> None:
@@ -172,6 +185,56 @@ class SelectionEvidence:
                 raise DuplicateRowError(f"edge {row.edge_id!r} already recorded") from exc
         return stored
 
+    def record_outcome(
+        self, terminal: TerminalRow | None, edge: EdgeRow
+    ) -> tuple[TerminalRow | None, EdgeRow]:
+        """Commit an attempt's terminal (if any) and its mutation edge in one transaction.
+
+        A crash therefore never leaves a terminal without its edge (or the
+        reverse). A decision that already has a terminal keeps it (a resumed
+        attempt) and ``None`` is returned in place of ``terminal``.
+
+        Returns:
+            (the terminal committed or None, the edge as stored with its ordinal).
+
+        Raises:
+            DuplicateRowError: the edge exists (nothing is committed).
+            RowRejectedError: ``terminal`` contradicts its decision (nothing is committed).
+        """
+        with db.immediate(self._db()) as conn:
+            stored_terminal = None
+            if terminal is not None:
+                stored_terminal = self._insert_terminal(conn, terminal)
+            (last,) = conn.execute(
+                "SELECT COALESCE(MAX(ordinal), 0) FROM edges WHERE island = ?", (edge.island,)
+            ).fetchone()
+            stored = dataclasses.replace(edge, ordinal=int(last) + 1)
+            body, sha = db.encode(stored)
+            try:
+                conn.execute(
+                    "INSERT INTO edges (edge_id, island, ordinal, body, sha256)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (stored.edge_id, stored.island, stored.ordinal, body, sha),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise DuplicateRowError(f"edge {edge.edge_id!r} already recorded") from exc
+        return stored_terminal, stored
+
+    def _insert_terminal(self, conn: sqlite3.Connection, row: TerminalRow) -> TerminalRow | None:
+        decision = self._decision_in(conn, row.decision_id)
+        if decision is None:
+            raise RowRejectedError(f"terminal for unknown decision {row.decision_id!r}")
+        check_terminal(decision, row)
+        body, sha = db.encode(row)
+        try:
+            conn.execute(
+                "INSERT INTO terminals (decision_id, body, sha256) VALUES (?, ?, ?)",
+                (row.decision_id, body, sha),
+            )
+        except sqlite3.IntegrityError:
+            return None  # already terminated: the first terminal stands
+        return row
+
     def append_lineage(self, row: LineageRow) -> None:
         """Append a lineage row version; it must be 1 + the root's latest version.
 
@@ -196,8 +259,12 @@ class SelectionEvidence:
                 (row.root_decision_id, row.version, body, sha),
             )
 
-    def censor_orphans(self, reason: str = STARTUP_ORPHAN) -> int:
+    def censor_orphans(self, reason: str = STARTUP_ORPHAN, *, keep_run: str | None = None) -> int:
         """Give every decision without a terminal whose session is dead a censored terminal.
+
+        Args:
+            reason: the censor reason written on each terminal.
+            keep_run: decisions of this run id are left open (a resume).
 
         Returns:
             How many decisions were censored.
@@ -205,7 +272,7 @@ class SelectionEvidence:
         count = 0
         with db.immediate(self._db()) as conn:
             for decision in self._open_decisions_in(conn):
-                if not owner_dead(decision.owner, self.owner):
+                if decision.run_id == keep_run or not owner_dead(decision.owner, self.owner):
                     continue
                 row = censored_terminal(decision, reason)
                 body, sha = db.encode(row)
@@ -225,6 +292,8 @@ class SelectionEvidence:
             LedgerIntegrityError: a row fails its hash or schema check.
         """
         self._cache = {t: {} for t in db.TABLES}
+        self._last = dict.fromkeys(db.TABLES, 0)
+        self._memo = {}
         return sum(len(self._rows(t)) for t in db.TABLES)
 
     def decisions(self) -> tuple[DecisionRow, ...]:
@@ -261,24 +330,105 @@ class SelectionEvidence:
         row: TerminalRow = self._decode("terminals", seq, body, sha, keys)
         return row
 
+    def edge(self, edge_id: str) -> EdgeRow | None:
+        """The mutation edge with this id (the child's program id; hash-checked), or None."""
+        found = (
+            self._db()
+            .execute(
+                "SELECT seq, body, sha256, edge_id, island, ordinal FROM edges WHERE edge_id = ?",
+                (edge_id,),
+            )
+            .fetchone()
+        )
+        if found is None:
+            return None
+        seq, body, sha, *keys = found
+        row: EdgeRow = self._decode("edges", seq, body, sha, keys)
+        return row
+
+    def applied_cards(self, program_id: str, max_depth: int | None = None) -> frozenset[str]:
+        """Card ids cited (frozen terminal cited sets) by the mutations that produced
+        ``program_id`` and each of its ancestors, walking the mutation edges back to a
+        program with no recorded edge (a seed program, or one born before this ledger).
+
+        With ``max_depth`` only the ``max_depth`` most recent mutations of the ancestry are
+        read (1: the one that produced ``program_id``; 2: also its parent's; ...). A
+        program's edge is recorded after its terminal and both are immutable, so the
+        unbounded answer for a program with an edge never changes: it is memoised, and a
+        decision walks only the part of its parent's ancestry not seen before.
+        """
+        chain: list[tuple[str, tuple[str, ...]]] = []
+        seen: set[str] = set()  # a cycle in corrupt topology ends the walk
+        applied: frozenset[str] = frozenset()
+        current = program_id
+        while current and current not in seen:
+            if max_depth is not None and len(chain) >= max_depth:
+                break
+            seen.add(current)
+            known = self._applied.get(current) if max_depth is None else None
+            if known is not None:
+                applied = known
+                break
+            edge = self.edge(current)
+            if edge is None:
+                break
+            decision_id = edge.decision_id or decision_key_id(edge.run_id, edge.attempt)
+            terminal = self.terminal(decision_id)
+            chain.append((current, terminal.cited_ids if terminal is not None else ()))
+            current = edge.parent_id
+        for pid, cited in reversed(chain):
+            if cited:
+                applied = applied | frozenset(cited)
+            if max_depth is None:
+                self._applied[pid] = applied
+        return applied
+
+    def resumable(self, run_id: str) -> tuple[DecisionRow, ...]:
+        """Open decisions of ``run_id`` left by dead sessions (kept open by ``resume_run``)."""
+        return tuple(
+            d
+            for d in self.open_decisions()
+            if d.run_id == run_id and owner_dead(d.owner, self.owner)
+        )
+
     def open_decisions(self) -> tuple[DecisionRow, ...]:
         """Decisions still waiting for their terminal."""
         closed = {t.decision_id for t in self.terminals()}
         return tuple(d for d in self.decisions() if d.decision_id not in closed)
 
     def observations(self) -> tuple[Observation, ...]:
-        """Every decision that has a terminal, with both rows' hashes."""
-        terms = {row.decision_id: (row, sha) for row, sha in self._rows("terminals").values()}
+        """Every decision that has a terminal, with both rows' hashes (in decision order).
+
+        Terminals are read before decisions: a terminal is committed after its decision,
+        so every terminal read has its decision, and the set changes only with terminals.
+        """
+        terminals = self._rows("terminals")
+        decisions = self._rows("decisions")
+        key = (self._last["terminals"],)
+        memo = self._memo.get("observations")
+        if memo is not None and memo[0] == key:
+            cached: tuple[Observation, ...] = memo[1]
+            return cached
+        terms = {row.decision_id: (row, sha) for row, sha in terminals.values()}
         out = []
-        for decision, dsha in self._rows("decisions").values():
+        for decision, dsha in decisions.values():
             if decision.decision_id in terms:
                 term, tsha = terms[decision.decision_id]
                 out.append(Observation(decision, term, dsha, tsha))
+        self._memo["observations"] = (key, tuple(out))
         return tuple(out)
 
     def head_rows(self, head: Head) -> tuple[Observation, ...]:
         """Usefulness-eligible rows of the ``immediate`` or ``invalidity`` head."""
-        return head_rows(self.observations(), head)
+        observations = self.observations()
+        key = (self._last["terminals"],)
+        memo = self._memo.get(f"head:{head}")
+        if memo is not None and memo[0] == key:
+            cached: tuple[Observation, ...] = memo[1]
+            return cached
+        rows = head_rows(observations, head)
+        self._memo[f"head:{head}"] = (key, rows)
+        return rows
 
     def lineage_head_rows(self) -> tuple[tuple[Observation, LineageRow], ...]:
         """Matured lineage rows of usefulness-eligible valid roots (the delayed head)."""
@@ -302,9 +452,20 @@ class SelectionEvidence:
         return counts
 
     def evidence_version(self) -> str:
-        """V over usefulness-eligible rows and each root's latest lineage row."""
+        """V over usefulness-eligible rows and each root's latest lineage row.
+
+        Recomputed only when a terminal or lineage row arrived since the last call.
+        """
+        observations = self.observations()
         latest = [(row.root_decision_id, sha) for row, sha in self._lineage_with_sha(True)]
-        return evidence_version(self.observations(), latest)
+        key = (self._last["terminals"], self._last["lineage"])
+        memo = self._memo.get("version")
+        if memo is not None and memo[0] == key:
+            cached: str = memo[1]
+            return cached
+        version = evidence_version(observations, latest)
+        self._memo["version"] = (key, version)
+        return version
 
     def full_evidence_version(self) -> str:
         """Digest of every row of every table (audit; unlike V it moves with any row)."""
@@ -326,10 +487,10 @@ class SelectionEvidence:
     def _rows(self, table: str) -> dict[int, tuple[Any, str]]:
         """Verified (row, sha) of ``table`` by sequence number, reading only new rows."""
         cache = self._cache[table]
-        last = max(cache, default=0)
         query = db.READ[table]
-        for seq, body, sha, *keys in self._db().execute(query, (last,)):
+        for seq, body, sha, *keys in self._db().execute(query, (self._last[table],)):
             cache[seq] = (self._decode(table, seq, body, sha, keys), sha)
+            self._last[table] = max(self._last[table], seq)
         return cache
 
     def _decode(self, table: str, seq: int, body: str, sha: str, keys: list[Any]) -> Any:
@@ -344,11 +505,16 @@ class SelectionEvidence:
         rows = list(self._rows("lineage").values())
         if not latest:
             return rows
+        key = (self._last["lineage"],)
+        memo = self._memo.get("lineage")
+        if memo is not None and memo[0] == key:
+            return list(memo[1])
         best: dict[str, tuple[LineageRow, str]] = {}
         for row, sha in rows:
             cur = best.get(row.root_decision_id)
             if cur is None or row.version > cur[0].version:
                 best[row.root_decision_id] = (row, sha)
+        self._memo["lineage"] = (key, tuple(best.values()))
         return list(best.values())
 
     def _decision_in(self, conn: sqlite3.Connection, decision_id: str) -> DecisionRow | None:

@@ -111,6 +111,9 @@ class Candidate:
     sd_effect: float | None = None
     p_positive: float | None = None
     mc_se: float | None = None
+    # RAG label the card was decided under (applicable / not_applicable / unassessed);
+    # None when agentic applicability is off (and in rows written before the field)
+    rag: Literal["applicable", "not_applicable", "unassessed"] | None = None
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,9 @@ class DecisionRow:
     r1: float | None = None
     rag_record: str = ""
     created_at: float = 0.0
+    # cards (bank ids) left out of the candidates by the lineage excluder; rows written
+    # before the field existed read back with none
+    excluded_ids: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         treatment = (self.proposed_id, self.z, self.offer, self.rho, self.joint)
@@ -181,6 +187,8 @@ class DecisionRow:
             raise ValueError(f"z must be 0 or 1, got {self.z}")
         if self.proposed_id not in {c.card_id for c in self.universe}:
             raise ValueError(f"proposed id {self.proposed_id!r} is not in the universe")
+        if self.proposed_id in self.excluded_ids:
+            raise ValueError(f"proposed id {self.proposed_id!r} was excluded")
         assert self.rho is not None and self.offer is not None and self.joint is not None
         logged = next((c.rho for c in self.candidates if c.card_id == self.proposed_id), None)
         if logged is None or not math.isclose(logged, self.rho, abs_tol=_TOL):

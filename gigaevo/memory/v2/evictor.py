@@ -1,0 +1,436 @@
+"""Causal retirement of memory=v2 (``memory/evictor=causal``; MODEL section 8).
+
+``CausalEvictor.sweep`` judges every card of this run's task with the reader's
+fitted heads (``causal.retirement``) and leaves one-use ``Verdict``s (V, the
+exact card record). ``CausalEvictor.run`` then deletes through the card store's
+transaction with a ``CardAdmissionGate`` as ``still_retirable``: inside the
+bank lock the gate pops the card's verdict and keeps the card when the evidence
+version moved, an outcome is pending, the card changed, its id or an alias is
+leased, or another task holds positive evidence for it. Deleted cards are
+tombstoned, ledgered as ``retired`` and reported in a ``retired`` event whose
+``retired_card_ids`` is exact.
+
+The provider calls ``maybe_run`` after each observed outcome (every
+``memory.evictor.sweep_every`` outcomes, live cadence) and ``run`` at close.
+Sweeps are sequential posterior checks, not fixed-sample tests: a surviving
+card is judged again at the next sweep with fresh evidence.
+
+The SQLite ledger and the JSON bank are separate stores: between the gate's
+last read of V and the bank write there is a short interval that cannot be
+made atomic. The gate is fail-closed before it, and retired ids are exact.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from gigaevo.memory.v2.cards import Card
+from gigaevo.memory.v2.causal.retirement import (
+    CardSupport,
+    RetirementConfig,
+    RetirementHeads,
+    SupportContext,
+    heads_gate,
+    judge_card,
+    practical_threshold,
+)
+from gigaevo.memory.v2.errors import CardFormatError, MemoryConfigError
+from gigaevo.memory.v2.events import retired_event
+from gigaevo.memory.v2.evidence import Observation, usefulness_eligible
+from gigaevo.memory.v2.reader import CausalReader
+from gigaevo.memory.v2.records import from_json, to_json
+
+log = logging.getLogger(__name__)
+
+EVICTOR_MODES = ("causal", "none")
+VETO_MASS = 3.0  # foreign-task help-weighted evidence mass that vetoes a deletion
+VETO_SHARE = 0.5  # ... together with a help share above this
+
+Retire = Callable[[list[str], str, Callable[[Card], bool]], list[str]]
+
+
+@dataclass(frozen=True)
+class EvictorSettings:
+    """``memory.evictor.*`` (``memory/evictor=causal|none``).
+
+    ``max_viability_probability`` is ``${memory.causal.alpha}`` in the config: the
+    safety constraint's alpha, one number. ``sweep_every``: observed outcomes
+    between sweeps. ``allow_cross_task`` must stay false for causal retirement.
+    """
+
+    mode: Literal["causal", "none"] = "none"
+    min_treated: int = 2
+    min_global_control: int = 2
+    min_contexts: int = 2
+    min_assessable: int = 2
+    practical_effect_quantile: float = 0.10
+    retirement_draws: int = 4096
+    wilson_z: float = 1.96
+    safety_tolerance: float = 1e-8
+    max_viability_probability: float = 0.10
+    sweep_every: int = 50
+    allow_cross_task: bool = False
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any] | None) -> EvictorSettings:
+        """Validated settings; every error is one line naming ``memory.evictor.<key>``.
+
+        Raises:
+            MemoryConfigError: an unknown key, a wrong type or a value out of range.
+        """
+        try:
+            s = from_json(cls, dict(raw or {}), "memory.evictor")
+        except CardFormatError as exc:
+            raise MemoryConfigError(str(exc)) from exc
+        if s.mode not in EVICTOR_MODES:
+            raise MemoryConfigError(f"memory.evictor.mode must be one of {list(EVICTOR_MODES)}")
+        if s.sweep_every < 1:
+            raise MemoryConfigError(f"memory.evictor.sweep_every must be >= 1, got {s.sweep_every}")
+        if s.mode == "causal" and s.allow_cross_task:
+            raise MemoryConfigError(
+                "memory.evictor.allow_cross_task=true: production causal retirement requires "
+                "false (retirement evidence is not identified per source task)"
+            )
+        try:
+            s.retirement(delta=0.10, alpha=0.10)
+        except ValueError as exc:
+            raise MemoryConfigError(f"memory.evictor.{exc}") from exc
+        return s
+
+    def retirement(self, *, delta: float, alpha: float) -> RetirementConfig:
+        """The pure statistics' constants, with the safety constraint's delta and alpha."""
+        return RetirementConfig(
+            min_treated=self.min_treated,
+            min_global_control=self.min_global_control,
+            min_contexts=self.min_contexts,
+            min_assessable=self.min_assessable,
+            practical_effect_quantile=self.practical_effect_quantile,
+            retirement_draws=self.retirement_draws,
+            wilson_z=self.wilson_z,
+            safety_tolerance=self.safety_tolerance,
+            max_viability_probability=self.max_viability_probability,
+            delta=delta,
+            alpha=alpha,
+        )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One-use permission to delete one exact card revision under one evidence version."""
+
+    card_id: str
+    evidence_version: str
+    snapshot: str  # card_digest of the judged record
+
+
+def card_digest(card: Card) -> str:
+    """SHA-256 of the card's whole record (any change, e.g. a pooled outcome, moves it)."""
+    text = json.dumps(to_json(card), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def foreign_support(card: Card, task_key: str) -> dict[str, tuple[float, float]]:
+    """Per other task: (help-weighted evidence mass, help share) of the card's evidence.
+
+    Evidence items are the card's pooled outcomes and its usefulness-eligible use
+    trials (stamped only for withheld controls and cited deliveries). An outcome
+    helps when its normalised gain is positive, a trial when it succeeded (valid
+    and g > 0); the mass counts helping items.
+    """
+    items: dict[str, list[bool]] = {}
+    for ev in card.evidence:
+        items.setdefault(ev.task_key, []).append(ev.normalised_gain > 0)
+    for t in card.use_trials:  # stamped only for usefulness-eligible terminals
+        items.setdefault(t.task_key, []).append(t.success)
+    return {
+        task: (float(sum(helps)), sum(helps) / len(helps))
+        for task, helps in items.items()
+        if task != task_key and helps
+    }
+
+
+def foreign_veto(card: Card, task_key: str) -> str:
+    """The other task whose positive evidence vetoes deleting ``card`` ("" for none)."""
+    for task, (mass, share) in sorted(foreign_support(card, task_key).items()):
+        if mass >= VETO_MASS and share > VETO_SHARE:
+            return task
+    return ""
+
+
+@dataclass
+class EvictorCounts:
+    """What the evictor did in this process (``memory_stats.json``)."""
+
+    sweeps: int = 0
+    judged: int = 0
+    evaluations: int = 0
+    verdicts: int = 0
+    retired: int = 0
+    disabled: int = 0
+    sweep_seconds: float = 0.0
+    keep_reasons: Counter[str] = field(default_factory=Counter)
+    gate: Counter[str] = field(default_factory=Counter)
+
+
+class CardAdmissionGate:
+    """The last check, run on the newest card revision inside the bank transaction.
+
+    Consumes (pops) the card's verdict. Keeps the card (False) on: no verdict
+    (never judged, or already consumed), a changed evidence version, a pending
+    outcome, a changed card record, a live lease on its id or any alias, or a
+    foreign-task positive-evidence veto. Every keep is counted by reason.
+    """
+
+    def __init__(self, evictor: CausalEvictor) -> None:
+        self.evictor = evictor
+
+    def __call__(self, card: Card) -> bool:
+        ev = self.evictor
+        verdict = ev.verdicts.pop(card.id, None)
+        reason = self._rescue(card, verdict)
+        ev.counts.gate[reason or "deleted"] += 1
+        return not reason
+
+    def _rescue(self, card: Card, verdict: Verdict | None) -> str:
+        ev = self.evictor
+        if verdict is None:
+            return "no_verdict"
+        if ev.reader.evidence.evidence_version() != verdict.evidence_version:
+            return "rescued_evidence_changed"
+        ids = (card.id, *card.aliases)
+        if ev.pending(ids):
+            return "rescued_pending"
+        if card_digest(card) != verdict.snapshot:
+            return "rescued_card_changed"
+        if ev.reader.leases.pending(ids):
+            return "skipped_leased"
+        if foreign_veto(card, ev.task_key):
+            return "skipped_foreign_veto"
+        return ""
+
+
+class CausalEvictor:
+    """Sweeps and gated deletions for one run (see the module docstring).
+
+    Args:
+        reader: the causal reader (ledger, leases, fitted heads, reward bounds).
+        settings: ``memory.evictor``.
+        retire: deletes ids in one bank transaction, asking the gate about each
+            (``librarian.retire_cards`` bound to the run's store, ledger, tombstones).
+        task_key: this run's task; empty refuses retirement (warned once).
+    """
+
+    def __init__(
+        self, reader: CausalReader, settings: EvictorSettings, *, retire: Retire, task_key: str
+    ) -> None:
+        self.reader = reader
+        self.settings = settings
+        policy = reader.settings.policy
+        self.config = settings.retirement(delta=policy.delta, alpha=policy.alpha)
+        self.retire = retire
+        self.task_key = task_key
+        self.verdicts: dict[str, Verdict] = {}
+        self.counts = EvictorCounts()
+        self.version = ""
+        self._warned: set[str] = set()
+        self._heads: tuple[object, RetirementHeads] | None = None
+
+    # -- cadence ---------------------------------------------------------------
+    def maybe_run(self, outcomes: int) -> list[str]:
+        """``run`` every ``sweep_every`` observed outcomes; the ids deleted."""
+        if outcomes % self.settings.sweep_every:
+            return []
+        return self.run()
+
+    def run(self) -> list[str]:
+        """Sweep, then delete the judged cards through the gate; the ids deleted."""
+        self.sweep()
+        if not self.verdicts:
+            return []
+        judged = sorted(self.verdicts)
+        gate = CardAdmissionGate(self)
+        before = Counter(self.counts.gate)
+        removed = self.retire(
+            judged, f"causal retirement (evidence version {self.version[:12]})", gate
+        )
+        self.verdicts.clear()  # one use: whatever the gate did not consume is void
+        self.counts.retired += len(removed)
+        kept = self.counts.gate - before
+        kept.pop("deleted", None)
+        retired_event(
+            self.reader.events,
+            removed,
+            evidence_version=self.version,
+            verdicts=len(judged),
+            kept=kept,
+        )
+        return removed
+
+    # -- sweep -----------------------------------------------------------------
+    def sweep(self) -> dict[str, Verdict]:
+        """Judge every card of the task; the fresh one-use verdicts (old ones are cleared)."""
+        started = time.perf_counter()
+        self.verdicts.clear()
+        self.counts.sweeps += 1
+        try:
+            self._sweep()
+        finally:
+            self.counts.sweep_seconds += time.perf_counter() - started
+        return dict(self.verdicts)
+
+    def _sweep(self) -> None:
+        if not self.task_key:
+            self._disable("empty task key: retirement refused (never a wildcard)")
+            return
+        store = self.reader.store
+        store.refresh()
+        if any(not c.task_key for c in store.cards()):
+            self._warn_once(
+                "legacy cards without a task key are never retirement candidates "
+                "(restamp them with their task key)"
+            )
+        cards = sorted(store.cards(task_key=self.task_key), key=lambda c: c.id)
+        if not cards:
+            return
+        fitted = self.reader.fitted_heads(cards)
+        if fitted is None:  # no usefulness-eligible row yet: nothing to judge
+            return
+        if fitted[1].immediate is None or fitted[1].invalidity is None:
+            self._disable(f"posterior fit failed ({fitted[1].failure}): no verdicts")
+            return
+        version, fit = fitted
+        assert fit.immediate is not None and fit.invalidity is not None
+        if self._heads is None or self._heads[0] is not fit:  # reuse projections until a refit
+            self._heads = (
+                fit,
+                RetirementHeads(fit.space, fit.immediate, fit.invalidity, fit.lineage),
+            )
+        heads = self._heads[1]
+        reason = heads_gate(heads, self.config.alpha)
+        if reason:
+            self._disable(f"retirement disabled: {reason}")
+            return
+        self.version = version
+        rows = self.reader.evidence.head_rows("invalidity")
+        controls = [self._gain(o) for o in rows if o.z == 0 and o.valid]
+        theta = practical_threshold(
+            controls, self.config.min_global_control, self.config.practical_effect_quantile
+        )
+        treated: dict[str, list[Observation]] = {}
+        for o in rows:
+            if o.cited:
+                treated.setdefault(o.decision.proposed_id or "", []).append(o)
+        pending = self.pending_by_proposal()
+        for card in cards:
+            self.counts.judged += 1
+            ids = (card.id, *card.aliases)
+            out = judge_card(
+                heads,
+                self.support(card, [o for i in ids for o in treated.get(i, ())], pending),
+                n_controls=len(controls),
+                theta=theta,
+                evidence_version=version,
+                cfg=self.config,
+            )
+            self.counts.evaluations += len(out.evaluations)
+            if out.retire:
+                self.verdicts[card.id] = Verdict(card.id, version, card_digest(card))
+                self.counts.verdicts += 1
+            else:
+                self.counts.keep_reasons[_reason_key(out.reason)] += 1
+
+    def _disable(self, reason: str) -> None:
+        self.counts.disabled += 1
+        self._warn_once(reason)
+
+    def _warn_once(self, message: str) -> None:
+        if message not in self._warned:
+            self._warned.add(message)
+            log.warning("memory v2 evictor: %s", message)
+
+    # -- evidence --------------------------------------------------------------
+    def _gain(self, obs: Observation) -> float:
+        r = self.reader.causal_reward
+        return r.normalise_gain(obs.decision.context.parent_fitness, float(obs.terminal.gain or 0))
+
+    def support(
+        self, card: Card, treated: Sequence[Observation], pending: Counter[str]
+    ) -> CardSupport:
+        """The support of ``card``'s lineage from its cited treated rows (all its ids)."""
+        latest: dict[tuple[int, tuple[int, ...]], Observation] = {}
+        for o in sorted(treated, key=lambda o: (o.decision.attempt, o.decision.decision_id)):
+            ctx = o.decision.context
+            latest[(ctx.island, tuple(ctx.cell))] = o
+        reward = self.reader.causal_reward
+        contexts = tuple(
+            SupportContext(
+                island,
+                cell,
+                tuple(o.decision.context.features),
+                reward.feasible_interval(o.decision.context.parent_fitness),
+            )
+            for (island, cell), o in latest.items()
+        )
+        n_pending = sum(pending[i] for i in {card.id, *card.aliases})
+        return CardSupport(card.id, card.id, card.kind, n_pending, len(treated), contexts)
+
+    def pending_by_proposal(self) -> Counter[str]:
+        """Per proposed id: pending immediate (no terminal) plus lineage (unmatured) outcomes.
+
+        A lineage outcome is pending while a usefulness-eligible valid root (either
+        arm) has no lineage row yet or its latest row is ``pending``.
+        """
+        evidence = self.reader.evidence
+        counts: Counter[str] = Counter(evidence.pending_by_proposal())
+        matured = {r.root_decision_id for r in evidence.lineage() if r.status != "pending"}
+        for o in evidence.observations():
+            pid = o.decision.proposed_id
+            if pid and usefulness_eligible(o) and o.valid and o.decision.decision_id not in matured:
+                counts[pid] += 1
+        return counts
+
+    def pending(self, ids: Sequence[str]) -> int:
+        """Pending outcomes on any of ``ids`` (re-read from the ledger)."""
+        counts = self.pending_by_proposal()
+        return sum(counts[i] for i in set(ids))
+
+    def stats(self) -> dict[str, Any]:
+        c = self.counts
+        return {
+            "mode": "causal",
+            "sweeps": c.sweeps,
+            "cards_judged": c.judged,
+            "viability_evaluations": c.evaluations,
+            "verdicts": c.verdicts,
+            "retired": c.retired,
+            "disabled_sweeps": c.disabled,
+            "sweep_seconds": round(c.sweep_seconds, 6),
+            "keep_reasons": dict(sorted(c.keep_reasons.items())),
+            "gate": dict(sorted(c.gate.items())),
+            "max_viability_probability": self.config.max_viability_probability,
+        }
+
+
+def _reason_key(reason: str) -> str:
+    """A keep reason without its numbers, for counting."""
+    for key in (
+        "pending",
+        "min_treated",
+        "min_global_control",
+        "min_contexts",
+        "min_assessable",
+        "invalid gain bounds",
+        "safety integration",
+        "prediction",
+        "viable",
+    ):
+        if key in reason:
+            return key.replace(" ", "_")
+    return "other"

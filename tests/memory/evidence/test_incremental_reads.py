@@ -1,0 +1,89 @@
+"""Steady-state reads are incremental, yet every row is hash-checked when first read."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from gigaevo.memory.v2.evidence import (
+    EVIDENCE_FILE,
+    LedgerIntegrityError,
+    LineageRow,
+    SelectionEvidence,
+)
+from gigaevo.memory.v2.evidence.queries import evidence_version, head_rows
+from tests.memory.evidence.factories import make_decision, make_terminal
+
+
+def _add(ledger: SelectionEvidence, attempt: int, z: int | None, run: str = "run") -> None:
+    d = make_decision(attempt, z=z, run_id=run)
+    ledger.append_decision(d)
+    ledger.append_terminal(make_terminal(d))
+
+
+def _fresh_views(ledger: SelectionEvidence) -> tuple[object, ...]:
+    """The views computed from scratch on a re-verified copy (no memo)."""
+    other = SelectionEvidence(ledger.path.parent).open(censor_orphans=False)
+    obs = other.observations()
+    return (
+        obs,
+        head_rows(obs, "invalidity"),
+        head_rows(obs, "immediate"),
+        other.evidence_version(),
+    )
+
+
+def test_views_are_reused_until_a_terminal_or_lineage_row_lands(
+    ledger: SelectionEvidence,
+) -> None:
+    for a in range(6):
+        _add(ledger, a, z=a % 2)
+    rows = ledger.head_rows("invalidity")
+    version = ledger.evidence_version()
+    assert ledger.head_rows("invalidity") is rows  # nothing new: the same object
+    # a decision without a terminal changes neither the rows nor V
+    ledger.append_decision(make_decision(50, z=0))
+    assert ledger.head_rows("invalidity") is rows and ledger.evidence_version() == version
+    # a new eligible terminal (written by another session) moves both
+    other = SelectionEvidence(ledger.path.parent).open(censor_orphans=False)
+    _add(other, 60, z=0, run="other")
+    assert len(ledger.head_rows("invalidity")) == len(rows) + 1
+    assert ledger.evidence_version() != version
+    version = ledger.evidence_version()
+    # a lineage row moves V but not the head rows
+    rows = ledger.head_rows("invalidity")
+    other.append_lineage(LineageRow(rows[0].decision.decision_id, 1, "pending", 3, 32))
+    assert ledger.evidence_version() != version
+    assert ledger.head_rows("invalidity") is rows
+    # and the memoised views equal a from-scratch computation
+    fresh = _fresh_views(ledger)
+    assert ledger.observations() == fresh[0]
+    assert ledger.head_rows("invalidity") == fresh[1]
+    assert ledger.head_rows("immediate") == fresh[2]
+    assert ledger.evidence_version() == fresh[3]
+    latest = [(r.root_decision_id, sha) for r, sha in ledger._lineage_with_sha(True)]
+    assert ledger.evidence_version() == evidence_version(ledger.observations(), latest)
+
+
+def test_row_written_after_caching_is_verified_on_first_read(
+    ledger: SelectionEvidence, tmp_path: Path
+) -> None:
+    _add(ledger, 0, z=0)
+    ledger.evidence_version()  # everything so far is cached
+    other = SelectionEvidence(tmp_path).open(censor_orphans=False)
+    _add(other, 1, z=0, run="other")
+    # corrupt the new terminal before this session has read it
+    conn = sqlite3.connect(tmp_path / EVIDENCE_FILE, isolation_level=None)
+    conn.execute("DROP TRIGGER terminals_no_UPDATE")
+    seq, body = conn.execute("SELECT seq, body FROM terminals ORDER BY seq DESC LIMIT 1").fetchone()
+    data = json.loads(body)
+    data["created_at"] = 99.0
+    conn.execute("UPDATE terminals SET body = ? WHERE seq = ?", (json.dumps(data), seq))
+    conn.close()
+    with pytest.raises(LedgerIntegrityError, match="hash mismatch"):
+        ledger.evidence_version()
+    with pytest.raises(LedgerIntegrityError):  # the instance stays stopped
+        ledger.head_rows("invalidity")
