@@ -28,7 +28,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from gigaevo.memory.v2.cards import Card
@@ -60,23 +60,18 @@ Retire = Callable[[list[str], str, Callable[[Card], bool]], list[str]]
 class EvictorSettings:
     """``memory.evictor.*`` (``memory/evictor=causal|none``).
 
+    The config keeps every key flat under ``memory.evictor``; the statistical
+    constants (``RetirementConfig``'s fields but the safety constraint's
+    ``delta`` and ``alpha``, with its defaults) are gathered into ``rules``.
     ``max_viability_probability`` is ``${memory.causal.alpha}`` in the config: the
     safety constraint's alpha, one number. ``sweep_every``: observed outcomes
     between sweeps. ``allow_cross_task`` must stay false for causal retirement.
     """
 
     mode: Literal["causal", "none"] = "none"
-    min_treated: int = 2
-    min_global_control: int = 2
-    min_contexts: int = 2
-    min_assessable: int = 2
-    practical_effect_quantile: float = 0.10
-    retirement_draws: int = 4096
-    wilson_z: float = 1.96
-    safety_tolerance: float = 1e-8
-    max_viability_probability: float = 0.10
     sweep_every: int = 50
     allow_cross_task: bool = False
+    rules: RetirementConfig = field(default_factory=RetirementConfig)
 
     @classmethod
     def parse(cls, raw: dict[str, Any] | None) -> EvictorSettings:
@@ -85,10 +80,23 @@ class EvictorSettings:
         Raises:
             MemoryConfigError: an unknown key, a wrong type or a value out of range.
         """
+        raw = dict(raw or {})
+        rule_keys = set(RetirementConfig.__dataclass_fields__) - {"delta", "alpha"}
+        allowed = sorted(rule_keys | set(cls.__dataclass_fields__) - {"rules"})
+        unknown = sorted(set(raw) - set(allowed))
+        if unknown:
+            raise MemoryConfigError(
+                f"memory.evictor: unknown key {unknown[0]!r} (allowed: {allowed})"
+            )
+        rules = {k: raw.pop(k) for k in sorted(rule_keys & set(raw))}
         try:
-            s = from_json(cls, dict(raw or {}), "memory.evictor")
-        except CardFormatError as exc:
-            raise MemoryConfigError(str(exc)) from exc
+            s = from_json(cls, raw, "memory.evictor")
+            parsed = from_json(RetirementConfig, rules, "memory.evictor")
+        except CardFormatError as exc:  # a range error reads "memory.evictor: <key> must ..."
+            raise MemoryConfigError(
+                str(exc).replace("memory.evictor: ", "memory.evictor.", 1)
+            ) from exc
+        s = replace(s, rules=parsed)
         if s.mode not in EVICTOR_MODES:
             raise MemoryConfigError(f"memory.evictor.mode must be one of {list(EVICTOR_MODES)}")
         if s.sweep_every < 1:
@@ -98,27 +106,11 @@ class EvictorSettings:
                 "memory.evictor.allow_cross_task=true: production causal retirement requires "
                 "false (retirement evidence is not identified per source task)"
             )
-        try:
-            s.retirement(delta=0.10, alpha=0.10)
-        except ValueError as exc:
-            raise MemoryConfigError(f"memory.evictor.{exc}") from exc
         return s
 
     def retirement(self, *, delta: float, alpha: float) -> RetirementConfig:
         """The pure statistics' constants, with the safety constraint's delta and alpha."""
-        return RetirementConfig(
-            min_treated=self.min_treated,
-            min_global_control=self.min_global_control,
-            min_contexts=self.min_contexts,
-            min_assessable=self.min_assessable,
-            practical_effect_quantile=self.practical_effect_quantile,
-            retirement_draws=self.retirement_draws,
-            wilson_z=self.wilson_z,
-            safety_tolerance=self.safety_tolerance,
-            max_viability_probability=self.max_viability_probability,
-            delta=delta,
-            alpha=alpha,
-        )
+        return replace(self.rules, delta=delta, alpha=alpha)
 
 
 @dataclass(frozen=True)
