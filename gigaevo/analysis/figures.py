@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from gigaevo.analysis.memory import offer_counts
 from gigaevo.analysis.programs import lineage
 from gigaevo.analysis.run import Run
 
@@ -154,6 +155,69 @@ def card_bank(run: Run) -> Figure:
         top = cards.nlargest(15, "n_evidence").set_index("id")["n_evidence"]
         top.sort_values().plot.barh(ax=right, color="C2")
     right.set_title("Evidence per card")
+    return fig
+
+
+def memory_decisions(run: Run) -> Figure:
+    """The read side over attempts: cumulative abstain / offer / withhold, and the control share."""
+    fig = Figure(figsize=(9, 3.5), layout="constrained")
+    if run.evidence.empty:
+        return _empty(fig, "no causal ledger (memory=none or selection=none)")
+    counts = offer_counts(run.evidence)
+    left, right = fig.subplots(1, 2)
+    for action, color in (("abstain", "grey"), ("offer", "C0"), ("withhold", "C1")):
+        left.step(counts["attempt"], counts[action], where="post", color=color, label=action)
+    left.set(xlabel="attempt", ylabel="decisions so far", title="Decisions by action")
+    left.legend(fontsize=8)
+    right.plot(counts["attempt"], counts["control_share"], color="C1", label="withheld share")
+    offers = run.evidence.decisions["offer"].dropna()
+    if len(offers):
+        right.axhline(1 - float(offers.mean()), ls="--", color="grey", label="configured 1 - e")
+    right.set(xlabel="attempt", ylabel="withheld / randomised", ylim=(0, 1))
+    right.set_title("Control share of the randomised decisions")
+    right.legend(fontsize=8)
+    return fig
+
+
+def card_usage(run: Run) -> Figure:
+    """Per card: withheld controls, offered but uncited, offered and cited."""
+    fig = Figure(figsize=(8, 3.5), layout="constrained")
+    effects = run.card_effects()
+    effects = effects[effects["n_proposed"] > 0]
+    if effects.empty:
+        return _empty(fig, "no card was ever proposed")
+    ax = fig.subplots()
+    top = effects.head(20).iloc[::-1]
+    parts = {
+        "withheld (control)": top["n_withheld"],
+        "offered, not cited": top["n_offered"] - top["n_cited"],
+        "offered and cited": top["n_cited"],
+    }
+    left = np.zeros(len(top))
+    for (label, values), color in zip(parts.items(), ("C1", "C7", "C0"), strict=True):
+        ax.barh(top["card_id"], values, left=left, label=label, color=color)
+        left += values.to_numpy(dtype=float)
+    ax.set(xlabel="decisions proposing the card", title="Card usage")
+    ax.legend(fontsize=8, loc="lower right")
+    return fig
+
+
+def posterior_effects(run: Run) -> Figure:
+    """Posterior effect per card (mean and ~95 % interval) logged at its latest proposal."""
+    fig = Figure(figsize=(8, 3.5), layout="constrained")
+    effects = run.card_effects().dropna(subset=["mean_effect"])
+    if effects.empty:
+        return _empty(fig, "no posterior effect logged yet (no card proposed)")
+    ax = fig.subplots()
+    top = effects.head(20).iloc[::-1]
+    y = np.arange(len(top))
+    err = np.vstack([top["mean_effect"] - top["ci_low"], top["ci_high"] - top["mean_effect"]])
+    ax.errorbar(top["mean_effect"], y, xerr=err, fmt="o", color="C0", capsize=3)
+    ax.axvline(0.0, color="grey", lw=1)
+    labels = [f"{c} (P>0 {p:.2f})" for c, p in zip(top["card_id"], top["p_positive"], strict=True)]
+    ax.set_yticks(y, labels, fontsize=8)
+    ax.set(xlabel="effect Delta = q1 - q0 (normalised gain)")
+    ax.set_title("Posterior effect per card (mean -/+ 1.96 sd, latest proposal)")
     return fig
 
 

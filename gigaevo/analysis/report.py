@@ -21,12 +21,14 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from gigaevo.analysis import figures
+from gigaevo.analysis.memory import retirement_sweeps
 from gigaevo.analysis.run import Run, load_run
 from gigaevo.analysis.sweep import (
     compare_arms,
     find_jobs,
     is_run_dir,
     load_sweep,
+    paired_difference,
     varying_overrides,
 )
 
@@ -77,6 +79,18 @@ class _Page:
         return path
 
 
+SWEEP_MEMORY_COLUMNS = [
+    "memory.decisions",
+    "memory.offered",
+    "memory.withheld",
+    "memory.abstained",
+    "memory.cited",
+    "memory.itt_dr",
+    "memory.itt_ci_low",
+    "memory.itt_ci_high",
+]
+
+
 def _summary_table(run: Run) -> pd.DataFrame:
     keep = [
         "problem",
@@ -124,6 +138,8 @@ def _run_sections(page: _Page, run: Run) -> None:
         page.table(calls.agg(calls=("time", "size"), latency_s=("latency_s", "mean")).reset_index())
     if len(run.cards) or len(run.write_ledger):
         _memory_sections(page, run)
+    if not run.evidence.empty or len(run.memory_events) or len(run.ope_summary):
+        _read_side_sections(page, run)
 
 
 def _memory_sections(page: _Page, run: Run) -> None:
@@ -134,6 +150,75 @@ def _memory_sections(page: _Page, run: Run) -> None:
         page.text(f"Residual duplicate rate: {audit['residual_duplicate_rate']:.3f}")
     cols = ["id", "kind", "revision", "n_evidence", "mean_gain", "description"]
     page.table(run.cards[cols].sort_values("n_evidence", ascending=False).head(30))
+
+
+OPE_KEYS = [
+    "estimand",
+    "units",
+    "n",
+    "n_treated",
+    "n_control",
+    "dr",
+    "se",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "ips",
+    "ips_outside_ci",
+    "low_power",
+    "propensity_warning",
+    "insufficient_data",
+    "decisions",
+    "abstained",
+    "cited",
+]
+
+
+def _gates_table(row: pd.Series) -> pd.DataFrame:
+    """``gates.<name>.<field>`` entries of the OPE summary as one row per gate."""
+    gates: dict[str, dict[str, object]] = {}
+    for key, value in row.items():
+        parts = str(key).split(".")
+        if len(parts) == 3 and parts[0] == "gates":
+            gates.setdefault(parts[1], {})[parts[2]] = value
+    cols = ["gate", "pi", "value", "se", "ci_low", "ci_high", "ess", "max_weight", "n"]
+    rows = [{c: g.get(c) for c in cols} | {"gate": name} for name, g in gates.items()]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _read_side_sections(page: _Page, run: Run) -> None:
+    page.heading("Memory: decisions, offers and controls (read side)")
+    counts = run.memory_counts()
+    page.table(pd.DataFrame([counts]).drop(columns=["itt_dr", "itt_ci_low", "itt_ci_high"]))
+    page.figure(figures.memory_decisions(run), "memory_decisions")
+    page.heading("Memory: card usage and posterior effect per card")
+    page.figure(figures.card_usage(run), "card_usage")
+    page.figure(figures.posterior_effects(run), "card_effects")
+    page.text(
+        "Effect: the posterior summary of Delta = q1 - q0 (normalised gain) that the policy "
+        "logged at each card's latest proposal; interval mean -/+ 1.96 sd."
+    )
+    cols = ["card_id", "n_proposed", "n_offered", "n_withheld", "n_cited", "mean_effect"]
+    cols += ["ci_low", "ci_high", "p_positive", "in_bank"]
+    page.table(run.card_effects()[cols].head(30).round(4))
+    page.heading("Memory: off-policy evaluation (ope_summary.json)")
+    if run.ope_summary.empty:
+        page.text("missing: ope_summary.json", "warn")
+    else:
+        row = run.ope_summary.iloc[0]
+        keys = [(k, row[k]) for k in OPE_KEYS if k in row]
+        page.table(pd.DataFrame(keys, columns=["key", "value"]))
+        gates = _gates_table(row)
+        if len(gates):
+            page.text("Conditional-offer AIPW of fixed offer gates (MODEL 7):")
+            page.table(gates)
+    page.heading("Memory: retirements")
+    gone = run.retirements()
+    sweeps = retirement_sweeps(run.memory_events)
+    if gone.empty:
+        page.text(f"No card was retired in this run ({sweeps} retirement sweep event(s)).")
+    else:
+        page.table(gone)
 
 
 def run_report(run_dir: Path, out: Path) -> Path:
@@ -152,6 +237,7 @@ def sweep_report(sweep_dir: Path, out: Path) -> Path:
     page.heading(f"Jobs ({len(sweep)})")
     cols = ["job", "finished", *by]
     cols += [c for c in ("best_fitness", "initial_fitness", "n_mutants", "n_invalid") if c in sweep]
+    cols += [c for c in SWEEP_MEMORY_COLUMNS if c in sweep]
     page.table(sweep[cols])
     # seeds are replicates: an arm is every other varying override (seed alone if nothing else)
     arms = [c for c in by if c != "override.seed"] or by
@@ -159,6 +245,17 @@ def sweep_report(sweep_dir: Path, out: Path) -> Path:
         page.heading("Best fitness by " + ", ".join(c.removeprefix("override.") for c in arms))
         page.table(compare_arms(sweep, arms))
         page.text("Interval: 95% Student-t interval of the mean over jobs.")
+        if "override.memory" in arms and "override.seed" in sweep:
+            others = [c for c in arms if c not in ("override.memory", "override.pipeline")]
+            page.heading("Paired difference v2 - none (same seeds)")
+            page.table(paired_difference(sweep, by=others or None))
+            page.text("Mean over seeds of best(v2) - best(none), 95% Student-t interval.")
+        memory = [c for c in SWEEP_MEMORY_COLUMNS if c in sweep]
+        if memory:
+            names = ", ".join(c.removeprefix("override.") for c in arms)
+            page.heading(f"Memory read side by {names}")
+            page.table(sweep.groupby(arms, dropna=False)[memory].mean().reset_index().round(4))
+            page.text("Means over jobs; NA for jobs without a read side (memory=none).")
     runs = {str(p.relative_to(sweep_dir)): load_run(p) for p in find_jobs(sweep_dir)}
     curves = {job: r.best_so_far() for job, r in runs.items() if not r.programs.empty}
     higher = next((r.higher_is_better for r in runs.values()), True)

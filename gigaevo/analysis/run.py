@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from gigaevo.analysis._files import parse_overrides, read_json, read_yaml
+from gigaevo.analysis.evidence import EVIDENCE_FILE, Evidence, empty_evidence, load_evidence
 from gigaevo.analysis.ledgers import (
     load_card_evidence,
     load_cards,
@@ -20,12 +21,23 @@ from gigaevo.analysis.ledgers import (
     load_summary,
     load_write_ledger,
 )
+from gigaevo.analysis.memory import (
+    EVENTS_FILE,
+    OPE_FILE,
+    card_effects,
+    load_memory_events,
+    load_ope_summary,
+    memory_counts,
+    retirements,
+)
 from gigaevo.analysis.programs import archive_frame, programs_frame, read_store
 from gigaevo.problems import ProblemError, load_problem
 
 # files every finished run writes; a run without them is still going or crashed
 CORE_FILES = ("programs.sqlite3", "events.jsonl", "summary.json", "config.yaml")
 MEMORY_FILES = ("cards.json", "write_ledger.jsonl", "memory_stats.json")
+# written by the read side (memory=v2 with memory.selection=causal)
+READ_SIDE_FILES = (EVIDENCE_FILE, EVENTS_FILE, OPE_FILE)
 
 
 @dataclass
@@ -44,7 +56,12 @@ class Run:
         overrides: the command's overrides, ``{key: value}``.
         meta: the store's meta values (``identity``, ``state``, ...).
         scratchpad: the text of ``.agent/scratchpad.md``, or None.
-        missing: expected files that are absent (memory files only for memory=v2).
+        evidence: the causal ledger (``load_evidence``: decisions, candidates,
+            terminals, edges, lineage).
+        memory_events: ``load_memory_events``; ope_summary:
+            ``load_ope_summary`` (one row, empty when missing).
+        missing: expected files that are absent (memory files only for
+            memory=v2, read-side files only with ``memory.selection=causal``).
         warnings: what could not be read (torn lines, bad JSON, ...).
     """
 
@@ -62,6 +79,9 @@ class Run:
     overrides: dict[str, Any]
     meta: dict[str, Any]
     scratchpad: str | None
+    evidence: Evidence = field(default_factory=empty_evidence)
+    memory_events: pd.DataFrame = field(default_factory=pd.DataFrame)
+    ope_summary: pd.DataFrame = field(default_factory=pd.DataFrame)
     missing: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -90,6 +110,18 @@ class Run:
         if best is None:
             best = ((self.meta.get("state") or {}).get("counters") or {}).get("best_id")
         return best
+
+    def card_effects(self) -> pd.DataFrame:
+        """Usage and posterior effect per card (``gigaevo.analysis.card_effects``)."""
+        return card_effects(self.evidence, self.cards)
+
+    def retirements(self) -> pd.DataFrame:
+        """Retired cards from the events and the write ledger (``retirements``)."""
+        return retirements(self.memory_events, self.write_ledger)
+
+    def memory_counts(self) -> dict[str, Any]:
+        """Decisions, offers, controls, citations and the ITT DR (``memory_counts``)."""
+        return memory_counts(self.evidence, self.memory_events, self.ope_summary, self.memory_stats)
 
     def best_so_far(self) -> pd.DataFrame:
         """Valid mutants with ``best``: the running best fitness by direction.
@@ -123,6 +155,8 @@ def _missing(path: Path, config: dict[str, Any]) -> list[str]:
     memory = config.get("memory") or {}
     if "v2" in str(memory.get("_target_", "")).lower() or "writer" in memory:
         expected += MEMORY_FILES
+        if memory.get("selection", "causal") == "causal":
+            expected += READ_SIDE_FILES
     bank_dir = _bank_dir(path, config)
     return [
         name
@@ -163,6 +197,9 @@ def load_run(run_dir: str | Path) -> Run:
             overrides=_overrides(path),
             meta=meta,
             scratchpad=_read_text(path / ".agent" / "scratchpad.md"),
+            evidence=load_evidence(path),
+            memory_events=load_memory_events(path),
+            ope_summary=load_ope_summary(path),
             missing=_missing(path, config),
         )
     run.warnings = [str(w.message) for w in caught]

@@ -11,6 +11,15 @@ import pandas as pd
 from scipy import stats
 
 from gigaevo.analysis._files import flatten, parse_overrides, read_json, read_yaml
+from gigaevo.analysis.evidence import EVIDENCE_FILE, load_evidence
+from gigaevo.analysis.ledgers import load_memory_stats
+from gigaevo.analysis.memory import (
+    EVENTS_FILE,
+    OPE_FILE,
+    load_memory_events,
+    load_ope_summary,
+    memory_counts,
+)
 from gigaevo.analysis.run import CORE_FILES
 
 RUN_MARKERS = ("programs.sqlite3", "summary.json", ".hydra/overrides.yaml", "config.yaml")
@@ -61,6 +70,14 @@ def _job_row(root: Path, path: Path) -> dict[str, Any]:
     row.update({f"override.{k}": v for k, v in parse_overrides([str(i) for i in items]).items()})
     if isinstance(summary, dict):
         row.update(flatten({k: v for k, v in summary.items() if k != "finished"}))
+    if any((path / name).is_file() for name in (EVIDENCE_FILE, EVENTS_FILE, OPE_FILE)):
+        counts = memory_counts(
+            load_evidence(path),
+            load_memory_events(path),
+            load_ope_summary(path),
+            load_memory_stats(path),
+        )
+        row.update({f"memory.{k}": v for k, v in counts.items()})
     return row
 
 
@@ -80,6 +97,14 @@ def load_sweep(sweep_dir: str | Path) -> pd.DataFrame:
     <summary key>       each ``summary.json`` field, nested ones dotted
                         (``best_fitness``, ``n_mutants``,
                         ``invalid_reasons.NameError``, ...); NA when absent
+    memory.<key>        jobs with a read side (memory=v2): ``memory.decisions``,
+                        ``memory.offered``, ``memory.withheld``,
+                        ``memory.abstained``, ``memory.cited``,
+                        ``memory.offered_share``, ``memory.withheld_share``,
+                        ``memory.itt_dr``, ``memory.itt_ci_low``,
+                        ``memory.itt_ci_high``, ``memory.itt_n``,
+                        ``memory.residual_duplicate_rate``, ``memory.source``
+                        (see ``gigaevo.analysis.memory_counts``); NA otherwise
     ==================  ======================================================
 
     Overrides shared by every job are kept (they are part of the command).
@@ -98,9 +123,14 @@ def load_sweep(sweep_dir: str | Path) -> pd.DataFrame:
     return pd.DataFrame([_job_row(root, p) for p in jobs])
 
 
+# overrides that name where a job writes, not what it runs: never an arm
+PLACE_OVERRIDES = ("override.checkpoint_dir", "override.memory_bank_dir", "override.hydra.")
+
+
 def varying_overrides(sweep: pd.DataFrame) -> list[str]:
-    """The ``override.*`` columns whose value differs between jobs."""
+    """The ``override.*`` columns whose value differs between jobs (output paths excluded)."""
     cols = [c for c in sweep.columns if c.startswith("override.")]
+    cols = [c for c in cols if not c.startswith(PLACE_OVERRIDES)]
     return [c for c in cols if sweep[c].astype(str).nunique() > 1]
 
 
@@ -125,3 +155,36 @@ def compare_arms(
             | {"ci_low": mean - half, "ci_high": mean + half}
         )
     return pd.DataFrame(rows, columns=[*keys, "n", "mean", "std", "ci_low", "ci_high"])
+
+
+def paired_difference(
+    sweep: pd.DataFrame,
+    arm: str = "override.memory",
+    treated: str = "v2",
+    control: str = "none",
+    pair: str = "override.seed",
+    by: str | list[str] | None = None,
+    value: str = "best_fitness",
+    level: float = 0.95,
+) -> pd.DataFrame:
+    """Paired difference ``treated - control`` of ``value`` over jobs matched on ``pair``.
+
+    Jobs are matched on ``pair`` (the seed) within each group of ``by``
+    (e.g. the problem); unmatched jobs are left out. Returns one row per
+    group: the ``by`` columns, ``n`` (pairs), ``mean``, ``std``, ``ci_low``,
+    ``ci_high`` (two-sided Student-t ``level`` interval of the mean
+    difference; NaN with fewer than two pairs). Empty when either arm is
+    absent.
+    """
+    keys = [] if by is None else [by] if isinstance(by, str) else list(by)
+    cols = [*keys, "n", "mean", "std", "ci_low", "ci_high"]
+    if arm not in sweep or pair not in sweep:
+        return pd.DataFrame(columns=cols)
+    done = sweep.dropna(subset=[value])
+    wide = done.pivot_table(index=[*keys, pair], columns=arm, values=value, aggfunc="mean")
+    if treated not in wide or control not in wide:
+        return pd.DataFrame(columns=cols)
+    diff = (wide[treated] - wide[control]).dropna().rename("difference").reset_index()
+    diff["_all"] = "all"
+    arms = compare_arms(diff, keys or "_all", value="difference", level=level)
+    return arms.drop(columns=["_all"], errors="ignore")[cols]

@@ -11,11 +11,11 @@ import pytest
 from tests.conftest import run_py
 
 
-def _run(root: Path, name: str, *overrides: str) -> Path:
+def _run(root: Path, name: str, *overrides: str, mutants: int = 12) -> Path:
     out = root / name
     code, _, err = run_py(
         "problem=rastrigin",
-        "max_mutants=12",
+        f"max_mutants={mutants}",
         "progress=false",
         "evaluator.max_workers=1",
         f"checkpoint_dir={out}",
@@ -34,7 +34,7 @@ def runs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def plain_run(runs_root: Path) -> Path:
     """A finished memory=none run (12 mutants); treat as read-only."""
-    return _run(runs_root, "plain")
+    return _run(runs_root, "plain", "memory=none", "pipeline=guided")
 
 
 @pytest.fixture(scope="session")
@@ -50,6 +50,8 @@ def sweep_dir(runs_root: Path) -> Path:
     code, _, err = run_py(
         "-m",
         "seed=0,1",
+        "memory=none",
+        "pipeline=guided",
         "problem=rastrigin",
         "max_mutants=6",
         "progress=false",
@@ -90,3 +92,9 @@ def memory_sweep_dir(runs_root: Path) -> Path:
     )
     assert code == 0, err[-2000:]
     return out
+
+
+@pytest.fixture(scope="session")
+def read_side_run(runs_root: Path) -> Path:
+    """A finished memory=v2 run with the read side (40 mutants, cards offered); read-only."""
+    return _run(runs_root, "read_side", "memory=v2", "pipeline=memory_guided", mutants=40)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -47,14 +48,44 @@ def test_run_notebook_on_a_memory_run(memory_run: Path) -> None:
     assert _images(cells) >= 5  # and the card bank
 
 
+def _text(cells: list) -> str:
+    """Everything the cells printed or displayed as text."""
+    parts = []
+    for cell in cells:
+        for out in cell.outputs:
+            parts.append(str(out.get("text", "")))
+            parts.append(str(out.get("data", {}).get("text/plain", "")))
+    return "\n".join(parts)
+
+
+def _line(text: str, marker: str) -> str:
+    return next(line for line in text.splitlines() if line.startswith(marker))
+
+
 @pytest.mark.slow
 def test_memory_notebook_on_a_memory_run_and_sweep(
-    memory_run: Path, memory_sweep_dir: Path
+    read_side_run: Path, memory_sweep_dir: Path
 ) -> None:
-    env = {"GIGAEVO_RUN_DIR": str(memory_run), "GIGAEVO_SWEEP_DIR": str(memory_sweep_dir)}
+    env = {"GIGAEVO_RUN_DIR": str(read_side_run), "GIGAEVO_SWEEP_DIR": str(memory_sweep_dir)}
     cells = _execute("memory.ipynb", env)
-    assert _images(cells) >= 3  # the bank, the evidence, the arms
-    text = "".join(
-        str(out.get("data", {}).get("text/plain", "")) for c in cells for out in c.outputs
-    )
+    assert not [o for c in cells for o in c.outputs if o.output_type == "error"]
+    # bank, evidence, decisions, usage, effects, arms
+    assert _images(cells) >= 6
+    text = _text(cells)
+    ope = json.loads((read_side_run / "ope_summary.json").read_text())
+    stats = json.loads((read_side_run / "memory_stats.json").read_text())["decide"]
+    decisions = _line(text, "MEMORY-DECISIONS:")
+    assert f"'decisions': {stats['decisions']}" in decisions
+    assert f"'offered': {stats['offered']}" in decisions
+    assert f"'withheld': {stats['withheld']}" in decisions
+    usage = _line(text, "CARD-USAGE:").split()
+    assert int(usage[1]) == stats["offered"] + stats["withheld"] > 0
+    assert int(_line(text, "POSTERIOR-EFFECTS:").split()[1]) >= 1
+    assert _line(text, "OPE-SUMMARY:").startswith(f"OPE-SUMMARY: ITT DR {ope['dr']} [")
+    assert _line(text, "RETIREMENTS:") == "RETIREMENTS: none (no card was retired in this run)"
+    audit = json.loads((read_side_run / "memory_stats.json").read_text())["duplicate_audit"]
+    rate = audit["residual_duplicate_rate"]
+    assert _line(text, "RESIDUAL-DUPLICATES:").startswith(f"RESIDUAL-DUPLICATES: {rate:.3f}")
     assert "ci_low" in text  # the arms table
+    assert "PAIRED DIFFERENCE (v2 - none, by seed):" in text
+    assert "memory.itt_dr" in text  # the read side per v2 job

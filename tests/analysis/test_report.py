@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -54,6 +55,29 @@ def test_memory_run_report_shows_the_card_bank(memory_run: Path, tmp_path: Path)
     assert "Residual duplicate rate" in html_path.read_text()
 
 
+def test_read_side_report_shows_decisions_cards_ope_and_retirements(
+    read_side_run: Path, tmp_path: Path
+) -> None:
+    html_path = write_report(read_side_run, tmp_path)
+    _check_self_contained(html_path)
+    _check_pngs(tmp_path, {"memory_decisions", "card_usage", "card_effects"})
+    page = html_path.read_text()
+    headings = re.findall(r"<h2>(Memory: [^<]*)</h2>", page)
+    for part in ("decisions, offers and controls", "posterior effect per card", "off-policy"):
+        assert any(part in h for h in headings), headings
+    assert "No card was retired in this run (" in page
+    ope = json.loads((read_side_run / "ope_summary.json").read_text())
+    assert f"<td>dr</td>\n      <td>{ope['dr']:.6f}</td>" in page  # the ITT DR, as pandas shows it
+    assert "<td>ledger</td>" in page  # counts came from the ledger
+    for gate in ope.get("gates") or {}:  # newer summaries: one table row per offer gate
+        assert f"<td>{gate}</td>" in page
+
+
+def test_plain_run_report_has_no_read_side(plain_run: Path, tmp_path: Path) -> None:
+    page = write_report(plain_run, tmp_path).read_text()
+    assert "Memory:" not in page and not (tmp_path / "card_usage.png").exists()
+
+
 def test_sweep_report(sweep_dir: Path, tmp_path: Path) -> None:
     html_path = write_report(sweep_dir, tmp_path)
     _check_self_contained(html_path)
@@ -66,6 +90,8 @@ def test_sweep_report_compares_arms_over_seeds(memory_sweep_dir: Path, tmp_path:
     page = write_report(memory_sweep_dir, tmp_path).read_text()
     assert "Best fitness by memory<" in page
     assert page.count("<td>none</td>") >= 1 and page.count("<td>v2</td>") >= 1
+    assert "Memory read side by memory" in page
+    assert "Paired difference v2 - none (same seeds)" in page
 
 
 def test_default_output_is_dir_report(plain_run: Path, copy_of: Callable[[Path], Path]) -> None:

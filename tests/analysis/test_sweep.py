@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from gigaevo.analysis import compare_arms, load_sweep, varying_overrides
+from gigaevo.analysis import compare_arms, load_sweep, paired_difference, varying_overrides
 
 
 def test_one_row_per_job_with_overrides_and_summary(sweep_dir: Path) -> None:
@@ -54,3 +54,33 @@ def test_compare_arms_gives_the_t_interval() -> None:
     assert arms.loc["none", "ci_low"] == pytest.approx(2.0 - half)
     assert arms.loc["none", "ci_high"] == pytest.approx(2.0 + half)
     assert arms.loc["v2", "n"] == 1 and math.isnan(arms.loc["v2", "ci_low"])
+
+
+def test_paired_difference_matches_seeds_within_each_problem() -> None:
+    sweep = pd.DataFrame(
+        {
+            "override.problem": ["a"] * 5 + ["b"] * 2,
+            "override.memory": ["none", "v2", "none", "v2", "v2", "none", "v2"],
+            "override.seed": [0, 0, 1, 1, 2, 0, 0],
+            "best_fitness": [1.0, 2.0, 3.0, 3.5, 9.0, 5.0, 4.0],
+        }
+    )
+    diff = paired_difference(sweep, by="override.problem").set_index("override.problem")
+    assert diff.loc["a", "n"] == 2  # seed 2 has no memory=none partner
+    assert diff.loc["a", "mean"] == pytest.approx(0.75)
+    half = 12.706204736174698 * 0.3535533905932738 / 2**0.5  # t(0.975, 1) * s / sqrt(2)
+    assert diff.loc["a", "ci_high"] == pytest.approx(0.75 + half)
+    assert diff.loc["b", "n"] == 1 and diff.loc["b", "mean"] == -1.0
+    assert math.isnan(diff.loc["b", "ci_low"])
+    assert paired_difference(sweep[sweep["override.memory"] == "v2"]).empty
+
+
+def test_output_paths_are_never_arms() -> None:
+    sweep = pd.DataFrame(
+        {
+            "override.checkpoint_dir": ["/a", "/b"],
+            "override.hydra.run.dir": ["/a", "/b"],
+            "override.memory": ["none", "v2"],
+        }
+    )
+    assert varying_overrides(sweep) == ["override.memory"]

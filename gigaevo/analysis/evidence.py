@@ -1,0 +1,332 @@
+"""The causal ledger ``memory_v2_selection_evidence.sqlite3`` as DataFrames.
+
+The ledger is opened read-only (``file:...?mode=ro``), so a run still writing
+can be read. Row bodies are parsed as plain JSON, not through the strict row
+classes of ``gigaevo.memory.v2.evidence``: a ledger written by a newer (or
+older) version with extra or missing fields still loads, the extra fields as
+extra columns. Each body's SHA-256 is checked against the stored one; a
+mismatch is kept and flagged (``sha_ok`` False) with a ``PartialRunWarning``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from gigaevo.analysis._files import PartialRunWarning
+
+EVIDENCE_FILE = "memory_v2_selection_evidence.sqlite3"
+TABLES = ("decisions", "terminals", "edges", "lineage")
+
+DECISION_COLUMNS = [
+    "seq",
+    "decision_id",
+    "run_id",
+    "attempt",
+    "event_ordinal",
+    "action",
+    "abstain",
+    "proposed_id",
+    "z",
+    "offer",
+    "rho",
+    "rho0",
+    "joint",
+    "q0",
+    "q1",
+    "r0",
+    "r1",
+    "mean_effect",
+    "sd_effect",
+    "p_positive",
+    "n_universe",
+    "n_candidates",
+    "n_safe",
+    "abstain_reason",
+    "evidence_version",
+    "task_key",
+    "parent_id",
+    "parent_fitness",
+    "island",
+    "cell",
+    "progress",
+    "reward.metric",
+    "reward.direction",
+    "reward.lower",
+    "reward.upper",
+    "sha_ok",
+]
+CANDIDATE_COLUMNS = [
+    "decision_id",
+    "attempt",
+    "card_id",
+    "proposed",
+    "rho",
+    "offer",
+    "safe",
+    "mean_effect",
+    "sd_effect",
+    "p_positive",
+]
+TERMINAL_COLUMNS = [
+    "seq",
+    "decision_id",
+    "child_id",
+    "base_id",
+    "metric",
+    "direction",
+    "status",
+    "cited_ids",
+    "n_cited",
+    "gain",
+    "se",
+    "measurement",
+    "censor_reason",
+    "sha_ok",
+]
+EDGE_COLUMNS = [
+    "seq",
+    "edge_id",
+    "run_id",
+    "attempt",
+    "parent_id",
+    "child_id",
+    "island",
+    "ordinal",
+    "status",
+    "gain",
+    "disposition",
+    "decision_id",
+    "sha_ok",
+]
+LINEAGE_COLUMNS = [
+    "seq",
+    "root_decision_id",
+    "version",
+    "latest",
+    "status",
+    "depth",
+    "budget",
+    "maturity_ordinal",
+    "best_descendant_id",
+    "best_depth",
+    "best_gain",
+    "residual",
+    "credit_owner",
+    "sha_ok",
+]
+
+
+@dataclass
+class Evidence:
+    """The four tables of the causal ledger (empty frames with their columns when absent).
+
+    Attributes:
+        decisions: one row per decision (``load_evidence`` lists the columns).
+        candidates: one row per (decision, candidate card).
+        terminals, edges, lineage: one row per ledger row.
+        missing: ``[EVIDENCE_FILE]`` when there is no ledger, else ``[]``.
+    """
+
+    decisions: pd.DataFrame
+    candidates: pd.DataFrame
+    terminals: pd.DataFrame
+    edges: pd.DataFrame
+    lineage: pd.DataFrame
+    missing: list[str] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return self.decisions.empty
+
+    def observations(self) -> pd.DataFrame:
+        """Decisions joined with their terminals (left join: open decisions keep NA).
+
+        Adds ``status``, ``child_id``, ``gain`` (raw oriented gain), ``cited_ids``,
+        ``terminal`` (has a terminal), ``cited`` (U: Z = 1 and the proposed id
+        is in the cited set), ``ope_eligible`` (randomised and not censored)
+        and ``usefulness_eligible`` (ope-eligible and Z = 0 or cited).
+        """
+        d = self.decisions
+        t = self.terminals[["decision_id", "status", "child_id", "gain", "cited_ids"]]
+        df = d.merge(t, on="decision_id", how="left")
+        df["terminal"] = df["status"].notna()
+        df["cited"] = [
+            bool(z == 1 and isinstance(c, list) and pid in c)
+            for z, pid, c in zip(df["z"], df["proposed_id"], df["cited_ids"], strict=True)
+        ]
+        randomised = ~df["abstain"].astype(bool)
+        df["ope_eligible"] = randomised & df["terminal"] & (df["status"] != "censored")
+        df["usefulness_eligible"] = df["ope_eligible"] & ((df["z"] == 0) | df["cited"])
+        return df
+
+
+def _frame(rows: list[dict[str, Any]], first: list[str]) -> pd.DataFrame:
+    df = pd.DataFrame(rows)
+    for col in first:
+        if col not in df.columns:
+            df[col] = None
+    return df[[*first, *[c for c in df.columns if c not in first]]]
+
+
+def _read_tables(path: Path) -> dict[str, list[tuple[int, str, str]]]:
+    out: dict[str, list[tuple[int, str, str]]] = {t: [] for t in TABLES}
+    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        for table in TABLES:
+            if table in names:
+                query = f"SELECT seq, body, sha256 FROM {table} ORDER BY seq"
+                out[table] = [(int(s), str(b), str(h)) for s, b, h in con.execute(query)]
+    finally:
+        con.close()
+    return out
+
+
+def _bodies(path: Path, table: str, rows: list[tuple[int, str, str]]) -> list[dict[str, Any]]:
+    out, bad = [], 0
+    for seq, body, sha in rows:
+        try:
+            data = json.loads(body)
+        except json.JSONDecodeError:
+            bad += 1
+            continue
+        if not isinstance(data, dict):
+            bad += 1
+            continue
+        data["seq"] = seq
+        data["sha_ok"] = hashlib.sha256(body.encode()).hexdigest() == sha
+        bad += 0 if data["sha_ok"] else 1
+        out.append(data)
+    if bad:
+        warnings.warn(
+            f"{path}: {bad} {table} row(s) fail their hash or do not parse",
+            PartialRunWarning,
+            stacklevel=3,
+        )
+    return out
+
+
+def _decision_row(d: dict[str, Any]) -> dict[str, Any]:
+    ctx = d.pop("context", None) or {}
+    reward = d.pop("reward", None) or {}
+    universe = d.pop("universe", None) or []
+    candidates = d.pop("candidates", None) or []
+    fit = d.pop("fit", None) or []
+    d.pop("fitted_row_ids", None)
+    pending = d.pop("pending", None) or []
+    proposed: dict[str, Any] = next(
+        (c for c in candidates if c.get("card_id") == d.get("proposed_id")), {}
+    )
+    row = dict(d)
+    row.update(
+        action="abstain" if d.get("abstain") else ("offer" if d.get("z") == 1 else "withhold"),
+        mean_effect=proposed.get("mean_effect"),
+        sd_effect=proposed.get("sd_effect"),
+        p_positive=proposed.get("p_positive"),
+        n_universe=len(universe),
+        n_candidates=len(candidates),
+        n_safe=sum(1 for c in candidates if c.get("safe")),
+        n_pending=sum(int(p.get("count", 0)) for p in pending if isinstance(p, dict)),
+        abstain_reason=d.get("rag_record") or None,
+        cell=tuple(ctx["cell"]) if isinstance(ctx.get("cell"), list) else ctx.get("cell"),
+    )
+    row.pop("rag_record", None)
+    for key in ("task_key", "parent_id", "parent_fitness", "island", "progress"):
+        row[key] = ctx.get(key)
+    for key, value in reward.items():
+        row[f"reward.{key}"] = value
+    for diag in fit:
+        if isinstance(diag, dict) and "name" in diag:
+            row[f"fit.{diag['name']}"] = diag.get("value")
+    return row
+
+
+def _candidate_rows(d: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "decision_id": d.get("decision_id"),
+            "attempt": d.get("attempt"),
+            "proposed": c.get("card_id") == d.get("proposed_id"),
+            **c,
+        }
+        for c in d.get("candidates") or []
+        if isinstance(c, dict)
+    ]
+
+
+def empty_evidence(missing: list[str] | None = None) -> Evidence:
+    """An ``Evidence`` with no rows (the documented columns only)."""
+    return Evidence(
+        decisions=_frame([], DECISION_COLUMNS),
+        candidates=_frame([], CANDIDATE_COLUMNS),
+        terminals=_frame([], TERMINAL_COLUMNS),
+        edges=_frame([], EDGE_COLUMNS),
+        lineage=_frame([], LINEAGE_COLUMNS),
+        missing=list(missing or []),
+    )
+
+
+def load_evidence(run_dir: str | Path) -> Evidence:
+    """The causal ledger of the run in ``run_dir`` (never raises on a missing or damaged file).
+
+    ``decisions`` columns: ``seq`` (table order), ``decision_id``, ``run_id``,
+    ``attempt``, ``event_ordinal``, ``action`` (abstain, offer, withhold),
+    ``abstain``, ``proposed_id``, ``z`` (1 offered, 0 withheld, NA abstained),
+    ``offer`` (e), ``rho`` (proposal probability), ``rho0`` (abstention
+    mass), ``joint`` (logged joint propensity), ``q0``/``q1`` (raw-unit value
+    nuisances), ``r0``/``r1`` (invalidity nuisances), ``mean_effect``,
+    ``sd_effect``, ``p_positive`` (posterior summary of the proposed card's
+    effect Delta at this decision's context, normalised units), ``n_universe``,
+    ``n_candidates``, ``n_safe``, ``n_pending``, ``abstain_reason`` (why
+    rho_0 = 1 was forced), ``evidence_version``, the frozen context
+    (``task_key``, ``parent_id``, ``parent_fitness``, ``island``, ``cell``,
+    ``progress``), ``reward.*`` (metric, direction, lower, upper, depth,
+    budget), ``fit.<diagnostic>`` (``fit.immediate.rows``, ...), ``sha_ok``;
+    other body fields as extra columns.
+
+    ``candidates``: ``decision_id``, ``attempt``, ``card_id``, ``proposed``,
+    ``rho``, ``offer``, ``safe``, ``mean_effect``, ``sd_effect``,
+    ``p_positive`` (the summaries are logged for the proposed card only).
+    ``terminals``: ``seq``, ``decision_id``, ``child_id``, ``base_id``,
+    ``metric``, ``direction``, ``status`` (valid, invalid, censored),
+    ``cited_ids`` (list), ``n_cited``, ``gain`` (raw oriented), ``se``,
+    ``measurement``, ``censor_reason``, ``sha_ok``. ``edges``: the mutation
+    edges (``edge_id``, ``attempt``, ``parent_id``, ``child_id``, ``island``,
+    ``ordinal``, ``status``, ``gain``, ``disposition``, ``decision_id``).
+    ``lineage``: every version of each root's delayed-lineage row with
+    ``latest`` marking the highest version (``status``, ``best_gain``,
+    ``residual`` g^L, ``credit_owner``, ...).
+    """
+    path = Path(run_dir) / EVIDENCE_FILE
+    if not path.is_file():
+        return empty_evidence([EVIDENCE_FILE])
+    try:
+        raw = _read_tables(path)
+    except sqlite3.DatabaseError as exc:
+        warnings.warn(f"{path}: not a readable ledger ({exc})", PartialRunWarning, stacklevel=2)
+        return empty_evidence()
+    bodies = {t: _bodies(path, t, rows) for t, rows in raw.items()}
+    candidates = [c for d in bodies["decisions"] for c in _candidate_rows(d)]
+    terminals = bodies["terminals"]
+    for t in terminals:
+        cited = t.get("cited_ids")
+        t["n_cited"] = len(cited) if isinstance(cited, list) else 0
+    lineage = _frame(bodies["lineage"], LINEAGE_COLUMNS)
+    if len(lineage):
+        top = lineage.groupby("root_decision_id")["version"].transform("max")
+        lineage["latest"] = lineage["version"] == top
+    return Evidence(
+        decisions=_frame([_decision_row(d) for d in bodies["decisions"]], DECISION_COLUMNS),
+        candidates=_frame(candidates, CANDIDATE_COLUMNS),
+        terminals=_frame(terminals, TERMINAL_COLUMNS),
+        edges=_frame(bodies["edges"], EDGE_COLUMNS),
+        lineage=lineage,
+    )
