@@ -39,6 +39,7 @@ from gigaevo.memory.v2.applicability import ApplicabilityAssessor, Assessment, R
 from gigaevo.memory.v2.cards import Card, render_card
 from gigaevo.memory.v2.causal import (
     BayesianLinearHead,
+    BlockDesign,
     CandidateCard,
     DesignSpace,
     LogisticLaplaceHead,
@@ -49,6 +50,7 @@ from gigaevo.memory.v2.causal import (
     select,
 )
 from gigaevo.memory.v2.causal import RewardDefinition as CausalReward
+from gigaevo.memory.v2.causal.arrowhead import DENSE_MAX_SIZE
 from gigaevo.memory.v2.causal.features import behaviour_features
 from gigaevo.memory.v2.causal.policy import PENDING_LIMIT, Draw, abstain_proposal
 from gigaevo.memory.v2.causal.transfer import (
@@ -508,15 +510,13 @@ class CausalReader:
         rows = [o for o in rows if len(o.decision.context.features) == n_context]
         delayed = [(o, r) for o, r in delayed if len(o.decision.context.features) == n_context]
         try:
-            design = np.array([self._design_row(space, o, alias) for o in rows]).reshape(
-                len(rows), space.size
-            )
+            design = self._design(space, rows, alias)
             invalid = np.array([1.0 if o.invalid else 0.0 for o in rows])
             valid = np.array([o.valid for o in rows], dtype=bool)
             y, omega = self._targets([o for o in rows if o.valid])
             immediate = self._utility_head(space)
             immediate.prior_mean = self._transfer_prior(space)  # MODEL 9; None: zero mean
-            immediate.fit(design[valid], y, omega)
+            immediate.fit(_take_rows(design, np.flatnonzero(valid)), y, omega)
             mu, var = space.invalidity_prior(
                 post.invalidity_base_rate,
                 post.invalidity_baseline_prior_sd,
@@ -569,23 +569,65 @@ class CausalReader:
         """
         if not delayed:
             return None
-        design = np.array([self._design_row(space, o, alias) for o, _ in delayed])
+        design = self._design(space, [o for o, _ in delayed], alias)
         y = np.array([float(r.residual or 0.0) / self.causal_reward.range for _, r in delayed])
         omega = np.full(len(delayed), self.settings.posterior.lineage_measurement_sd)
-        return self._utility_head(space).fit(design.reshape(len(delayed), space.size), y, omega)
+        return self._utility_head(space).fit(design, y, omega)
+
+    def _design(
+        self, space: DesignSpace, rows: Sequence[Observation], alias: dict[str, str]
+    ) -> np.ndarray | BlockDesign:
+        """The design of ``rows``: dense (n, P) up to ``DENSE_MAX_SIZE`` columns (the reference
+        path), else built in block form directly, O(n (P_s + C)) with no dense n x P temporary.
+
+        Each block row comes from a one-lineage space with the same contrasts (so it equals
+        ``space.row``), its block index from ``space.lineage_slice``; as in
+        ``BlockDesign.from_dense`` a row whose lineage part is all zero touches no block.
+        """
+        if space.size <= DENSE_MAX_SIZE:
+            dense = [self._design_row(space, o, alias) for o in rows]
+            return np.array(dense).reshape(len(rows), space.size)
+        unit = DesignSpace(
+            space.n_context,
+            ("",),
+            kind_contrast=space.kind_contrast,
+            rag_contrast=space.rag_contrast,
+        )
+        ps, width = space.shared_size, space.n_context
+        shared = np.empty((len(rows), ps))
+        part = np.zeros((len(rows), width))
+        block = np.full(len(rows), -1)
+        for i, obs in enumerate(rows):
+            x, lineage, kind, rag = self._row_spec(obs, alias)
+            if lineage is None:
+                shared[i] = unit.row(x, 0)[:ps]
+                continue
+            row = unit.row(x, 1, "", kind, rag)
+            shared[i], part[i] = row[:ps], row[ps:]
+            block[i] = (space.lineage_slice(lineage).start - ps) // width
+        block[~np.any(part != 0.0, axis=1)] = -1
+        return BlockDesign(shared, block, part, len(space.lineages))
 
     def _design_row(
         self, space: DesignSpace, obs: Observation, alias: dict[str, str]
     ) -> np.ndarray:
+        x, lineage, kind, rag = self._row_spec(obs, alias)
+        return space.row(x, 0) if lineage is None else space.row(x, 1, lineage, kind, rag)
+
+    @staticmethod
+    def _row_spec(
+        obs: Observation, alias: dict[str, str]
+    ) -> tuple[np.ndarray, str | None, str | None, str | None]:
+        """(context, lineage, kind, RAG label) of an observation's row; lineage None: control."""
         x = np.asarray(obs.decision.context.features, dtype=float)
         if obs.z != 1:
-            return space.row(x, 0)
+            return x, None, None, None
         pid = obs.decision.proposed_id or ""
         snap = obs.decision.snapshot(pid)
         kind = snap.kind if snap is not None else "insight"
         # the RAG label the card was decided under, frozen in the decision row
         rag = next((c.rag for c in obs.decision.candidates if c.card_id == pid), None)
-        return space.row(x, 1, alias.get(pid, pid), kind, rag)
+        return x, alias.get(pid, pid), kind, rag
 
     def _targets(self, rows: Sequence[Observation]) -> tuple[np.ndarray, np.ndarray]:
         r = self.causal_reward
@@ -666,3 +708,7 @@ def _lineage_diagnostics(head: BayesianLinearHead | None, n_rows: int) -> tuple[
 def _lease_count(snap: CardSnapshot, leases: Sequence[Lease]) -> int:
     ids = snap.lineage_ids
     return sum(1 for lease in leases if lease.touches(ids))
+
+
+def _take_rows(design: np.ndarray | BlockDesign, idx: np.ndarray) -> np.ndarray | BlockDesign:
+    return design.take(idx) if isinstance(design, BlockDesign) else design[idx]

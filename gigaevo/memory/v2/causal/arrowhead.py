@@ -211,6 +211,11 @@ class BlockPosterior:
             out[:, cols] = np.matmul(inv_d, rhs.transpose(1, 2, 0)).transpose(2, 0, 1)
         return self.mean + out
 
+    @property
+    def inverse_factors(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(L_S^-1, L_l^-T per active block, l21 as (P_s, B_act C), lineage columns), cached."""
+        return self._inverse_factors
+
     @cached_property
     def _inverse_factors(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(L_S^-1, L_l^-T per active block, l21 as (P_s, B_act C), lineage columns).

@@ -17,6 +17,7 @@ from scipy.stats import norm
 
 from gigaevo.memory.v2.causal.arrowhead import (
     BlockDesign,
+    BlockPosterior,
     arm_quadratics,
     as_block_design,
     block_gram,
@@ -143,6 +144,12 @@ class LogisticLaplaceHead:
         xi = rng.standard_normal((n, len(self.coef_)))
         return self.coef_ + self._precision.noise(xi)
 
+    @property
+    def block_factor(self) -> BlockPosterior | None:
+        """The factored Laplace precision of a ``BlockDesign`` fit (mean zero), else None."""
+        self._require_ok()
+        return self._precision.factor if isinstance(self._precision, _BlockPrecision) else None
+
     def linear_predictor(self, z0: np.ndarray, z1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(eta-bar (2,), Sigma_eta (2, 2)) for the arm rows z0, z1 (each (P,))."""
         self._require_ok()
@@ -225,6 +232,10 @@ class _BlockPrecision:
             gram["a"], gram["d"], gram["g"], prior_var, active, design.lineage_part.shape[1]
         )
         self._design, self._w, self._v = design, w, prior_var
+
+    @property
+    def factor(self) -> BlockPosterior:
+        return self._factor
 
     def solve(self, rhs: np.ndarray) -> np.ndarray:
         return self._factor.solve(rhs)

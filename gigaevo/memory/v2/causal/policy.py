@@ -57,15 +57,6 @@ def _rows_dot(z: np.ndarray | BlockDesign, coef: np.ndarray) -> np.ndarray:
     return z.dot_draws(coef) if isinstance(z, BlockDesign) else coef @ z.T
 
 
-def _latent(
-    z: np.ndarray | BlockDesign, beta: np.ndarray, beta_lineage: np.ndarray | None
-) -> np.ndarray:
-    out = _rows_dot(z, beta)
-    if beta_lineage is not None:
-        out = out + np.maximum(0.0, _rows_dot(z, beta_lineage))
-    return out
-
-
 def arm_values(
     beta: np.ndarray,
     gamma: np.ndarray,
@@ -74,7 +65,7 @@ def arm_values(
     gain_bounds: tuple[float, float],
     beta_lineage: np.ndarray | None = None,
 ) -> ArmValues:
-    """q_a = (1 - p_a) v_a + p_a G- in every world (MODEL 4.2 and 6.1).
+    """q_a = (1 - p_a) v_a + p_a G- in every world (MODEL 4.2 and 6.1), from coefficient draws.
 
     Args:
         beta, gamma: (S, P) coherent draws of the immediate and invalidity heads.
@@ -83,13 +74,38 @@ def arm_values(
         gain_bounds: (G-, G+) of the decision context.
         beta_lineage: (S, P) draws of an active delayed-lineage head, or None.
     """
-    lo, hi = gain_bounds
     if not isinstance(z1, BlockDesign):
         z1 = np.atleast_2d(z1)
-    v0 = np.clip(_latent(z0[None, :], beta, beta_lineage)[:, 0], lo, hi)
-    v1 = np.clip(_latent(z1, beta, beta_lineage), lo, hi)
-    p0 = expit(gamma @ z0)
-    p1 = expit(_rows_dot(z1, gamma))
+    row0 = z0[None, :]
+    lineage = None
+    if beta_lineage is not None:
+        lineage = (_rows_dot(row0, beta_lineage)[:, 0], _rows_dot(z1, beta_lineage))
+    immediate = (_rows_dot(row0, beta)[:, 0], _rows_dot(z1, beta))
+    return hurdle_values(immediate, (gamma @ z0, _rows_dot(z1, gamma)), gain_bounds, lineage)
+
+
+Latents = tuple[np.ndarray, np.ndarray]
+
+
+def hurdle_values(
+    immediate: Latents,
+    invalidity: Latents,
+    gain_bounds: tuple[float, float],
+    lineage: Latents | None = None,
+) -> ArmValues:
+    """q_a = (1 - p_a) v_a + p_a G- from per-world linear predictors (MODEL 4.2 and 6.1).
+
+    Each head gives (z_0'theta (S,), z_1j'theta (S, J)) drawn in the same S worlds; the
+    utility is v_a = clip(z_a'beta + max(0, z_a'beta^L), G-, G+) and p_a = expit(z_a'gamma).
+    """
+    lo, hi = gain_bounds
+    u0, u1 = immediate[0], np.asarray(immediate[1]).reshape(len(immediate[0]), -1)
+    if lineage is not None:
+        u0 = u0 + np.maximum(0.0, lineage[0])
+        u1 = u1 + np.maximum(0.0, np.asarray(lineage[1]).reshape(u1.shape))
+    v0, v1 = np.clip(u0, lo, hi), np.clip(u1, lo, hi)
+    p0 = expit(invalidity[0])
+    p1 = expit(np.asarray(invalidity[1]).reshape(u1.shape))
     return ArmValues((1 - p0) * v0 + p0 * lo, (1 - p1) * v1 + p1 * lo, p0, p1)
 
 
@@ -135,13 +151,20 @@ def match_worlds(card_ids: Sequence[str], effect: np.ndarray, threshold: float =
     delta = np.asarray(effect, dtype=float)[:, order]
     if delta.ndim != 2 or delta.shape[1] != len(ids) or not ids:
         raise DesignError("effect must be (S, J) with J >= 1 safe cards")
-    # rank descending by Delta, ties to the larger id: reverse columns, stable sort
+    # the two largest Delta, ties to the larger id: argmax (first maximum) over reversed
+    # columns, the first rank masked for the second; same ranks as a stable descending sort
     rev = delta[:, ::-1]
-    ranked = (len(ids) - 1) - np.argsort(-rev, axis=1, kind="stable")[:, :2]
-    top = ranked[:, 0]
-    top_delta = delta[np.arange(len(delta)), top]
+    world = np.arange(len(delta))
+    first = np.argmax(rev, axis=1)
+    top = (len(ids) - 1) - first
+    top_delta = delta[world, top]
     winners = np.where(top_delta > threshold, top, -1)
-    challengers = top if len(ids) == 1 else np.where(winners >= 0, ranked[:, 1], top)
+    if len(ids) == 1:
+        return WorldVotes(ids, winners, top)
+    masked = rev.copy()
+    masked[world, first] = -np.inf
+    second = (len(ids) - 1) - np.argmax(masked, axis=1)
+    challengers = np.where(winners >= 0, second, top)
     return WorldVotes(ids, winners, challengers)
 
 

@@ -20,14 +20,15 @@ from gigaevo.memory.v2.causal.policy import (
     Draw,
     Proposal,
     abstain_proposal,
-    arm_values,
     draw_decision,
     head_allows_selection,
+    hurdle_values,
     match_worlds,
     proposal_distribution,
     rng_stream,
     summarise_card,
 )
+from gigaevo.memory.v2.causal.projection import MixtureProjector, draw_arm_pairs, head_latents
 
 
 @dataclass(frozen=True)
@@ -110,30 +111,56 @@ def select(
     if not safe:
         return _abstain(decision_key, cfg, "no safe card", acceptance)
     z1 = _take(rows, [index[cid] for cid in safe])
+    # world draws project each head on the rows; one shared-block draw per world and head
     worlds = rng_stream(decision_key, "worlds")
-    values = arm_values(
-        immediate.sample(cfg.world_draws, worlds),
-        invalidity.sample(cfg.world_draws, worlds),
-        z0,
-        z1,
+    values = hurdle_values(
+        head_latents(immediate, z0, z1, cfg.world_draws, worlds),
+        head_latents(invalidity, z0, z1, cfg.world_draws, worlds),
         gain_bounds,
-        None if lineage is None else lineage.sample(cfg.world_draws, worlds),
+        None if lineage is None else head_latents(lineage, z0, z1, cfg.world_draws, worlds),
     )
     proposal = proposal_distribution(match_worlds(safe, values.effect), pending, cfg.epsilon)
     draw = _draw(decision_key, proposal, cfg)
     summary = None
     if draw.proposed is not None:
-        stream = rng_stream(decision_key, "summary")
-        summary_values = arm_values(
-            immediate.sample(cfg.summary_draws, stream),
-            invalidity.sample(cfg.summary_draws, stream),
-            z0,
-            _take(rows, [index[draw.proposed]]),
-            gain_bounds,
-            None if lineage is None else lineage.sample(cfg.summary_draws, stream),
-        )
-        summary = summarise_card(summary_values, 0, metric_range)
+        i = index[draw.proposed]
+        summary = _summary(
+            rng_stream(decision_key, "summary"), space, x, cards[i], (means[i], covs[i]),
+            immediate, lineage, gain_bounds, metric_range, cfg.summary_draws,
+        )  # fmt: skip
     return Selection(proposal, draw, acceptance, summary)
+
+
+def _summary(
+    stream: np.random.Generator,
+    space: DesignSpace,
+    x: np.ndarray,
+    card: CandidateCard,
+    invalid_moments: tuple[np.ndarray, np.ndarray],
+    immediate: BayesianLinearHead,
+    lineage: BayesianLinearHead | None,
+    gain_bounds: tuple[float, float],
+    metric_range: float,
+    n: int,
+) -> CardSummary:
+    """S_p summary draws of the proposed card from the exact law of its arm predictors.
+
+    Per head only (z_0'theta, z_1'theta) enters the summary (MODEL 6.7), so each pair is drawn
+    from its bivariate law (a normal mixture over the sigma nodes, one normal for the Laplace
+    head) instead of projecting full coefficient vectors: same law, O(S_p) normals.
+    """
+    z0 = space.row(x, 0)
+    z1 = space.row(x, 1, card.lineage, card.kind, card.rag)
+
+    def pair(head: BayesianLinearHead) -> tuple[np.ndarray, np.ndarray]:
+        draws = MixtureProjector(head, space).draw(card.lineage, z0, z1, n, stream)
+        return draws[:, 0], draws[:, 1:]
+
+    beta = pair(immediate)
+    eta = draw_arm_pairs(*invalid_moments, n, stream)
+    beta_lineage = None if lineage is None else pair(lineage)
+    values = hurdle_values(beta, (eta[:, 0], eta[:, 1:]), gain_bounds, beta_lineage)
+    return summarise_card(values, 0, metric_range)
 
 
 def card_rows(
