@@ -151,12 +151,14 @@ def test_a_real_run_never_proposes_a_card_applied_to_the_ancestry(tmp_path: Path
             "pipeline=memory_guided",
         ]
     )
+    depth = cfg.memory.excluder.max_depth
+    assert depth == cfg.memory.causal.lineage_depth == 3  # the default: the lineage window
     run_from_config(cfg, show_progress=False)
     with SelectionEvidence(tmp_path).open(censor_orphans=False) as ev:
         decisions = ev.decisions()
         cited = sum(1 for t in ev.terminals() if t.cited_ids)
         for d in decisions:
-            applied = ev.applied_cards(d.context.parent_id)
+            applied = ev.applied_cards(d.context.parent_id, max_depth=depth)
             expected = {s.card_id for s in d.universe if s.lineage_ids & applied}
             assert set(d.excluded_ids) == expected, d.attempt
             if d.proposed_id is not None:
