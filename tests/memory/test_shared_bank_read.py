@@ -35,7 +35,7 @@ N_ATTEMPTS = 30
 IN_FLIGHT = 3  # outstanding attempts per process: 6 across both, against a cap of 2 per card
 
 WORKER = """
-import json, sys
+import json, sys, time
 from pathlib import Path
 from gigaevo.memory.base import MutationContext
 from gigaevo.memory.v2 import CardBankMemory, HashingEmbedder
@@ -46,6 +46,9 @@ mem = CardBankMemory(
     runtime(home, bank=bank), llm=None, embedder=HashingEmbedder(),
     write={"cadence": "none"}, selection="causal",
 )
+(home / "ready").touch()  # start together: wait for the parent's go (both are ready)
+while not (bank / "go").exists():
+    time.sleep(0.005)
 proposals = 0
 for a in range(n + window):
     if a < n:
@@ -110,8 +113,12 @@ def test_two_processes_share_leases_and_keep_separate_ledgers(tmp_path: Path) ->
         for h in homes
     ]
     lease_path = bank / LEASE_FILE
-    snapshots, peak, both_runs = 0, 0, False
     deadline = time.monotonic() + 240
+    while not all((h / "ready").exists() for h in homes) and time.monotonic() < deadline:
+        assert all(p.poll() is None for p in procs), "a worker died before deciding"
+        time.sleep(0.01)
+    (bank / "go").touch()
+    snapshots, peak, both_runs = 0, 0, False
     while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
         leases = _read_leases(lease_path)
         snapshots += 1
