@@ -38,8 +38,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.bench_memory_bank import synthetic_card
 from gigaevo.memory.base import MemoryRuntime, MutationContext
-from gigaevo.memory.v2 import Card, Evidence, HashingEmbedder, LocalMemoryStore
+from gigaevo.memory.v2 import HashingEmbedder, LocalMemoryStore
 from gigaevo.memory.v2.causal import RewardDefinition as CausalReward
 from gigaevo.memory.v2.causal import context_features
 from gigaevo.memory.v2.evidence import (
@@ -61,32 +62,6 @@ from tests.memory.helpers import METRICS
 TASK = "toy"
 HISTORY_RUN = "history"
 CITED_CARDS = 400
-WORDS = ("radius", "spacing", "offset", "grid", "angle", "ring", "jitter", "margin", "scale")
-
-
-def card(i: int, rng: np.random.Generator) -> Card:
-    words = " ".join(rng.choice(WORDS, size=4))
-    evidence = Evidence(TASK, "bench", i, f"p{i}", f"c{i}", 5.0, 5.1, 0.01, "improved", "x", 0.0)
-    return Card(
-        id=f"ins-lat{i:07d}",
-        kind="insight",
-        revision=1,
-        task_key=TASK,
-        task_context="Maximise the score of the toy task.",
-        description=f"When the {words} literals in `g{i}` set the result, try a small change.",
-        explanation_summary=f"Hypothesis {i}: the {words} balance moves the score.",
-        provenance=(f"p{i}", f"c{i}"),
-        evidence=(evidence,),
-        n_evidence=1,
-        derived_from=(),
-        aliases=(),
-        representatives=(),
-        use_trials=(),
-        author_model="bench",
-        created_by="bench",
-        created_at=float(i),
-        updated_at=float(i),
-    )
 
 
 def snapshot(card_id: str) -> CardSnapshot:
@@ -232,7 +207,7 @@ class Setup:
 def build(root: Path, n_cards: int, n_ledger: int) -> tuple[Setup, dict[str, int]]:
     rng = np.random.default_rng(n_cards)
     store = LocalMemoryStore(root, embedder=HashingEmbedder()).open()
-    cards = [card(i, rng) for i in range(n_cards)]
+    cards = [synthetic_card(i, rng, task=TASK) for i in range(n_cards)]
     store.transaction(lambda working: working.update({c.id: c for c in cards}))
     evidence = SelectionEvidence(root).open()
     ledger = Ledger(evidence, [c.id for c in cards], rng)

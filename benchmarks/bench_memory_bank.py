@@ -37,16 +37,16 @@ TACTICS = ("perturb_constants", "change_loop_bounds", "change_operators", "cross
 WORDS = ("radius", "spacing", "offset", "grid", "angle", "ring", "jitter", "margin", "scale")
 
 
-def synthetic_card(i: int, rng: np.random.Generator) -> Card:
-    """A plausible insight card (distinct text per index)."""
+def synthetic_card(i: int, rng: np.random.Generator, *, task: str = "toy") -> Card:
+    """A plausible insight card of ``task`` (distinct text per index)."""
     tactic = TACTICS[i % len(TACTICS)]
     words = " ".join(rng.choice(WORDS, size=4))
-    evidence = Evidence("toy", "bench", i, f"p{i}", f"c{i}", 5.0, 5.1, 0.01, "improved", "x", 0.0)
+    evidence = Evidence(task, "bench", i, f"p{i}", f"c{i}", 5.0, 5.1, 0.01, "improved", "x", 0.0)
     return Card(
         id=f"ins-bench{i:07d}",
         kind="insight",
         revision=1,
-        task_key="toy",
+        task_key=task,
         task_context="Maximise the score of the toy task.",
         description=f"When the {words} literals in `g{i}` set the result, try a small change "
         f"(tactic: {tactic}) because the {words} trade-off shifts.",
