@@ -114,3 +114,26 @@ def test_lineage_versions_append_and_supersede(ledger: SelectionEvidence) -> Non
     assert [r.version for r in ledger.lineage(latest=False)] == [1, 2]
     (latest,) = ledger.lineage()
     assert latest.status == "outcome" and latest.residual == 0.2
+
+
+@pytest.mark.parametrize("rehash", [False, True])
+def test_a_row_this_session_wrote_is_checked_when_first_read(
+    ledger: SelectionEvidence, tmp_path: Path, rehash: bool
+) -> None:
+    """The writer keeps its decoded decision, yet a body changed on disk still stops it."""
+    ledger.append_decision(make_decision(0, z=0))
+    _tamper(tmp_path, "decisions", "value" if not rehash else "extra", rehash=rehash)
+    with pytest.raises(LedgerIntegrityError, match=r"hash mismatch|unknown key 'surprise'"):
+        ledger.decisions()
+
+
+def test_rows_kept_by_the_writer_equal_rows_read_back(
+    ledger: SelectionEvidence, tmp_path: Path
+) -> None:
+    for a in range(3):
+        ledger.append_decision(make_decision(a, z=a % 2))
+    with SelectionEvidence(tmp_path).open(censor_orphans=False) as fresh:
+        assert ledger.decisions() == fresh.decisions()
+        assert [d.candidates for d in ledger.decisions()] == [
+            d.candidates for d in fresh.decisions()
+        ]
