@@ -322,34 +322,12 @@ class SelectionEvidence:
 
     def terminal(self, decision_id: str) -> TerminalRow | None:
         """The terminal of this decision (hash-checked), or None."""
-        found = (
-            self._db()
-            .execute(
-                "SELECT seq, body, sha256, decision_id FROM terminals WHERE decision_id = ?",
-                (decision_id,),
-            )
-            .fetchone()
-        )
-        if found is None:
-            return None
-        seq, body, sha, *keys = found
-        row: TerminalRow = self._decode("terminals", seq, body, sha, keys)
+        row: TerminalRow | None = self._one(self._db(), "terminals", "decision_id", decision_id)
         return row
 
     def edge(self, edge_id: str) -> EdgeRow | None:
         """The mutation edge with this id (the child's program id; hash-checked), or None."""
-        found = (
-            self._db()
-            .execute(
-                "SELECT seq, body, sha256, edge_id, island, ordinal FROM edges WHERE edge_id = ?",
-                (edge_id,),
-            )
-            .fetchone()
-        )
-        if found is None:
-            return None
-        seq, body, sha, *keys = found
-        row: EdgeRow = self._decode("edges", seq, body, sha, keys)
+        row: EdgeRow | None = self._one(self._db(), "edges", "edge_id", edge_id)
         return row
 
     def applied_cards(self, program_id: str, max_depth: int | None = None) -> frozenset[str]:
@@ -527,16 +505,19 @@ class SelectionEvidence:
         return list(best.values())
 
     def _decision_in(self, conn: sqlite3.Connection, decision_id: str) -> DecisionRow | None:
+        row: DecisionRow | None = self._one(conn, "decisions", "decision_id", decision_id)
+        return row
+
+    def _one(self, conn: sqlite3.Connection, table: str, column: str, value: str) -> Any:
+        """The row of ``table`` whose unique ``column`` is ``value`` (hash-checked), or None."""
+        keys = ", ".join(db.ROW_TYPES[table][1])
         found = conn.execute(
-            "SELECT seq, body, sha256, decision_id, run_id, attempt FROM decisions"
-            " WHERE decision_id = ?",
-            (decision_id,),
+            f"SELECT seq, body, sha256, {keys} FROM {table} WHERE {column} = ?", (value,)
         ).fetchone()
         if found is None:
             return None
-        seq, body, sha, *keys = found
-        row: DecisionRow = self._decode("decisions", seq, body, sha, keys)
-        return row
+        seq, body, sha, *key_values = found
+        return self._decode(table, seq, body, sha, key_values)
 
     def _open_decisions_in(self, conn: sqlite3.Connection) -> list[DecisionRow]:
         found = conn.execute(
