@@ -43,24 +43,26 @@ def memory_run(runs_root: Path) -> Path:
     return _run(runs_root, "memory", "memory=v2")
 
 
-@pytest.fixture(scope="session")
-def sweep_dir(runs_root: Path) -> Path:
-    """A finished multirun over seed=0,1 (6 mutants each); treat as read-only."""
-    out = runs_root / "sweep"
+def _sweep(root: Path, name: str, *overrides: str, mutants: int) -> Path:
+    out = root / name
     code, _, err = run_py(
         "-m",
-        "seed=0,1",
-        "memory=none",
-        "pipeline=guided",
+        *overrides,
         "problem=rastrigin",
-        "max_mutants=6",
+        f"max_mutants={mutants}",
         "progress=false",
         "evaluator.max_workers=1",
         f"hydra.sweep.dir={out}",
-        cwd=runs_root,
+        cwd=root,
     )
     assert code == 0, err[-2000:]
     return out
+
+
+@pytest.fixture(scope="session")
+def sweep_dir(runs_root: Path) -> Path:
+    """A finished multirun over seed=0,1 (6 mutants each); treat as read-only."""
+    return _sweep(runs_root, "sweep", "seed=0,1", "memory=none", "pipeline=guided", mutants=6)
 
 
 @pytest.fixture
@@ -78,20 +80,7 @@ def copy_of(tmp_path: Path) -> Callable[[Path], Path]:
 @pytest.fixture(scope="session")
 def memory_sweep_dir(runs_root: Path) -> Path:
     """A finished multirun over memory=none,v2 x seed=0,1 (4 mutants each); read-only."""
-    out = runs_root / "memory_sweep"
-    code, _, err = run_py(
-        "-m",
-        "memory=none,v2",
-        "seed=0,1",
-        "problem=rastrigin",
-        "max_mutants=4",
-        "progress=false",
-        "evaluator.max_workers=1",
-        f"hydra.sweep.dir={out}",
-        cwd=runs_root,
-    )
-    assert code == 0, err[-2000:]
-    return out
+    return _sweep(runs_root, "memory_sweep", "memory=none,v2", "seed=0,1", mutants=4)
 
 
 @pytest.fixture(scope="session")
