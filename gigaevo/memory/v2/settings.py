@@ -222,17 +222,18 @@ class ExcluderSettings:
     """``memory/excluder``: which cards a decision never proposes.
 
     ``lineage`` drops every card (with its absorbed aliases) cited on the parent
-    or any of its ancestors, read from the causal ledger's mutation edges and
+    or its recent ancestors, read from the causal ledger's mutation edges and
     terminals; ``none`` drops nothing (the ablation).
 
     Attributes:
         max_depth: with ``lineage``, how many of the most recent mutations of the
             parent's ancestry are read (1: the one that produced the parent; 2: also
-            the grandparent's; ...); None reads the whole ancestry.
+            the grandparent's; ...); None reads the whole ancestry. The default is
+            the lineage-credit depth H (3), as in ``config/memory/excluder/lineage.yaml``.
     """
 
     kind: Literal["lineage", "none"] = "lineage"
-    max_depth: int | None = None
+    max_depth: int | None = 3
 
     def __post_init__(self) -> None:
         _at_least("max_depth", self.max_depth, 1)
