@@ -6,6 +6,12 @@ classes of ``gigaevo.memory.v2.evidence``: a ledger written by a newer (or
 older) version with extra or missing fields still loads, the extra fields as
 extra columns. Each body's SHA-256 is checked against the stored one; a
 mismatch is kept and flagged (``sha_ok`` False) with a ``PartialRunWarning``.
+
+A decision body of ledger schema version 2 holds its universe by reference
+(``universe_ref``: the hash of a ``universes`` row listing the hashes of its
+``snapshots`` rows) and its candidates as columns (``candidate_columns``); both
+are expanded back to the version-1 shape, and a referenced row that is missing
+or fails its hash flags the decision (``sha_ok`` False).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from gigaevo.analysis._files import PartialRunWarning
 
 EVIDENCE_FILE = "memory_v2_selection_evidence.sqlite3"
 TABLES = ("decisions", "terminals", "edges", "lineage")
+CONTENT_TABLES = ("snapshots", "universes")
 
 DECISION_COLUMNS = [
     "seq",
@@ -176,8 +183,12 @@ def _frame(rows: list[dict[str, Any]], first: list[str]) -> pd.DataFrame:
     return df[[*first, *[c for c in df.columns if c not in first]]]
 
 
-def _read_tables(path: Path) -> dict[str, list[tuple[int, str, str]]]:
+def _read_tables(
+    path: Path,
+) -> tuple[dict[str, list[tuple[int, str, str]]], dict[str, dict[str, str]]]:
+    """(rows of each table as (seq, body, sha256), body by hash of each content table)."""
     out: dict[str, list[tuple[int, str, str]]] = {t: [] for t in TABLES}
+    content: dict[str, dict[str, str]] = {t: {} for t in CONTENT_TABLES}
     con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     try:
         names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -185,24 +196,79 @@ def _read_tables(path: Path) -> dict[str, list[tuple[int, str, str]]]:
             if table in names:
                 query = f"SELECT seq, body, sha256 FROM {table} ORDER BY seq"
                 out[table] = [(int(s), str(b), str(h)) for s, b, h in con.execute(query)]
+        for table in CONTENT_TABLES:
+            if table in names:
+                query = f"SELECT sha256, body FROM {table}"
+                content[table] = {str(h): str(b) for h, b in con.execute(query)}
     finally:
         con.close()
-    return out
+    return out, content
 
 
-def _bodies(path: Path, table: str, rows: list[tuple[int, str, str]]) -> list[dict[str, Any]]:
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class _Universes:
+    """Universe references resolved to snapshot dicts (each checked once, by hash)."""
+
+    def __init__(self, content: dict[str, dict[str, str]]) -> None:
+        self.content = content
+        self._done: dict[str, tuple[list[Any], bool]] = {}
+
+    def resolve(self, ref: str) -> tuple[list[Any], bool]:
+        """(snapshot dicts of universe ``ref``, every referenced row present and intact)."""
+        if ref not in self._done:
+            self._done[ref] = self._read(ref)
+        return self._done[ref]
+
+    def _read(self, ref: str) -> tuple[list[Any], bool]:
+        body = self.content["universes"].get(ref)
+        hashes = _loads(body) if body is not None else None
+        if not isinstance(hashes, list):
+            return [], False
+        ok = _sha(body or "") == ref
+        snapshots = []
+        for h in hashes:
+            snap = self.content["snapshots"].get(h) if isinstance(h, str) else None
+            ok = ok and snap is not None and _sha(snap) == h
+            snapshots.append(_loads(snap) if snap is not None else None)
+        return snapshots, ok
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return None
+
+
+def _expand(data: dict[str, Any], universes: _Universes) -> bool:
+    """Give a version-2 decision body its version-1 shape; False when a part is bad."""
+    ok = True
+    if "universe_ref" in data:
+        data["universe"], ok = universes.resolve(str(data.pop("universe_ref")))
+    columns = data.pop("candidate_columns", None)
+    if isinstance(columns, dict):
+        names = list(columns)
+        lists = [v if isinstance(v, list) else [] for v in columns.values()]
+        ok = ok and len({len(v) for v in lists}) <= 1
+        data["candidates"] = [dict(zip(names, v, strict=True)) for v in zip(*lists, strict=False)]
+    return ok
+
+
+def _bodies(
+    path: Path, table: str, rows: list[tuple[int, str, str]], universes: _Universes
+) -> list[dict[str, Any]]:
     out, bad = [], 0
     for seq, body, sha in rows:
-        try:
-            data = json.loads(body)
-        except json.JSONDecodeError:
-            bad += 1
-            continue
+        data = _loads(body)
         if not isinstance(data, dict):
             bad += 1
             continue
         data["seq"] = seq
-        data["sha_ok"] = hashlib.sha256(body.encode()).hexdigest() == sha
+        parts_ok = _expand(data, universes) if table == "decisions" else True
+        data["sha_ok"] = _sha(body) == sha and parts_ok
         bad += 0 if data["sha_ok"] else 1
         out.append(data)
     if bad:
@@ -309,11 +375,12 @@ def load_evidence(run_dir: str | Path) -> Evidence:
     if not path.is_file():
         return empty_evidence([EVIDENCE_FILE])
     try:
-        raw = _read_tables(path)
+        raw, content = _read_tables(path)
     except sqlite3.DatabaseError as exc:
         warnings.warn(f"{path}: not a readable ledger ({exc})", PartialRunWarning, stacklevel=2)
         return empty_evidence()
-    bodies = {t: _bodies(path, t, rows) for t, rows in raw.items()}
+    universes = _Universes(content)
+    bodies = {t: _bodies(path, t, rows, universes) for t, rows in raw.items()}
     candidates = [c for d in bodies["decisions"] for c in _candidate_rows(d)]
     terminals = bodies["terminals"]
     for t in terminals:

@@ -26,11 +26,19 @@ from gigaevo.analysis.evidence import EVIDENCE_FILE
 
 
 def _raw_bodies(run_dir: Path, table: str) -> list[dict]:
+    """Row bodies as stored; version-2 candidate columns turned back into a list of rows."""
     con = sqlite3.connect(run_dir / EVIDENCE_FILE)
     try:
-        return [json.loads(b) for (b,) in con.execute(f"SELECT body FROM {table} ORDER BY seq")]
+        query = f"SELECT body FROM {table} ORDER BY seq"
+        bodies = [json.loads(b) for (b,) in con.execute(query)]
     finally:
         con.close()
+    for body in bodies:
+        columns = body.pop("candidate_columns", None)
+        if columns is not None:
+            rows = zip(*columns.values(), strict=True)
+            body["candidates"] = [dict(zip(columns, r, strict=True)) for r in rows]
+    return bodies
 
 
 def _tamper(run_dir: Path, sql: str) -> None:

@@ -5,15 +5,18 @@ dataclasses whose fields use only: ``str``, ``int``, ``float``, ``bool``,
 ``X | None``, ``Literal[...]``, ``tuple[X, ...]`` and nested record
 dataclasses. ``from_json`` refuses unknown keys, missing required keys and
 wrong types (``extra="forbid"`` semantics), so a typo never passes silently.
+A value that already is an instance of the record class is taken as is (JSON
+never yields one; the ledger passes parts resolved from their own checked rows).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from functools import cache
 from typing import Any, TypeVar
 
@@ -24,10 +27,13 @@ R = TypeVar("R")
 _Converter = Callable[[Any, str], Any]
 
 
-def to_json(record: Any) -> dict[str, Any]:
-    """The record as a dict of JSON values (tuples become lists, nested records dicts)."""
+def to_json(record: Any, exclude: Collection[str] = ()) -> dict[str, Any]:
+    """The record as a dict of JSON values (tuples become lists, nested records dicts).
+
+    Fields named in ``exclude`` are left out (a caller storing them another way).
+    """
     names = _field_names(type(record))  # type: ignore[arg-type]
-    return {name: _plain(getattr(record, name)) for name in names}
+    return {name: _plain(getattr(record, name)) for name in names if name not in exclude}
 
 
 @cache
@@ -72,6 +78,8 @@ def _record_converter(cls: type) -> _Converter:
     allowed = sorted(converters)
 
     def convert(data: Any, where: str) -> Any:
+        if type(data) is cls:  # a part already built from its own verified row
+            return data
         if not isinstance(data, Mapping):
             raise CardFormatError(f"{where}: expected an object, got {type(data).__name__}")
         unknown = sorted(set(data) - set(converters))
@@ -131,7 +139,10 @@ def _sequence(inner: _Converter) -> _Converter:
     def convert(value: Any, where: str) -> tuple[Any, ...]:
         if not isinstance(value, list | tuple):
             raise CardFormatError(f"{where}: expected a list, got {type(value).__name__}")
-        return tuple(inner(v, f"{where}[{i}]") for i, v in enumerate(value))
+        out = tuple(inner(v, f"{where}[{i}]") for i, v in enumerate(value))
+        if isinstance(value, tuple) and all(map(operator.is_, out, value)):
+            return value  # parts already built: the tuple is shared, not copied
+        return out
 
     return convert
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
+
 from gigaevo.memory.v2.evidence import (
+    EVIDENCE_FILE,
     Candidate,
     CardSnapshot,
     DecisionRow,
@@ -12,6 +16,8 @@ from gigaevo.memory.v2.evidence import (
     decision_key_id,
 )
 from gigaevo.memory.v2.evidence.owner import session_owner
+from gigaevo.memory.v2.evidence.rows import canonical_json, sha256_hex
+from gigaevo.memory.v2.records import to_json
 
 CARDS = ("c1", "c2", "c3")
 RHO0 = 0.2
@@ -98,3 +104,73 @@ def make_terminal(
         gain=gain if status == "valid" else None,
         censor_reason="test" if status == "censored" else None,
     )
+
+
+MANY_RHO0 = 0.25
+# the causal ledger's DDL as schema version 1 wrote it (no content-addressed tables)
+V1_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE decisions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, decision_id TEXT NOT NULL UNIQUE,
+    run_id TEXT NOT NULL, attempt INTEGER NOT NULL, proposed_id TEXT,
+    body TEXT NOT NULL, sha256 TEXT NOT NULL, UNIQUE (run_id, attempt));
+CREATE TABLE terminals (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    decision_id TEXT NOT NULL UNIQUE REFERENCES decisions (decision_id),
+    body TEXT NOT NULL, sha256 TEXT NOT NULL);
+CREATE TABLE edges (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, edge_id TEXT NOT NULL UNIQUE,
+    island INTEGER NOT NULL, ordinal INTEGER NOT NULL, body TEXT NOT NULL,
+    sha256 TEXT NOT NULL, UNIQUE (island, ordinal));
+CREATE TABLE lineage (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    root_decision_id TEXT NOT NULL REFERENCES decisions (decision_id),
+    version INTEGER NOT NULL, body TEXT NOT NULL, sha256 TEXT NOT NULL,
+    UNIQUE (root_decision_id, version));
+CREATE INDEX decisions_proposed ON decisions (proposed_id);
+INSERT INTO meta (key, value) VALUES ('schema_version', '1');
+"""
+
+
+def card(i: int, text_chars: int = 40) -> CardSnapshot:
+    """Snapshot of a synthetic card ``ins-<i>`` (every seventh absorbed an old id)."""
+    text = f"card {i}: " + "x" * text_chars
+    aliases = (f"old-{i}",) if i % 7 == 0 else ()
+    return CardSnapshot(f"ins-{i:05d}", aliases, "insight", text, sha256_hex(text))
+
+
+def decision_over(
+    attempt: int, cards: tuple[CardSnapshot, ...], run_id: str = "run"
+) -> DecisionRow:
+    """A decision over ``cards`` (an abstention when there are none)."""
+    n = len(cards)
+    rho0 = 1.0 if n == 0 else MANY_RHO0
+    masses = [(1.0 - rho0) / n] * n if n else []
+    offer = 0.7
+    candidates = tuple(
+        Candidate(c.card_id, m, offer, m * offer, m * (1 - offer), True, mc_se=m / 97)
+        for c, m in zip(cards, masses, strict=True)
+    )
+    base = make_decision(attempt, run_id=run_id, z=None)
+    fields = {f: getattr(base, f) for f in base.__dataclass_fields__}
+    fields.update(universe=cards, candidates=candidates, rho0=rho0)
+    if n == 0:
+        return DecisionRow(**fields)
+    m = masses[0]
+    treatment = dict(proposed_id=cards[0].card_id, z=1, offer=offer, rho=m, joint=m * offer)
+    nuisances = dict(q0=0.0, q1=1e-3, r0=0.05, r1=0.06)
+    return DecisionRow(**{**fields, "abstain": False, **treatment, **nuisances})
+
+
+def write_v1_ledger(directory: Path, rows: list[DecisionRow]) -> None:
+    """A ledger as schema version 1 wrote it: universe inline, candidates as objects."""
+    conn = sqlite3.connect(directory / EVIDENCE_FILE, isolation_level=None)
+    conn.executescript(V1_SCHEMA)
+    for row in rows:
+        body = canonical_json(to_json(row))
+        conn.execute(
+            "INSERT INTO decisions (decision_id, run_id, attempt, proposed_id, body, sha256)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (row.decision_id, row.run_id, row.attempt, row.proposed_id, body, sha256_hex(body)),
+        )
+    conn.close()

@@ -4,6 +4,8 @@
   lineage) and their canonical JSON / SHA-256.
 - ``ledger``: ``SelectionEvidence``, the append-only SQLite ledger with hash
   checks on read, ``BEGIN IMMEDIATE`` writes and startup-orphan censoring.
+- ``universe``: card snapshots and universes stored once by content hash
+  (schema version 2), referenced from decision bodies.
 - ``build``: rows from the engine's ``MutationContext`` / ``MutationResult``
   (grounded cited set, raw oriented gain, censoring of discarded children).
 - ``queries``: which rows train which head (MODEL.md section 1), OPE rows and

@@ -5,7 +5,10 @@ mutation edges and delayed-lineage rows (MODEL.md section 1). Rows are never
 updated or deleted (triggers refuse it); a lineage row changes by appending
 a higher ``version`` for the same root. Every row carries the SHA-256 of its
 canonical JSON, checked whenever it is read; a mismatch raises
-``LedgerIntegrityError`` and the instance refuses every later call.
+``LedgerIntegrityError`` and the instance refuses every later call. A
+decision's universe is stored once per distinct content (``universe``: card
+snapshots and universes keyed by their SHA-256, referenced from the decision
+body and checked when first read); the in-memory ``DecisionRow`` is unchanged.
 
 Every read-then-write is one ``BEGIN IMMEDIATE`` transaction under the busy
 timeout, so writers in several processes serialise and lose nothing. One
@@ -19,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import sqlite3
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +43,7 @@ from gigaevo.memory.v2.evidence.queries import (
 )
 from gigaevo.memory.v2.evidence.rows import (
     STARTUP_ORPHAN,
+    CardSnapshot,
     DecisionRow,
     EdgeRow,
     LineageRow,
@@ -47,6 +51,7 @@ from gigaevo.memory.v2.evidence.rows import (
     censored_terminal,
     decision_key_id,
 )
+from gigaevo.memory.v2.evidence.universe import UniverseStore
 from gigaevo.memory.v2.evidence.validate import check_terminal
 
 EVIDENCE_FILE = "memory_v2_selection_evidence.sqlite3"
@@ -79,6 +84,8 @@ class SelectionEvidence:
         # the body read back hashes to it); the decisions this session wrote are entered at
         # commit, which spares decoding a 1,000-candidate row just written (~40 ms)
         self._by_sha: dict[str, Any] = {}
+        # card snapshots and universes, stored once by content hash (see ``universe``)
+        self._universes = UniverseStore()
 
     def open(
         self, *, censor_orphans: bool = True, resume_run: str | None = None
@@ -126,20 +133,24 @@ class SelectionEvidence:
         """
         if row.decision_id != decision_key_id(row.run_id, row.attempt):
             raise RowRejectedError(f"decision id {row.decision_id!r} is not its key's digest")
-        body, sha = db.encode(row)
+        universe = self._universes.encode(row.universe)
+        body, sha = db.encode_decision(row, universe.sha)
         sql = (
             "INSERT INTO decisions (decision_id, run_id, attempt, proposed_id, body, sha256)"
             " VALUES (?, ?, ?, ?, ?, ?)"
         )
         args = (row.decision_id, row.run_id, row.attempt, row.proposed_id, body, sha)
         with db.immediate(self._db()) as conn:
+            self._universes.write(conn, universe)
             try:
                 conn.execute(sql, args)
             except sqlite3.IntegrityError as exc:
                 raise DuplicateRowError(
                     f"attempt {row.attempt} of run {row.run_id!r} already has a decision"
                 ) from exc
-        self._by_sha[sha] = db.decode_known(DecisionRow, row, body)
+        self._universes.committed(universe)
+        self._universes.refs[sha] = universe.sha
+        self._by_sha[sha] = db.decode_known(DecisionRow, row, body, self._decision_parser(sha))
 
     def append_terminal(self, row: TerminalRow) -> None:
         """Commit the one terminal of a decision.
@@ -300,6 +311,7 @@ class SelectionEvidence:
         self._last = dict.fromkeys(db.TABLES, 0)
         self._memo = {}
         self._by_sha = {}
+        self._universes.reset()
         return sum(len(self._rows(t)) for t in db.TABLES)
 
     def decisions(self) -> tuple[DecisionRow, ...]:
@@ -480,13 +492,32 @@ class SelectionEvidence:
     def _decode(self, table: str, seq: int, body: str, sha: str, keys: list[Any]) -> Any:
         cls, names = db.ROW_TYPES[table]
         where, columns = f"{table}#{seq}", dict(zip(names, keys, strict=True))
+        known = self._by_sha.get(sha)
+        parse = self._decision_parser(sha) if table == "decisions" else None
         try:
-            row = db.decode(cls, body, sha, where, columns, known=self._by_sha.get(sha))
+            row = db.decode(cls, body, sha, where, columns, known=known, parse=parse)
+            ref = self._universes.refs.get(sha)
+            if known is not None and ref is not None:  # the body was not parsed: check its
+                self._universes.resolve(self._db(), ref, where)  # universe rows (once each)
         except LedgerIntegrityError as exc:
             self._failure = exc
             raise
         self._by_sha[sha] = row
         return row
+
+    def _decision_parser(self, sha: str) -> Callable[[str, str], DecisionRow]:
+        """``parse`` of ``db.decode`` for the decision body with SHA-256 ``sha``."""
+
+        def parse(body: str, where: str) -> DecisionRow:
+            def resolve(ref: str) -> tuple[CardSnapshot, ...]:
+                return self._universes.resolve(self._db(), ref, where)
+
+            row, ref = db.decision_from_body(body, where, resolve)
+            if ref is not None:
+                self._universes.refs[sha] = ref
+            return row
+
+        return parse
 
     def _lineage_with_sha(self, latest: bool) -> list[tuple[LineageRow, str]]:
         rows = list(self._rows("lineage").values())
