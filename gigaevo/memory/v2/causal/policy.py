@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -109,6 +110,39 @@ def hurdle_values(
     return ArmValues((1 - p0) * v0 + p0 * lo, (1 - p1) * v1 + p1 * lo, p0, p1)
 
 
+def world_effects(
+    immediate: Latents,
+    invalidity: Latents,
+    gain_bounds: tuple[float, float],
+    lineage: Latents | None = None,
+) -> np.ndarray:
+    """Delta_j = q_1j - q_0 per world, shape (S, J): ``hurdle_values(...).effect`` in place.
+
+    The (S, J) latent arrays are overwritten (they are the caller's scratch space: the
+    world draws of one decision), which saves the temporaries of ``hurdle_values`` on the
+    decision's hot path. q = G- + (1 - p)(v - G-).
+    """
+    lo, hi = gain_bounds
+    q0 = hurdle_values(
+        (immediate[0], immediate[1][:, :0]),
+        (invalidity[0], invalidity[1][:, :0]),
+        gain_bounds,
+        None if lineage is None else (lineage[0], lineage[1][:, :0]),
+    ).q0
+    u1 = immediate[1]
+    if lineage is not None:
+        lifted = lineage[1]
+        np.maximum(lifted, 0.0, out=lifted)
+        u1 += lifted
+    np.clip(u1, lo, hi, out=u1)
+    u1 -= lo
+    keep = expit(invalidity[1], out=invalidity[1])
+    np.subtract(1.0, keep, out=keep)  # 1 - p
+    u1 *= keep
+    u1 += (lo - q0)[:, None]
+    return u1
+
+
 @dataclass(frozen=True)
 class WorldVotes:
     """Probability-matching outcome over S worlds (MODEL 6.4 and 6.5).
@@ -146,9 +180,12 @@ def match_worlds(card_ids: Sequence[str], effect: np.ndarray, threshold: float =
         card_ids: safe card ids (J,), any order.
         effect: (S, J) world effects Delta_j^s in the order of ``card_ids``.
     """
-    order = np.argsort(np.asarray(card_ids, dtype=object), kind="stable")
-    ids = tuple(card_ids[i] for i in order)
-    delta = np.asarray(effect, dtype=float)[:, order]
+    ids = tuple(card_ids)
+    delta = np.asarray(effect, dtype=float)
+    if any(a > b for a, b in itertools.pairwise(ids)):  # not yet in ascending id order
+        order = np.argsort(np.asarray(card_ids, dtype=object), kind="stable")
+        ids = tuple(card_ids[i] for i in order)
+        delta = delta[:, order]
     if delta.ndim != 2 or delta.shape[1] != len(ids) or not ids:
         raise DesignError("effect must be (S, J) with J >= 1 safe cards")
     # the two largest Delta, ties to the larger id: argmax (first maximum) over reversed
@@ -161,9 +198,13 @@ def match_worlds(card_ids: Sequence[str], effect: np.ndarray, threshold: float =
     winners = np.where(top_delta > threshold, top, -1)
     if len(ids) == 1:
         return WorldVotes(ids, winners, top)
-    masked = rev.copy()
-    masked[world, first] = -np.inf
-    second = (len(ids) - 1) - np.argmax(masked, axis=1)
+    if delta is effect:  # the caller's array: mask the first rank in place, then restore it
+        delta[world, top] = -np.inf
+        second = (len(ids) - 1) - np.argmax(rev, axis=1)
+        delta[world, top] = top_delta
+    else:
+        rev[world, first] = -np.inf
+        second = (len(ids) - 1) - np.argmax(rev, axis=1)
     challengers = np.where(winners >= 0, second, top)
     return WorldVotes(ids, winners, challengers)
 
@@ -211,19 +252,33 @@ def _proposal_se(
     epsilon: float,
     uniform: bool,
 ) -> np.ndarray:
-    """Delta method on per-world influence psi_js = (1-eps) V_js + eps dchi_j/dcbar . C_s."""
+    """Delta method on per-world influence psi_js = (1-eps) V_js + eps dchi_j/dcbar . C_s.
+
+    With V_js = 1{winner_s = j}, C_js = 1{challenger_s = j}, w_s = scale of the world's
+    challenger, b = eps S / sum(a): psi_js = (1-eps) V_js + b (scale_j C_js - chi_j w_s).
+    Its mean and mean square over the S worlds follow from per-card counts and weighted
+    counts (bincounts), O(S + J) instead of O(S J); the SE is sqrt(var / S), var with ddof 0.
+    """
     s, j = len(votes.winners), len(votes.card_ids)
-    vote = np.zeros((s, j))
-    rows = votes.winners >= 0
-    vote[np.flatnonzero(rows), votes.winners[rows]] = 1.0
-    psi = (1.0 - epsilon) * vote
-    if not uniform:
-        chal = np.zeros((s, j))
-        chal[np.arange(s), votes.challengers] = 1.0
-        own = chal * scale
-        all_ = scale[votes.challengers][:, None]
-        psi = psi + epsilon * s / total * (own - chi[None, :] * all_)
-    return np.sqrt(np.var(psi, axis=0) / s)
+    a = 1.0 - epsilon
+    won = votes.winners >= 0
+    n = np.bincount(votes.winners[won], minlength=j).astype(float)
+    if uniform:
+        mean, square = a * n / s, a * a * n / s
+    else:
+        b = epsilon * s / total
+        chal = votes.challengers
+        c = np.bincount(chal, minlength=j).astype(float)
+        w = scale[chal]
+        both = np.bincount(votes.winners[won & (votes.winners == chal)], minlength=j)
+        vw = np.bincount(votes.winners[won], weights=w[won], minlength=j)  # sum_s V_js w_s
+        mean = (a * n + b * (scale * c - chi * w.sum())) / s
+        square = (
+            a * a * n
+            + b * b * (scale**2 * c + chi**2 * float(w @ w) - 2.0 * scale * chi * scale * c)
+            + 2.0 * a * b * (scale * both - chi * vw)
+        ) / s
+    return np.sqrt(np.clip(square - mean * mean, 0.0, None) / s)
 
 
 @dataclass(frozen=True)

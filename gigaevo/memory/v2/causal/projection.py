@@ -9,7 +9,9 @@ block-arrowhead node (its Schur factors), so the cost does not grow with the ban
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -147,10 +149,57 @@ def draw_arm_pairs(
     return np.asarray(means, dtype=float) + rng.standard_normal((n, 2)) @ root.T
 
 
+@dataclass(frozen=True)
+class BlockStack:
+    """Stacked per-node factors of a block-arrowhead head, built once per fit.
+
+    Every decision of a cached fit projects the same nodes on new rows; stacking the factors
+    (and the products that do not depend on the rows) once turns the per-decision work into
+    a few batched contractions instead of gathering K x A small matrices each time.
+
+    Attributes:
+        components: the nodes' factored posteriors (same active set); means: (K, P) node
+            means (prior mean included); weights: (K,) node probabilities.
+        inv_s: (K, P_s, P_s) L_S^-1 per node.
+        coupling: (K, C, P_s A) l21_l L_l^-1 per node and active block, C-major: for a block
+            part u, (u @ coupling[k]).reshape(P_s, A)[:, l] = l21_l a with a = L_l^-1 u.
+        gram: (K, A, C, C) L_l^-T L_l^-1, so |a|^2 = u' gram u.
+    """
+
+    components: tuple[BlockPosterior, ...]
+    means: np.ndarray
+    weights: np.ndarray
+    inv_s: np.ndarray
+    coupling: np.ndarray
+    gram: np.ndarray
+
+    @classmethod
+    def build(
+        cls, components: Sequence[BlockPosterior], means: np.ndarray, weights: np.ndarray
+    ) -> BlockStack:
+        post0 = components[0]
+        c = post0.width
+        if any(not np.array_equal(p.active, post0.active) for p in components):
+            raise DesignError("mixture nodes must share their active lineage blocks")
+        inv_s = np.array([p.inverse_factors[0] for p in components])
+        inv_dt = np.array([p.inverse_factors[1] for p in components])  # (K, A, C, C) L^-T
+        l21 = np.array([p.l21 for p in components])  # (K, A, P_s, C)
+        if len(post0.active):
+            coupling = np.einsum("kapc,kadc->kdpa", l21, inv_dt).reshape(len(components), c, -1)
+            gram = inv_dt @ inv_dt.transpose(0, 1, 3, 2)
+        else:
+            coupling = np.zeros((len(components), c, 0))
+            gram = np.zeros((len(components), 0, c, c))
+        return cls(
+            tuple(components), np.asarray(means, dtype=float), np.asarray(weights, dtype=float),
+            inv_s, coupling, gram,
+        )  # fmt: skip
+
+
 def block_arm_latents(
-    components: Sequence[BlockPosterior],
-    means: np.ndarray,
-    weights: np.ndarray,
+    components: Sequence[BlockPosterior] | BlockStack,
+    means: np.ndarray | None,
+    weights: np.ndarray | None,
     z0: np.ndarray,
     z1: BlockDesign,
     n: int,
@@ -165,18 +214,24 @@ def block_arm_latents(
     of the other blocks. A block touched by one card enters only through u'theta_l, so that
     card needs one scalar: u'theta_l = u'm_l - (l21_l a)'d_s + |a| xi with a = L_l^-1 u (a
     block without rows keeps its prior: l21 = 0, |a|^2 = sum v u^2). Blocks touched by several
-    cards are drawn as C-vectors. O(n (P_s^2 + J P_s)) instead of O(n P).
+    cards are drawn as C-vectors. O(n (P_s^2 + J P_s)) instead of O(n P); the per-node factors
+    come stacked (``BlockStack``, built once per fit) so a decision does not gather them.
 
     Args:
-        components: the nodes' factored posteriors (same active set); means: (K, P) node
-            means (prior mean included); weights: (K,) node probabilities.
+        components: the nodes' factored posteriors (same active set), or their ``BlockStack``
+            (then ``means`` and ``weights`` are ignored); means: (K, P) node means (prior mean
+            included); weights: (K,) node probabilities.
         z0: (P,) control row (shared columns only); z1: the cards' treated rows.
     """
-    post0 = components[0]
+    if isinstance(components, BlockStack):
+        stack = components
+    else:
+        assert means is not None and weights is not None
+        stack = BlockStack.build(components, means, weights)
+    posts, means, weights = stack.components, stack.means, stack.weights
+    post0 = posts[0]
     ps, c = post0.chol_s.shape[0], post0.width
     active = post0.active
-    if any(not np.array_equal(p.active, active) for p in components):
-        raise DesignError("mixture nodes must share their active lineage blocks")
     if np.any(z0[ps:] != 0.0):
         raise DesignError("the control row must not touch a lineage block")
     k_nodes = len(weights)
@@ -195,59 +250,73 @@ def block_arm_latents(
     vec_blocks = np.unique(card_slot[multi])  # slots drawn as C-vectors
     col = ps + blocks[:, None] * c + np.arange(c)  # (touched blocks, C) columns
     u_single = z1.lineage_part[single]
-    pos_single = where[blocks[card_slot[single]]]
+    block_single = blocks[card_slot[single]]
+    pos_single = where[block_single]
     hot = pos_single >= 0
     cols_single = col[card_slot[single]]
     prior_sd_single = np.sqrt(np.sum(post0.prior_sd[cols_single] ** 2 * u_single**2, axis=1))
     pos_vec = where[blocks[vec_blocks]]
-    vec_hot = pos_vec >= 0
     xi_s = rng.standard_normal((n, ps))
     xi_1 = rng.standard_normal((n, len(single)))
     xi_v = rng.standard_normal((n, len(vec_blocks), c))
     nodes, counts = np.unique(ks, return_counts=True)
     order = np.argsort(ks, kind="stable")  # worlds grouped by node: contiguous slices
     bounds = np.r_[0, np.cumsum(counts)]
-    # per used node, for the cards alone in their block: centre u'm_l, shift l21_l a, sd |a|
-    centre = np.sum(means[nodes][:, cols_single] * u_single, axis=2)  # (K_u, J_1)
-    shift = np.zeros((len(nodes), len(single), ps))
-    sd = np.broadcast_to(prior_sd_single, (len(nodes), len(single))).copy()
-    if np.any(hot):
-        pa = pos_single[hot]
-        inv_dt = np.array([components[k].inverse_factors[1][pa] for k in nodes])
-        a = np.einsum("kjdc,jd->kjc", inv_dt, u_single[hot])  # L_l^-1 u per node
-        l21 = np.array([components[k].l21[pa] for k in nodes])
-        shift[:, hot] = np.einsum("kjpc,kjc->kjp", l21, a)
-        sd[:, hot] = np.sqrt(np.sum(a * a, axis=2))
+    mean_blocks = means[:, ps:].reshape(k_nodes, -1, c)
+    # per node, for the cards alone in their block: centre u'm_l, shift l21_l a, sd |a|;
+    # the block parts u take a few distinct values (kind and RAG state), so each distinct u
+    # is contracted with every block at once and the cards' columns are taken afterwards
+    centre = np.empty((k_nodes, len(single)))
+    sd = np.broadcast_to(prior_sd_single, (k_nodes, len(single))).copy()
+    groups, group_of = _distinct_rows(u_single)
+    hot_groups = []  # (u, hot card indices among the singles, their active positions)
+    for g, u in enumerate(groups):
+        idx = np.flatnonzero(group_of == g)
+        centre[:, idx] = (mean_blocks @ u)[:, block_single[idx]]
+        idx_hot = idx[hot[idx]]
+        if len(idx_hot):
+            pa = pos_single[idx_hot]
+            hot_groups.append((u, idx_hot, pa))
+            k_a = stack.gram.shape[:2]
+            sd[:, idx_hot] = np.sqrt((stack.gram.reshape(-1, c) @ u).reshape(*k_a, c) @ u)[:, pa]
     # worlds are handled grouped by node (contiguous slices; the xi are iid, so they can be
     # used in that order) and put back in the order of ks at the end
     beta_s = np.empty((n, ps))
-    lift = np.empty((n, len(single)))  # lineage-block part of z_1j'theta, single cards
-    beta_v = np.empty((n, len(vec_blocks), c))
-    for i, k in enumerate(nodes):
-        sl = slice(bounds[i], bounds[i + 1])
-        post, mean = components[k], means[k]
-        inv_s, inv_dt_k, _, _ = post.inverse_factors
-        ds = xi_s[sl] @ inv_s  # L_S^-T xi_s in row form
-        beta_s[sl] = mean[:ps] + ds
-        if len(single):
-            lift[sl] = centre[i] - ds @ shift[i].T + xi_1[sl] * sd[i]
-        if len(vec_blocks):
-            part = mean[col[vec_blocks]] + xi_v[sl] * post.prior_sd[col[vec_blocks]]
-            if np.any(vec_hot):
-                pv = pos_vec[vec_hot]
-                move = (ds @ post.l21[pv].transpose(1, 0, 2).reshape(ps, -1)).reshape(
-                    sl.stop - sl.start, len(pv), c
-                )
-                rhs = (xi_v[sl][:, vec_hot] - move).transpose(1, 2, 0)  # (A, C, n_k)
-                draw = np.matmul(inv_dt_k[pv], rhs).transpose(2, 0, 1)
-                part[:, vec_hot] = mean[col[vec_blocks[vec_hot]]] + draw
-            beta_v[sl] = part
-    eta1 = beta_s @ z1.shared.T
-    if len(single) == len(lin):  # every card alone in its block (the usual bank)
-        eta1 += lift
+    eta1 = np.empty((n, len(lin)))
+    n_act = len(active)
+    if len(single) == len(lin):  # every card alone in its block (the usual bank): per node,
+        # z_1j'theta = z_1j's m_s + u'm_l + d_s'(s_1j - shift_j) + |a_j| xi_j
+        shared_t = np.ascontiguousarray(z1.shared.T)
+        base = means[:, :ps] @ shared_t + centre  # (K, J)
+        for i, k in enumerate(nodes):
+            sl = slice(bounds[i], bounds[i + 1])
+            ds = xi_s[sl] @ stack.inv_s[k]  # L_S^-T xi_s in row form
+            beta_s[sl] = means[k, :ps] + ds
+            out = eta1[sl]
+            np.matmul(ds, shared_t, out=out)
+            for u, idx_hot, pa in hot_groups:  # - d_s' l21_l a_j on the cards with rows
+                lifted = (u @ stack.coupling[k]).reshape(ps, n_act)
+                out[:, idx_hot] -= ds @ lifted[:, pa]
+            out += base[k]
+            noise = xi_1[sl]
+            noise *= sd[k]
+            out += noise
     else:
+        lift = np.empty((n, len(single)))  # lineage-block part of z_1j'theta, single cards
+        beta_v = np.empty((n, len(vec_blocks), c))
+        shift = np.zeros((k_nodes, ps, len(single)))
+        for u, idx_hot, pa in hot_groups:
+            shift[:, :, idx_hot] = (u @ stack.coupling).reshape(k_nodes, ps, n_act)[:, :, pa]
+        for i, k in enumerate(nodes):
+            sl = slice(bounds[i], bounds[i + 1])
+            post, mean = posts[k], means[k]
+            ds = xi_s[sl] @ stack.inv_s[k]
+            beta_s[sl] = mean[:ps] + ds
+            lift[sl] = centre[k] + xi_1[sl] * sd[k] - ds @ shift[k]
+            if len(vec_blocks):
+                beta_v[sl] = _vector_blocks(post, mean, ds, xi_v[sl], col[vec_blocks], pos_vec)
+        eta1[:] = beta_s @ z1.shared.T
         eta1[:, single] += lift
-    if len(multi):
         which = np.searchsorted(vec_blocks, card_slot[multi])
         eta1[:, multi] += np.einsum("njc,jc->nj", beta_v[:, which], z1.lineage_part[multi])
     back = np.empty(n, dtype=int)
@@ -255,8 +324,101 @@ def block_arm_latents(
     return (beta_s @ z0[:ps])[back], eta1[back]
 
 
+def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct rows, index of each row's distinct row); one comparison when all are equal."""
+    if len(rows) and np.array_equal(rows, np.broadcast_to(rows[0], rows.shape)):
+        return rows[:1], np.zeros(len(rows), dtype=int)
+    groups, group_of = np.unique(rows, axis=0, return_inverse=True)
+    return groups, group_of.reshape(-1)
+
+
+def _vector_blocks(
+    post: BlockPosterior,
+    mean: np.ndarray,
+    ds: np.ndarray,
+    xi: np.ndarray,
+    cols: np.ndarray,
+    pos: np.ndarray,
+) -> np.ndarray:
+    """Draws (n_k, V, C) of the lineage blocks shared by several cards, given d_s of the worlds.
+
+    ``cols`` (V, C) are the blocks' columns, ``pos`` their positions among the node's active
+    blocks (-1: no rows, the prior block). Active: m_l + L_l^-T (xi - l21_l' d_s).
+    """
+    ps, c = ds.shape[1], post.width
+    part = mean[cols] + xi * post.prior_sd[cols]
+    hot = pos >= 0
+    if np.any(hot):
+        pv = pos[hot]
+        move = (ds @ post.l21[pv].transpose(1, 0, 2).reshape(ps, -1)).reshape(len(ds), len(pv), c)
+        rhs = (xi[:, hot] - move).transpose(1, 2, 0)  # (A, C, n_k)
+        draw = np.matmul(post.inverse_factors[1][pv], rhs).transpose(2, 0, 1)
+        part[:, hot] = mean[cols[hot]] + draw
+    return part
+
+
+# head -> (identity key of its fitted factors, stack); entries go with the head
+_STACKS: weakref.WeakKeyDictionary[Any, tuple[tuple[object, ...], BlockStack]] = (
+    weakref.WeakKeyDictionary()
+)
+
+_PROJECTORS: weakref.WeakKeyDictionary[Any, tuple[tuple[object, ...], MixtureProjector]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def _rows_dot(z: np.ndarray | BlockDesign, coef: np.ndarray) -> np.ndarray:
     return z.dot_draws(coef) if isinstance(z, BlockDesign) else coef @ np.atleast_2d(z).T
+
+
+def block_stack(head: BayesianLinearHead | LogisticLaplaceHead) -> BlockStack | None:
+    """The head's stacked block-arrowhead factors, built once per fit (None: not block form).
+
+    Cached per head object and keyed by the identity of its fitted factors, so a refit of the
+    same object (new factors) rebuilds the stack.
+    """
+    if isinstance(head, LogisticLaplaceHead):
+        factor = head.block_factor
+        if factor is None:
+            return None
+        key: tuple[object, ...] = (factor, head.coef_)
+        parts: tuple[Sequence[BlockPosterior], np.ndarray, np.ndarray] = (
+            (factor,),
+            head.coef_[None, :],
+            np.ones(1),
+        )
+    else:
+        components = head.components_
+        if not components or not all(isinstance(p, BlockPosterior) for p in components):
+            return None
+        key = (*components, head.component_means_, head.weights_)
+        posts = tuple(p for p in components if isinstance(p, BlockPosterior))
+        parts = (posts, head.component_means_, np.asarray(head.weights_, dtype=float))
+    cached = _STACKS.get(head)
+    if (
+        cached is not None
+        and len(cached[0]) == len(key)
+        and all(a is b for a, b in zip(cached[0], key, strict=True))
+    ):
+        return cached[1]
+    stack = BlockStack.build(*parts)
+    _STACKS[head] = (key, stack)
+    return stack
+
+
+def projector(head: BayesianLinearHead, space: DesignSpace) -> MixtureProjector:
+    """The head's ``MixtureProjector`` on ``space``, built once per fit and reused."""
+    key: tuple[object, ...] = (*head.components_, head.component_means_, head.weights_, space)
+    cached = _PROJECTORS.get(head)
+    if (
+        cached is not None
+        and len(cached[0]) == len(key)
+        and all(a is b for a, b in zip(cached[0], key, strict=True))
+    ):
+        return cached[1]
+    built = MixtureProjector(head, space)
+    _PROJECTORS[head] = (key, built)
+    return built
 
 
 def head_latents(
@@ -269,18 +431,13 @@ def head_latents(
     """n posterior world draws of (z_0'theta (n,), z_1j'theta (n, J)) of a fitted head.
 
     A block-arrowhead fit with block rows draws only what the rows touch
-    (``block_arm_latents``); a dense fit (at most ``DENSE_MAX_SIZE`` columns, cheap) draws
-    full coefficient vectors, the reference path.
+    (``block_arm_latents`` on the head's cached ``block_stack``); a dense fit (at most
+    ``DENSE_MAX_SIZE`` columns, cheap) draws full coefficient vectors, the reference path.
     """
     if isinstance(z1, BlockDesign):
-        if isinstance(head, LogisticLaplaceHead):
-            factor = head.block_factor
-            if factor is not None:
-                return block_arm_latents((factor,), head.coef_[None, :], np.ones(1), z0, z1, n, rng)
-        elif all(isinstance(p, BlockPosterior) for p in head.components_):
-            posts = tuple(p for p in head.components_ if isinstance(p, BlockPosterior))
-            weights = np.asarray(head.weights_, dtype=float)
-            return block_arm_latents(posts, head.component_means_, weights, z0, z1, n, rng)
+        stack = block_stack(head)
+        if stack is not None:
+            return block_arm_latents(stack, None, None, z0, z1, n, rng)
     coef = head.sample(n, rng)
     if isinstance(head, LogisticLaplaceHead):
         return coef @ z0, _rows_dot(z1, coef)

@@ -27,8 +27,9 @@ from gigaevo.memory.v2.causal.policy import (
     proposal_distribution,
     rng_stream,
     summarise_card,
+    world_effects,
 )
-from gigaevo.memory.v2.causal.projection import MixtureProjector, draw_arm_pairs, head_latents
+from gigaevo.memory.v2.causal.projection import draw_arm_pairs, head_latents, projector
 
 
 @dataclass(frozen=True)
@@ -113,13 +114,13 @@ def select(
     z1 = _take(rows, [index[cid] for cid in safe])
     # world draws project each head on the rows; one shared-block draw per world and head
     worlds = rng_stream(decision_key, "worlds")
-    values = hurdle_values(
+    effect = world_effects(
         head_latents(immediate, z0, z1, cfg.world_draws, worlds),
         head_latents(invalidity, z0, z1, cfg.world_draws, worlds),
         gain_bounds,
         None if lineage is None else head_latents(lineage, z0, z1, cfg.world_draws, worlds),
     )
-    proposal = proposal_distribution(match_worlds(safe, values.effect), pending, cfg.epsilon)
+    proposal = proposal_distribution(match_worlds(safe, effect), pending, cfg.epsilon)
     draw = _draw(decision_key, proposal, cfg)
     summary = None
     if draw.proposed is not None:
@@ -153,7 +154,7 @@ def _summary(
     z1 = space.row(x, 1, card.lineage, card.kind, card.rag)
 
     def pair(head: BayesianLinearHead) -> tuple[np.ndarray, np.ndarray]:
-        draws = MixtureProjector(head, space).draw(card.lineage, z0, z1, n, stream)
+        draws = projector(head, space).draw(card.lineage, z0, z1, n, stream)
         return draws[:, 0], draws[:, 1:]
 
     beta = pair(immediate)

@@ -1,0 +1,151 @@
+"""The decision's hot-path rewrites equal their plain references (MODEL 6.1, 6.4, 6.5).
+
+``world_effects`` (in place) against ``hurdle_values(...).effect``; ``match_worlds`` on its
+caller's array (masked in place, then restored) against a copy; the O(S + J) proposal MC SE
+against the per-world influence matrix it summarises; ``block_stack`` and ``projector``
+are built once per fit and rebuilt after a refit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gigaevo.memory.v2.causal import (
+    BayesianLinearHead,
+    BlockDesign,
+    DesignSpace,
+    LogisticLaplaceHead,
+    WorldVotes,
+    hurdle_values,
+    match_worlds,
+    proposal_distribution,
+)
+from gigaevo.memory.v2.causal.policy import world_effects
+from gigaevo.memory.v2.causal.projection import block_stack, head_latents, projector
+from gigaevo.memory.v2.causal.selection import CandidateCard, card_rows
+
+
+def _latents(rng: np.random.Generator, s: int, j: int) -> tuple[np.ndarray, np.ndarray]:
+    return rng.normal(size=s), rng.normal(size=(s, j))
+
+
+@pytest.mark.parametrize("with_lineage", [False, True])
+def test_world_effects_equal_the_hurdle_values(with_lineage: bool) -> None:
+    rng = np.random.default_rng(4)
+    for _ in range(20):
+        s, j = int(rng.integers(1, 50)), int(rng.integers(1, 30))
+        imm, inv = _latents(rng, s, j), _latents(rng, s, j)
+        lin = _latents(rng, s, j) if with_lineage else None
+        bounds = (-0.3, float(rng.uniform(0.1, 2.0)))
+        expected = hurdle_values(imm, inv, bounds, lin).effect
+        got = world_effects(
+            (imm[0], imm[1].copy()),
+            (inv[0], inv[1].copy()),
+            bounds,
+            None if lin is None else (lin[0], lin[1].copy()),
+        )
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-13)
+
+
+def _reference_votes(ids: list[str], effect: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Winner and challenger per world by a stable descending sort (ties to the larger id)."""
+    order = np.argsort(np.asarray(ids, dtype=object), kind="stable")
+    delta = effect[:, order]
+    winners, challengers = [], []
+    for row in delta:
+        ranks = sorted(range(len(row)), key=lambda k: (row[k], k), reverse=True)
+        top = ranks[0]
+        winners.append(top if row[top] > 0.0 else -1)
+        challengers.append(ranks[1] if row[top] > 0.0 and len(row) > 1 else top)
+    return np.array(winners), np.array(challengers)
+
+
+def test_match_worlds_restores_the_callers_array_and_matches_a_sort() -> None:
+    rng = np.random.default_rng(5)
+    for trial in range(60):
+        s, j = int(rng.integers(1, 40)), int(rng.integers(1, 12))
+        ids = [f"c{k:02d}" for k in range(j)]
+        if trial % 2:
+            ids = [str(i) for i in rng.permutation(ids)]
+        effect = np.round(rng.normal(size=(s, j)), 1)  # many ties
+        before = effect.copy()
+        votes = match_worlds(ids, effect)
+        np.testing.assert_array_equal(effect, before)
+        winners, challengers = _reference_votes(ids, before)
+        np.testing.assert_array_equal(votes.winners, winners)
+        np.testing.assert_array_equal(votes.challengers, challengers)
+
+
+def _reference_se(votes: WorldVotes, pending: dict[str, int], eps: float, uniform: bool):
+    """sd over worlds of psi_js = (1-eps) V_js + eps dchi_j/dcbar . C_s, / sqrt(S)."""
+    s, j = len(votes.winners), len(votes.card_ids)
+    nu = np.array([pending.get(c, 0) for c in votes.card_ids], dtype=float)
+    scale = 1.0 / np.sqrt(1.0 + nu)
+    a = np.ones(j) if uniform else (1.0 + votes.challenger_counts) * scale
+    chi = a / a.sum()
+    vote = np.zeros((s, j))
+    won = votes.winners >= 0
+    vote[np.flatnonzero(won), votes.winners[won]] = 1.0
+    psi = (1.0 - eps) * vote
+    if not uniform:
+        chal = np.zeros((s, j))
+        chal[np.arange(s), votes.challengers] = 1.0
+        psi = psi + eps * s / a.sum() * (
+            chal * scale - chi[None, :] * scale[votes.challengers][:, None]
+        )
+    return np.sqrt(np.var(psi, axis=0) / s)
+
+
+@pytest.mark.parametrize("uniform", [False, True])
+def test_proposal_mc_se_equals_the_influence_matrix(uniform: bool) -> None:
+    rng = np.random.default_rng(6)
+    for _ in range(40):
+        s, j = int(rng.integers(2, 400)), int(rng.integers(2, 25))
+        ids = [f"c{k:02d}" for k in range(j)]
+        votes = match_worlds(ids, rng.normal(size=(s, j)) + rng.normal(size=j))
+        pending = {c: int(rng.integers(0, 3)) for c in ids}
+        got = proposal_distribution(votes, pending, 0.05, uniform).mc_se
+        want = _reference_se(votes, pending, 0.05, uniform)
+        np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-9)
+
+
+def _heads(space: DesignSpace, seed: int):
+    rng = np.random.default_rng(seed)
+    rows, y, d = [], [], []
+    for _ in range(200):
+        x = np.r_[1.0, rng.uniform(-1, 1, 3)]
+        treated = rng.random() < 0.6
+        lin = space.lineages[int(rng.integers(6))]
+        rows.append(space.row(x, 1, lin, "insight") if treated else space.row(x, 0))
+        y.append(rng.normal(0.03 * treated, 0.1))
+        d.append(float(rng.random() < 0.2))
+    x, y, d = np.array(rows), np.array(y), np.array(d)
+    layout = (space.shared_size, 4)
+    imm = BayesianLinearHead(space.utility_prior_variance(), block_layout=layout)
+    imm.fit(x, y, np.zeros(len(y)))
+    mu, v = space.invalidity_prior()
+    return imm, LogisticLaplaceHead(mu, v, layout).fit(x, d), (x, y, d)
+
+
+def test_stacks_and_projectors_are_built_once_per_fit() -> None:
+    space = DesignSpace(4, tuple(f"L{i:02d}" for i in range(20)))
+    imm, inv, (x, y, _) = _heads(space, 1)
+    for head in (imm, inv):
+        assert block_stack(head) is not None  # wide enough for the block-arrowhead path
+        assert block_stack(head) is block_stack(head)
+    assert projector(imm, space) is projector(imm, space)
+    first, first_projector = block_stack(imm), projector(imm, space)
+    ctx = np.r_[1.0, 0.2, -0.4, 0.1]
+    cards = [CandidateCard(f"k{i}", space.lineages[i], "insight" if i % 2 else "program")
+             for i in range(12)]  # fmt: skip
+    z0, z1 = space.row(ctx, 0), card_rows(space, ctx, cards)
+    assert isinstance(z1, BlockDesign)
+    before = head_latents(imm, z0, z1, 64, np.random.default_rng(3))
+    imm.fit(x, y + 0.5, np.zeros(len(y)))  # a refit of the same object: new factors
+    assert block_stack(imm) is not first
+    assert projector(imm, space) is not first_projector
+    after = head_latents(imm, z0, z1, 64, np.random.default_rng(3))
+    assert not np.allclose(before[1], after[1])
+    # the draws of the refitted head follow its own means (shift of +0.5 on y)
+    assert after[1].mean() > before[1].mean() + 0.2
