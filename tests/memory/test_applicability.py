@@ -233,11 +233,11 @@ def test_labels_are_frozen_in_the_decision_and_reach_the_design_rows(tmp_path: P
         assert fit.space.rag_contrast
         r_col = fit.space.shared_size - 1  # r is the last shared column
         alias = {c: c for c in cards}
-        z = reader._design_row(fit.space, obs, alias)
+        z = reader.heads.design_row(fit.space, obs, alias)
         assert z[r_col] == RAG_CONTRAST[truth] != 0.0
         # the frozen label rules, whatever the labeller says now
         reader.assessment = Assessment({pid: "unassessed"}, candidates=1)
-        assert reader._design_row(fit.space, obs, alias)[r_col] == RAG_CONTRAST[truth]
+        assert reader.heads.design_row(fit.space, obs, alias)[r_col] == RAG_CONTRAST[truth]
     assert {RAG_CONTRAST["applicable"], RAG_CONTRAST["not_applicable"]} == {0.5, -0.5}
     mem.close()
 

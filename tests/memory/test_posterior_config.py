@@ -175,7 +175,7 @@ def test_knobs_reach_the_heads(tmp_path: Path) -> None:
         features = row.context.features
         obs = decision(reader, 0, features, proposed="K", z=0, task=task, parent_fitness=mid)
         observe(reader, obs, gain=0.0, cited=False)
-        _, omega = reader._targets(reader.evidence.head_rows("immediate"))
+        _, omega = reader.heads.targets(reader.evidence.head_rows("immediate"))
         assert omega.tolist() == [0.07]
     finally:
         built.close()

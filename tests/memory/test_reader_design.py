@@ -28,15 +28,15 @@ def test_block_design_equals_the_split_dense_design(tmp_path: Path) -> None:
     assert counts["cited"] and counts["control"]
     reader = setup.reader
     setup.decide()
-    fit = reader._fit[1]
+    fit = reader.heads.current[1]
     space = fit.space
     assert space.size > DENSE_MAX_SIZE
     cards = list(reader.store.cards(task_key="toy"))
     alias = {a: c.id for c in cards for a in (c.id, *c.aliases)}
     rows = reader.evidence.head_rows("invalidity")
     assert len(rows) > 50
-    got = reader._design(space, rows, alias)
-    dense = np.array([reader._design_row(space, o, alias) for o in rows])
+    got = reader.heads.design(space, rows, alias)
+    dense = np.array([reader.heads.design_row(space, o, alias) for o in rows])
     want = BlockDesign.from_dense(dense, space.shared_size, space.n_context)
     assert isinstance(got, BlockDesign)
     assert np.any(got.lineage >= 0) and np.any(got.lineage < 0)
@@ -44,3 +44,60 @@ def test_block_design_equals_the_split_dense_design(tmp_path: Path) -> None:
         np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
     assert got.n_lineages == want.n_lineages
     np.testing.assert_array_equal(got.to_dense(), dense)
+
+
+def test_universe_snapshots_are_rendered_once_per_card_revision(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    setup, _ = _bench().build(tmp_path, 30, 240)
+    reader = setup.reader
+    setup.decide()
+    first = reader._universe
+    setup.decide()
+    assert reader._universe is first  # nothing changed: the very same tuple
+    card = next(c for c in reader.store.cards(task_key="toy") if c.id == first[3].card_id)
+    edited = replace(card, revision=card.revision + 1, description=card.description + " Always.")
+    reader.store.transaction(lambda working: working.update({edited.id: edited}))
+    setup.decide()
+    now = reader._universe
+    assert now is not first and len(now) == len(first)
+    assert "Always." in now[3].text and now[3].text_digest != first[3].text_digest
+    assert all(a is b for k, (a, b) in enumerate(zip(now, first, strict=True)) if k != 3)
+
+
+def test_cached_fit_is_reused_until_the_evidence_or_the_cards_move(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    setup, _ = _bench().build(tmp_path, 30, 240)
+    reader = setup.reader
+    setup.decide()
+    fits, fit = reader.fits, reader.heads.current
+    setup.decide()
+    assert reader.fits == fits and reader.heads.current is fit
+    setup.new_control()  # V moves: refit
+    setup.decide()
+    assert reader.fits == fits + 1
+    fits, inputs = reader.fits, reader.heads._inputs
+    card = reader.store.cards(task_key="toy")[0]
+    reader.store.transaction(
+        lambda working: working.update({card.id: replace(card, revision=card.revision + 1)})
+    )
+    setup.decide()  # new card objects: the key is recomputed (same V and lineages: no refit)
+    assert reader.heads._inputs is not inputs and reader.fits == fits
+
+
+def test_pending_counts_follow_leases_on_ids_and_aliases() -> None:
+    from gigaevo.memory.v2.evidence import CardSnapshot
+    from gigaevo.memory.v2.leases import Lease
+    from gigaevo.memory.v2.reader import _lease_counts
+
+    def snap(card_id: str, *aliases: str) -> CardSnapshot:
+        return CardSnapshot(card_id, aliases, "insight", "t", "d")
+
+    def lease(card_id: str, *ids: str) -> Lease:
+        return Lease(f"l-{card_id}-{len(ids)}", card_id, (card_id, *ids), 1, "h", "r", 0, 0.0, 9.0)
+
+    universe = [snap("a"), snap("b", "old-b"), snap("c")]
+    assert _lease_counts(universe, []) == {"a": 0, "b": 0, "c": 0}
+    leases = [lease("a"), lease("a", "x"), lease("old-b"), lease("z")]
+    assert _lease_counts(universe, leases) == {"a": 2, "b": 1, "c": 0}

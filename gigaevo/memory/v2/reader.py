@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,28 +37,16 @@ from gigaevo.memory.base import Decision, MemoryRuntime, MutationContext
 from gigaevo.memory.v2.applicability import ApplicabilityAssessor, Assessment, RagLabel
 from gigaevo.memory.v2.cards import Card, render_card
 from gigaevo.memory.v2.causal import (
-    BayesianLinearHead,
-    BlockDesign,
     CandidateCard,
-    DesignSpace,
-    LogisticLaplaceHead,
     Selection,
     SelectionConfig,
     context_features,
-    measurement_sd,
     select,
 )
 from gigaevo.memory.v2.causal import RewardDefinition as CausalReward
-from gigaevo.memory.v2.causal.arrowhead import DENSE_MAX_SIZE
 from gigaevo.memory.v2.causal.features import behaviour_features
 from gigaevo.memory.v2.causal.policy import PENDING_LIMIT, Draw, abstain_proposal
-from gigaevo.memory.v2.causal.transfer import (
-    TransferConfig,
-    TransferFit,
-    fit_transfer,
-    intercept_prior_mean,
-    trial_digest,
-)
+from gigaevo.memory.v2.causal.transfer import TransferConfig, TransferFit
 from gigaevo.memory.v2.events import MemoryEvents
 from gigaevo.memory.v2.evidence import (
     Candidate,
@@ -67,15 +54,13 @@ from gigaevo.memory.v2.evidence import (
     DecisionRow,
     Diagnostic,
     LeaseCapReachedError,
-    LineageRow,
-    Observation,
     PendingCount,
     SelectionEvidence,
     decision_key_id,
     frozen_context,
-    lineage_rows,
     reward_definition,
 )
+from gigaevo.memory.v2.heads import HeadFit, HeadFitter
 from gigaevo.memory.v2.leases import Lease, SelectionLeases
 from gigaevo.memory.v2.settings import (
     ContextSettings,
@@ -83,7 +68,6 @@ from gigaevo.memory.v2.settings import (
     PosteriorSettings,
 )
 from gigaevo.memory.v2.store import LocalMemoryStore
-from gigaevo.memory.v2.trials import transfer_trials
 
 log = logging.getLogger(__name__)
 
@@ -130,19 +114,6 @@ class ReaderSettings:
         return s
 
 
-@dataclass
-class _Fit:
-    """Heads fitted on one evidence version V and one lineage layout."""
-
-    space: DesignSpace
-    immediate: BayesianLinearHead | None
-    invalidity: LogisticLaplaceHead | None
-    diagnostics: tuple[Diagnostic, ...]
-    row_ids: tuple[str, ...]
-    failure: str = ""
-    lineage: BayesianLinearHead | None = None  # delayed-lineage head, None while inactive
-
-
 def card_snapshot(card: Card) -> CardSnapshot:
     text = render_card(card)
     return CardSnapshot(
@@ -178,9 +149,6 @@ class CausalReader:
     ) -> None:
         self.runtime = runtime
         self.transfer = transfer or TransferConfig()
-        self.transfer_fit = TransferFit()
-        self._transfer_digest = ""
-        self._transfer_cache: dict[str, tuple[str, tuple[float, str]]] = {}  # card -> fit
         self.store = store
         self.run_id = run_id
         self.settings = settings or ReaderSettings()
@@ -193,17 +161,26 @@ class CausalReader:
         self.evidence = SelectionEvidence(runtime.checkpoint_dir).open(resume_run=run_id)
         self.leases = SelectionLeases(runtime.bank_dir, run_id=run_id)
         self.events = MemoryEvents(runtime.checkpoint_dir, run_id=run_id)
-        self._fit: tuple[tuple[str, tuple[str, ...], int, tuple[str, ...]], _Fit] | None = None
+        self.heads = HeadFitter(
+            self.evidence,
+            self.causal_reward,
+            self.settings.posterior,
+            run_id=run_id,
+            task_key=runtime.task_key,
+            transfer=self.transfer,
+            rag_contrast=assessor is not None,
+        )
         self._version = ""
         self.held: dict[int, str] = {}  # attempt -> lease id
         self.counts = {"decisions": 0, "abstain": 0, "offered": 0, "withheld": 0}
         # a resumed run continues its event ordinals instead of restarting at 0
         self._ordinal_base = sum(1 for d in self.evidence.decisions() if d.run_id == run_id)
-        self.fits = 0
         self.lease_errors = 0
         self.lease_redrafts = 0
         self.assessor = assessor  # memory/applicability=agentic; None: no RAG labels
         self.assessment: Assessment | None = None  # labels of the decision being drafted
+        self._snapshot_cache: dict[str, tuple[Card, tuple[Any, ...], CardSnapshot]] = {}
+        self._universe: tuple[CardSnapshot, ...] = ()
 
     # -- decide ----------------------------------------------------------------
     def decide(self, context: MutationContext) -> Decision:
@@ -240,16 +217,38 @@ class CausalReader:
         self.store.refresh()
         task = None if self.transfer.cross_task_candidates else context.task_key
         cards = sorted(self.store.cards(task_key=task), key=lambda c: c.id)
-        universe = tuple(card_snapshot(c) for c in cards)
+        universe = self._snapshots(cards)
         x = self._features(context)
         active = self.leases.active() if cards else ()
-        pending = {s.card_id: _lease_count(s, active) for s in universe}
+        pending = _lease_counts(universe, active)
         excluded = self.excluded(context.parent_id, universe)
         eligible = [c for c in cards if pending[c.id] < PENDING_LIMIT and c.id not in excluded]
         self.assessment = self._assess(context, eligible)
         fit = self._fitted(len(x), cards)
         selection = self._select(decision_id, fit, x, context, eligible, pending)
         return self._row(decision_id, context, x, universe, pending, fit, selection, excluded)
+
+    def _snapshots(self, cards: Sequence[Card]) -> tuple[CardSnapshot, ...]:
+        """The universe's snapshots, rendered once per card revision.
+
+        The same tuple object comes back while no snapshot changed, so the ledger can
+        reuse its serialised universe.
+        """
+        snaps = []
+        for card in cards:
+            hit = self._snapshot_cache.get(card.id)
+            if hit is None or (hit[0] is not card and hit[1] != _snapshot_key(card)):
+                hit = (card, _snapshot_key(card), card_snapshot(card))
+                self._snapshot_cache[card.id] = hit
+            snaps.append(hit[2])
+        if len(snaps) != len(self._universe) or any(
+            a is not b for a, b in zip(snaps, self._universe, strict=True)
+        ):
+            self._universe = tuple(snaps)
+        if len(self._snapshot_cache) > 2 * max(len(cards), 64):  # drop retired cards
+            live = {c.id for c in cards}
+            self._snapshot_cache = {k: v for k, v in self._snapshot_cache.items() if k in live}
+        return self._universe
 
     def excluded(self, parent_id: str, universe: Sequence[CardSnapshot]) -> frozenset[str]:
         """Cards of ``universe`` the excluder removes for a child of ``parent_id``.
@@ -304,7 +303,7 @@ class CausalReader:
     def _select(
         self,
         decision_id: str,
-        fit: _Fit,
+        fit: HeadFit,
         x: np.ndarray,
         context: MutationContext,
         eligible: Sequence[Card],
@@ -339,31 +338,29 @@ class CausalReader:
         x: np.ndarray,
         universe: tuple[CardSnapshot, ...],
         pending: dict[str, int],
-        fit: _Fit,
+        fit: HeadFit,
         sel: Selection,
         excluded: frozenset[str] = frozenset(),
     ) -> DecisionRow:
         e = self.config.offer_probability
         rho = dict(zip(sel.proposal.card_ids, sel.proposal.rho.tolist(), strict=True))
         candidates = []
-        for cid in sorted(sel.acceptance or rho):
-            r = float(rho.get(cid, 0.0))
-            safe = cid in rho
-            summ = sel.summary if cid == sel.draw.proposed else None
-            candidates.append(
-                Candidate(
-                    card_id=cid,
-                    rho=r,
-                    offer=e if safe else None,
-                    offer_joint=r * e,
-                    control_joint=r * (1.0 - e),
-                    safe=safe,
-                    mean_effect=None if summ is None else summ.effect_mean,
-                    sd_effect=None if summ is None else summ.effect_sd,
-                    p_positive=None if summ is None else summ.p_positive,
-                    rag=self._rag(cid),
+        proposed, summ = sel.draw.proposed, sel.summary
+        labelled = self.assessment is not None
+        for cid in sorted(sel.acceptance or rho):  # one row per candidate: the hot loop
+            r = rho.get(cid)
+            safe = r is not None
+            r = r or 0.0
+            rag = self._rag(cid) if labelled else None
+            if cid == proposed and summ is not None:
+                candidates.append(
+                    Candidate(cid, r, e if safe else None, r * e, r * (1.0 - e), safe,
+                              summ.effect_mean, summ.effect_sd, summ.p_positive, None, rag)
+                )  # fmt: skip
+            else:
+                candidates.append(
+                    Candidate(cid, r, e if safe else None, r * e, r * (1.0 - e), safe, rag=rag)
                 )
-            )
         d = sel.draw
         treated = d.proposed is not None
         summary = sel.summary
@@ -453,223 +450,30 @@ class CausalReader:
         return Decision(row.attempt, slate=slate, card_ids=(row.proposed_id,), record=record)
 
     # -- heads -----------------------------------------------------------------
-    def heads_for(self, context: MutationContext) -> _Fit:
+    def heads_for(self, context: MutationContext) -> HeadFit:
         """The heads a decision at ``context`` would use (fitted, or cached by V)."""
         self.store.refresh()
         task = None if self.transfer.cross_task_candidates else context.task_key
         cards = sorted(self.store.cards(task_key=task), key=lambda c: c.id)
         return self._fitted(len(self._features(context)), cards)
 
-    def _fitted(self, n_context: int, cards: Sequence[Card]) -> _Fit:
-        self._version = self.evidence.evidence_version()
-        alias = {a: c.id for c in cards for a in (c.id, *c.aliases)}
-        rows = self.evidence.head_rows("invalidity")
-        delayed = lineage_rows(rows, self.evidence.lineage())
-        lineages = sorted({c.id for c in cards} | {self._lineage(o, alias) for o in rows if o.z})
-        version = self._version + self._transfer_key(cards)  # the trial digest joins V
-        key = (version, tuple(lineages), n_context, _lineage_row_ids(delayed))
-        if self._fit is not None and self._fit[0] == key:
-            return self._fit[1]
-        fit = self._fit_heads(n_context, tuple(lineages), rows, alias, delayed)
-        self._fit = (key, fit)
-        self.fits += 1
+    def _fitted(self, n_context: int, cards: Sequence[Card]) -> HeadFit:
+        fit = self.heads.fitted(n_context, cards)
+        self._version = self.heads.version
         return fit
 
-    def fitted_heads(self, cards: Sequence[Card]) -> tuple[str, _Fit] | None:
-        """(V, heads) on the current evidence for ``cards``: the evictor's view.
+    def fitted_heads(self, cards: Sequence[Card]) -> tuple[str, HeadFit] | None:
+        """(V, heads) on the current evidence for ``cards``: the evictor's view (cached)."""
+        return self.heads.for_evictor(cards)
 
-        Cached with the decisions' fits. None while the ledger has no
-        usefulness-eligible row (no context width to fit on).
-        """
-        rows = self.evidence.head_rows("invalidity")
-        if not rows:
-            return None
-        fit = self._fitted(len(rows[-1].decision.context.features), cards)
-        return self._version, fit
+    @property
+    def fits(self) -> int:
+        """Head fits so far (a cached fit does not count)."""
+        return self.heads.fits
 
-    @staticmethod
-    def _lineage(obs: Observation, alias: dict[str, str]) -> str:
-        pid = obs.decision.proposed_id or ""
-        return alias.get(pid, pid)
-
-    def _fit_heads(
-        self,
-        n_context: int,
-        lineages: tuple[str, ...],
-        rows: Sequence[Observation],
-        alias: dict[str, str],
-        delayed: Sequence[tuple[Observation, LineageRow]] = (),
-    ) -> _Fit:
-        post = self.settings.posterior
-        space = DesignSpace(
-            n_context,
-            lineages,
-            kind_contrast=post.kind_contrast,
-            rag_contrast=self.assessor is not None,
-        )
-        rows = [o for o in rows if len(o.decision.context.features) == n_context]
-        delayed = [(o, r) for o, r in delayed if len(o.decision.context.features) == n_context]
-        try:
-            design = self._design(space, rows, alias)
-            invalid = np.array([1.0 if o.invalid else 0.0 for o in rows])
-            valid = np.array([o.valid for o in rows], dtype=bool)
-            y, omega = self._targets([o for o in rows if o.valid])
-            immediate = self._utility_head(space)
-            immediate.prior_mean = self._transfer_prior(space)  # MODEL 9; None: zero mean
-            immediate.fit(_take_rows(design, np.flatnonzero(valid)), y, omega)
-            mu, var = space.invalidity_prior(
-                post.invalidity_base_rate,
-                post.invalidity_baseline_prior_sd,
-                post.invalidity_shared_prior_sd,
-                post.invalidity_lineage_prior_sd,
-            )
-            layout = (space.shared_size, space.n_context)  # block-arrowhead when large
-            invalidity = LogisticLaplaceHead(mu, var, layout).fit(design, invalid)
-            lineage = self._lineage_head(space, delayed, alias)
-        except Exception as exc:  # fail closed: abstain until the evidence changes
-            log.warning("memory v2 head fit failed, abstaining: %s", exc)
-            return _Fit(space, None, None, (Diagnostic("fit.failed", 1.0),), (), str(exc))
-        h = immediate.health_
-        diagnostics = (
-            Diagnostic("immediate.rows", float(valid.sum())),
-            Diagnostic("immediate.sigma", math.sqrt(immediate.residual_variance_)),
-            Diagnostic("immediate.ok", float(h.ok)),
-            Diagnostic("immediate.at_boundary", float(h.at_boundary)),
-            Diagnostic("invalidity.rows", float(len(rows))),
-            Diagnostic("invalidity.ok", float(invalidity.ok_)),
-            Diagnostic("lineages", float(len(lineages))),
-            *_lineage_diagnostics(lineage, len(delayed)),
-        )
-        ids = tuple(sorted(o.decision.decision_id for o in rows)) + _lineage_row_ids(delayed)
-        return _Fit(space, immediate, invalidity, diagnostics, ids, lineage=lineage)
-
-    def _utility_head(self, space: DesignSpace) -> BayesianLinearHead:
-        """An unfitted Gaussian head with the configured priors (immediate or delayed-lineage)."""
-        post = self.settings.posterior
-        return BayesianLinearHead(
-            space.utility_prior_variance(
-                post.baseline_prior_sd, post.shared_effect_prior_sd, post.lineage_block_prior_sd
-            ),
-            residual_sd_bounds=post.residual_sd_bounds,
-            residual_sd_median=post.residual_sd_median,
-            residual_log_sd=post.residual_log_sd,
-            block_layout=(space.shared_size, space.n_context),
-        )
-
-    def _lineage_head(
-        self,
-        space: DesignSpace,
-        delayed: Sequence[tuple[Observation, LineageRow]],
-        alias: dict[str, str],
-    ) -> BayesianLinearHead | None:
-        """The delayed-lineage head (MODEL 4.2), active once it has >= 1 matured row.
-
-        Each root keeps its own design row z (same arm, context and card) and trains on
-        y^L = g^L / R (not clipped) with the known measurement sd omega^L; mu_0 = 0.
-        """
-        if not delayed:
-            return None
-        design = self._design(space, [o for o, _ in delayed], alias)
-        y = np.array([float(r.residual or 0.0) / self.causal_reward.range for _, r in delayed])
-        omega = np.full(len(delayed), self.settings.posterior.lineage_measurement_sd)
-        return self._utility_head(space).fit(design, y, omega)
-
-    def _design(
-        self, space: DesignSpace, rows: Sequence[Observation], alias: dict[str, str]
-    ) -> np.ndarray | BlockDesign:
-        """The design of ``rows``: dense (n, P) up to ``DENSE_MAX_SIZE`` columns (the reference
-        path), else built in block form directly, O(n (P_s + C)) with no dense n x P temporary.
-
-        Each block row comes from a one-lineage space with the same contrasts (so it equals
-        ``space.row``), its block index from ``space.lineage_slice``; as in
-        ``BlockDesign.from_dense`` a row whose lineage part is all zero touches no block.
-        """
-        if space.size <= DENSE_MAX_SIZE:
-            dense = [self._design_row(space, o, alias) for o in rows]
-            return np.array(dense).reshape(len(rows), space.size)
-        unit = DesignSpace(
-            space.n_context,
-            ("",),
-            kind_contrast=space.kind_contrast,
-            rag_contrast=space.rag_contrast,
-        )
-        ps, width = space.shared_size, space.n_context
-        shared = np.empty((len(rows), ps))
-        part = np.zeros((len(rows), width))
-        block = np.full(len(rows), -1)
-        for i, obs in enumerate(rows):
-            x, lineage, kind, rag = self._row_spec(obs, alias)
-            if lineage is None:
-                shared[i] = unit.row(x, 0)[:ps]
-                continue
-            row = unit.row(x, 1, "", kind, rag)
-            shared[i], part[i] = row[:ps], row[ps:]
-            block[i] = (space.lineage_slice(lineage).start - ps) // width
-        block[~np.any(part != 0.0, axis=1)] = -1
-        return BlockDesign(shared, block, part, len(space.lineages))
-
-    def _design_row(
-        self, space: DesignSpace, obs: Observation, alias: dict[str, str]
-    ) -> np.ndarray:
-        x, lineage, kind, rag = self._row_spec(obs, alias)
-        return space.row(x, 0) if lineage is None else space.row(x, 1, lineage, kind, rag)
-
-    @staticmethod
-    def _row_spec(
-        obs: Observation, alias: dict[str, str]
-    ) -> tuple[np.ndarray, str | None, str | None, str | None]:
-        """(context, lineage, kind, RAG label) of an observation's row; lineage None: control."""
-        x = np.asarray(obs.decision.context.features, dtype=float)
-        if obs.z != 1:
-            return x, None, None, None
-        pid = obs.decision.proposed_id or ""
-        snap = obs.decision.snapshot(pid)
-        kind = snap.kind if snap is not None else "insight"
-        # the RAG label the card was decided under, frozen in the decision row
-        rag = next((c.rag for c in obs.decision.candidates if c.card_id == pid), None)
-        return x, alias.get(pid, pid), kind, rag
-
-    def _targets(self, rows: Sequence[Observation]) -> tuple[np.ndarray, np.ndarray]:
-        r = self.causal_reward
-        y = [
-            r.normalise_gain(o.decision.context.parent_fitness, float(o.terminal.gain or 0.0))
-            for o in rows
-        ]
-        unknown = self.settings.posterior.unknown_measurement_sd
-        omega = [
-            measurement_sd(
-                r.range, o.terminal.se, o.terminal.measurement == "deterministic", unknown
-            )
-            for o in rows
-        ]
-        return np.asarray(y, dtype=float), np.asarray(omega, dtype=float)
-
-    # -- multitask transfer (MODEL 9) --------------------------------------------
-    def _transfer_key(self, cards: Sequence[Card]) -> str:
-        """Digest of other runs' trials on ``cards`` ("" when off); refits P_help when it moves."""
-        if not self.transfer.enabled:
-            return ""
-        trials = [t for t in transfer_trials(cards) if t.run != self.run_id]
-        digest = trial_digest(trials)
-        if digest != self._transfer_digest:
-            self.transfer_fit = fit_transfer(
-                trials,
-                self.runtime.task_key,
-                exclude_run=self.run_id,
-                config=self.transfer,
-                cache=self._transfer_cache,
-            )
-            self._transfer_digest = digest
-            if self.transfer_fit.failure:
-                log.warning("memory v2 transfer prior not used: %s", self.transfer_fit.failure)
-        return digest
-
-    def _transfer_prior(self, space: DesignSpace) -> np.ndarray | None:
-        """mu_0 of the immediate head: lineage-intercept shifts from P_help (None: zero)."""
-        if not self.transfer.enabled:
-            return None
-        sd = self.settings.posterior.lineage_block_prior_sd
-        return intercept_prior_mean(space, self.transfer_fit, self.transfer, lineage_sd=sd)
+    @property
+    def transfer_fit(self) -> TransferFit:
+        return self.heads.transfer_fit
 
     def stats(self) -> dict[str, Any]:
         return {
@@ -687,28 +491,20 @@ def _abstain(reason: str) -> Selection:
     return Selection(abstain_proposal(), Draw(None, None, 1.0, 1.0), {}, None, reason)
 
 
-def _lineage_row_ids(delayed: Sequence[tuple[Observation, LineageRow]]) -> tuple[str, ...]:
-    """Ids of the fitted lineage rows: ``lineage:<root decision id>:v<version>``, sorted."""
-    return tuple(sorted(f"lineage:{r.root_decision_id}:v{r.version}" for _, r in delayed))
+def _snapshot_key(card: Card) -> tuple[Any, ...]:
+    """What a card's snapshot depends on (its rendered text, aliases and kind)."""
+    return (card.id, card.revision, card.kind, card.aliases, card.description,
+            card.explanation_summary)  # fmt: skip
 
 
-def _lineage_diagnostics(head: BayesianLinearHead | None, n_rows: int) -> tuple[Diagnostic, ...]:
-    """Fit diagnostics of the delayed-lineage head (rows only while it is inactive)."""
-    if head is None:
-        return (Diagnostic("lineage.rows", float(n_rows)),)
-    h = head.health_
-    return (
-        Diagnostic("lineage.rows", float(n_rows)),
-        Diagnostic("lineage.sigma", math.sqrt(head.residual_variance_)),
-        Diagnostic("lineage.ok", float(h.ok)),
-        Diagnostic("lineage.at_boundary", float(h.at_boundary)),
-    )
-
-
-def _lease_count(snap: CardSnapshot, leases: Sequence[Lease]) -> int:
-    ids = snap.lineage_ids
-    return sum(1 for lease in leases if lease.touches(ids))
-
-
-def _take_rows(design: np.ndarray | BlockDesign, idx: np.ndarray) -> np.ndarray | BlockDesign:
-    return design.take(idx) if isinstance(design, BlockDesign) else design[idx]
+def _lease_counts(universe: Sequence[CardSnapshot], leases: Sequence[Lease]) -> dict[str, int]:
+    """Pending outcomes per card: the active leases touching its lineage (id or alias)."""
+    pending = dict.fromkeys((s.card_id for s in universe), 0)
+    if not leases:
+        return pending
+    touched = {i for lease in leases for i in lease.lineage_ids}
+    for s in universe:
+        if s.card_id in touched or not touched.isdisjoint(s.absorbed_ids):
+            ids = s.lineage_ids
+            pending[s.card_id] = sum(1 for lease in leases if lease.touches(ids))
+    return pending

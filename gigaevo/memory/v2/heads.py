@@ -1,0 +1,350 @@
+"""The read side's posterior heads, fitted on the causal ledger (MODEL sections 3, 4 and 9).
+
+``HeadFitter`` fits the immediate-utility and invalidity heads on the committed,
+usefulness-eligible ledger rows, and the delayed-lineage head on the latest matured
+lineage row of each eligible root once there is one (MODEL 4.2). Fits are cached by the
+evidence version V, the card lineages, the context width and the lineage rows; a decision
+whose inputs did not move (same V, same rows, the very same card objects) skips even the
+key. With the multitask transfer prior on, the digest of other runs' use trials joins V.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from gigaevo.memory.v2.cards import Card
+from gigaevo.memory.v2.causal import (
+    BayesianLinearHead,
+    BlockDesign,
+    DesignSpace,
+    LogisticLaplaceHead,
+    measurement_sd,
+)
+from gigaevo.memory.v2.causal import RewardDefinition as CausalReward
+from gigaevo.memory.v2.causal.arrowhead import DENSE_MAX_SIZE
+from gigaevo.memory.v2.causal.transfer import (
+    TransferConfig,
+    TransferFit,
+    fit_transfer,
+    intercept_prior_mean,
+    trial_digest,
+)
+from gigaevo.memory.v2.evidence import (
+    Diagnostic,
+    LineageRow,
+    Observation,
+    SelectionEvidence,
+    lineage_rows,
+)
+from gigaevo.memory.v2.settings import PosteriorSettings
+from gigaevo.memory.v2.trials import transfer_trials
+
+log = logging.getLogger(__name__)
+
+# (V + trial digest, card lineages, context width, fitted lineage row ids)
+FitKey = tuple[str, tuple[str, ...], int, tuple[str, ...]]
+
+
+@dataclass
+class HeadFit:
+    """Heads fitted on one evidence version V and one lineage layout."""
+
+    space: DesignSpace
+    immediate: BayesianLinearHead | None
+    invalidity: LogisticLaplaceHead | None
+    diagnostics: tuple[Diagnostic, ...]
+    row_ids: tuple[str, ...]
+    failure: str = ""
+    lineage: BayesianLinearHead | None = None  # delayed-lineage head, None while inactive
+
+
+class HeadFitter:
+    """Fits and caches the heads of one run's reader.
+
+    Args:
+        evidence: the run's causal ledger.
+        reward: the causal reward (gain normalisation and range).
+        posterior: ``memory.posterior_config`` (priors, residual scale, contrasts).
+        run_id: this run (its own use trials never feed the transfer prior).
+        task_key: this run's task.
+        transfer: the multitask transfer prior (MODEL 9).
+        rag_contrast: whether RAG labels enter the design (memory/applicability=agentic).
+    """
+
+    def __init__(
+        self,
+        evidence: SelectionEvidence,
+        reward: CausalReward,
+        posterior: PosteriorSettings,
+        *,
+        run_id: str,
+        task_key: str,
+        transfer: TransferConfig | None = None,
+        rag_contrast: bool = False,
+    ) -> None:
+        self.evidence = evidence
+        self.causal_reward = reward
+        self.posterior = posterior
+        self.run_id = run_id
+        self.task_key = task_key
+        self.transfer = transfer or TransferConfig()
+        self.rag_contrast = rag_contrast
+        self.transfer_fit = TransferFit()
+        self._transfer_digest = ""
+        self._transfer_cache: dict[str, tuple[str, tuple[float, str]]] = {}  # card -> fit
+        self.current: tuple[FitKey, HeadFit] | None = None  # (cache key, fit)
+        # (V, head rows, context width, cards) the cached fit was last checked against
+        self._inputs: tuple[str, tuple[Observation, ...], int, tuple[Card, ...]] | None = None
+        self.version = ""  # V of the last call
+        self.fits = 0
+
+    def fitted(self, n_context: int, cards: Sequence[Card]) -> HeadFit:
+        """The heads on the current evidence for ``cards`` (cached by V, lineages, layout)."""
+        self.version = self.evidence.evidence_version()
+        rows = self.evidence.head_rows("invalidity")
+        # nothing moved since the last call (same V, same row tuple, the very same card
+        # objects: a stamp, edit or reload makes new ones): the cached fit stands
+        last = self._inputs
+        if (
+            self.current is not None
+            and last is not None
+            and last[0] == self.version
+            and last[1] is rows
+            and last[2] == n_context
+            and len(last[3]) == len(cards)
+            and all(a is b for a, b in zip(last[3], cards, strict=True))
+        ):
+            return self.current[1]
+        self._inputs = (self.version, rows, n_context, tuple(cards))
+        alias = {a: c.id for c in cards for a in (c.id, *c.aliases)}
+        delayed = lineage_rows(rows, self.evidence.lineage())
+        lineages = sorted({c.id for c in cards} | {self._lineage(o, alias) for o in rows if o.z})
+        version = self.version + self._transfer_key(cards)  # the trial digest joins V
+        key = (version, tuple(lineages), n_context, _lineage_row_ids(delayed))
+        if self.current is not None and self.current[0] == key:
+            return self.current[1]
+        fit = self._fit_heads(n_context, tuple(lineages), rows, alias, delayed)
+        self.current = (key, fit)
+        self.fits += 1
+        return fit
+
+    def for_evictor(self, cards: Sequence[Card]) -> tuple[str, HeadFit] | None:
+        """(V, heads) on the current evidence for ``cards``: the evictor's view.
+
+        Cached with the decisions' fits. None while the ledger has no
+        usefulness-eligible row (no context width to fit on).
+        """
+        rows = self.evidence.head_rows("invalidity")
+        if not rows:
+            return None
+        fit = self.fitted(len(rows[-1].decision.context.features), cards)
+        return self.version, fit
+
+    @staticmethod
+    def _lineage(obs: Observation, alias: dict[str, str]) -> str:
+        pid = obs.decision.proposed_id or ""
+        return alias.get(pid, pid)
+
+    def _fit_heads(
+        self,
+        n_context: int,
+        lineages: tuple[str, ...],
+        rows: Sequence[Observation],
+        alias: dict[str, str],
+        delayed: Sequence[tuple[Observation, LineageRow]] = (),
+    ) -> HeadFit:
+        post = self.posterior
+        space = DesignSpace(
+            n_context,
+            lineages,
+            kind_contrast=post.kind_contrast,
+            rag_contrast=self.rag_contrast,
+        )
+        rows = [o for o in rows if len(o.decision.context.features) == n_context]
+        delayed = [(o, r) for o, r in delayed if len(o.decision.context.features) == n_context]
+        try:
+            design = self.design(space, rows, alias)
+            invalid = np.array([1.0 if o.invalid else 0.0 for o in rows])
+            valid = np.array([o.valid for o in rows], dtype=bool)
+            y, omega = self.targets([o for o in rows if o.valid])
+            immediate = self._utility_head(space)
+            immediate.prior_mean = self._transfer_prior(space)  # MODEL 9; None: zero mean
+            immediate.fit(_take_rows(design, np.flatnonzero(valid)), y, omega)
+            mu, var = space.invalidity_prior(
+                post.invalidity_base_rate,
+                post.invalidity_baseline_prior_sd,
+                post.invalidity_shared_prior_sd,
+                post.invalidity_lineage_prior_sd,
+            )
+            layout = (space.shared_size, space.n_context)  # block-arrowhead when large
+            invalidity = LogisticLaplaceHead(mu, var, layout).fit(design, invalid)
+            lineage = self._lineage_head(space, delayed, alias)
+        except Exception as exc:  # fail closed: abstain until the evidence changes
+            log.warning("memory v2 head fit failed, abstaining: %s", exc)
+            return HeadFit(space, None, None, (Diagnostic("fit.failed", 1.0),), (), str(exc))
+        h = immediate.health_
+        diagnostics = (
+            Diagnostic("immediate.rows", float(valid.sum())),
+            Diagnostic("immediate.sigma", math.sqrt(immediate.residual_variance_)),
+            Diagnostic("immediate.ok", float(h.ok)),
+            Diagnostic("immediate.at_boundary", float(h.at_boundary)),
+            Diagnostic("invalidity.rows", float(len(rows))),
+            Diagnostic("invalidity.ok", float(invalidity.ok_)),
+            Diagnostic("lineages", float(len(lineages))),
+            *_lineage_diagnostics(lineage, len(delayed)),
+        )
+        ids = tuple(sorted(o.decision.decision_id for o in rows)) + _lineage_row_ids(delayed)
+        return HeadFit(space, immediate, invalidity, diagnostics, ids, lineage=lineage)
+
+    def _utility_head(self, space: DesignSpace) -> BayesianLinearHead:
+        """An unfitted Gaussian head with the configured priors (immediate or delayed-lineage)."""
+        post = self.posterior
+        return BayesianLinearHead(
+            space.utility_prior_variance(
+                post.baseline_prior_sd, post.shared_effect_prior_sd, post.lineage_block_prior_sd
+            ),
+            residual_sd_bounds=post.residual_sd_bounds,
+            residual_sd_median=post.residual_sd_median,
+            residual_log_sd=post.residual_log_sd,
+            block_layout=(space.shared_size, space.n_context),
+        )
+
+    def _lineage_head(
+        self,
+        space: DesignSpace,
+        delayed: Sequence[tuple[Observation, LineageRow]],
+        alias: dict[str, str],
+    ) -> BayesianLinearHead | None:
+        """The delayed-lineage head (MODEL 4.2), active once it has >= 1 matured row.
+
+        Each root keeps its own design row z (same arm, context and card) and trains on
+        y^L = g^L / R (not clipped) with the known measurement sd omega^L; mu_0 = 0.
+        """
+        if not delayed:
+            return None
+        design = self.design(space, [o for o, _ in delayed], alias)
+        y = np.array([float(r.residual or 0.0) / self.causal_reward.range for _, r in delayed])
+        omega = np.full(len(delayed), self.posterior.lineage_measurement_sd)
+        return self._utility_head(space).fit(design, y, omega)
+
+    def design(
+        self, space: DesignSpace, rows: Sequence[Observation], alias: dict[str, str]
+    ) -> np.ndarray | BlockDesign:
+        """The design of ``rows``: dense (n, P) up to ``DENSE_MAX_SIZE`` columns (the reference
+        path), else built in block form directly, O(n (P_s + C)) with no dense n x P temporary.
+
+        Each block row comes from a one-lineage space with the same contrasts (so it equals
+        ``space.row``), its block index from ``space.lineage_slice``; as in
+        ``BlockDesign.from_dense`` a row whose lineage part is all zero touches no block.
+        """
+        if space.size <= DENSE_MAX_SIZE:
+            dense = [self.design_row(space, o, alias) for o in rows]
+            return np.array(dense).reshape(len(rows), space.size)
+        unit = DesignSpace(
+            space.n_context,
+            ("",),
+            kind_contrast=space.kind_contrast,
+            rag_contrast=space.rag_contrast,
+        )
+        ps, width = space.shared_size, space.n_context
+        shared = np.empty((len(rows), ps))
+        part = np.zeros((len(rows), width))
+        block = np.full(len(rows), -1)
+        for i, obs in enumerate(rows):
+            x, lineage, kind, rag = self._row_spec(obs, alias)
+            if lineage is None:
+                shared[i] = unit.row(x, 0)[:ps]
+                continue
+            row = unit.row(x, 1, "", kind, rag)
+            shared[i], part[i] = row[:ps], row[ps:]
+            block[i] = (space.lineage_slice(lineage).start - ps) // width
+        block[~np.any(part != 0.0, axis=1)] = -1
+        return BlockDesign(shared, block, part, len(space.lineages))
+
+    def design_row(self, space: DesignSpace, obs: Observation, alias: dict[str, str]) -> np.ndarray:
+        x, lineage, kind, rag = self._row_spec(obs, alias)
+        return space.row(x, 0) if lineage is None else space.row(x, 1, lineage, kind, rag)
+
+    @staticmethod
+    def _row_spec(
+        obs: Observation, alias: dict[str, str]
+    ) -> tuple[np.ndarray, str | None, str | None, str | None]:
+        """(context, lineage, kind, RAG label) of an observation's row; lineage None: control."""
+        x = np.asarray(obs.decision.context.features, dtype=float)
+        if obs.z != 1:
+            return x, None, None, None
+        pid = obs.decision.proposed_id or ""
+        snap = obs.decision.snapshot(pid)
+        kind = snap.kind if snap is not None else "insight"
+        # the RAG label the card was decided under, frozen in the decision row
+        rag = next((c.rag for c in obs.decision.candidates if c.card_id == pid), None)
+        return x, alias.get(pid, pid), kind, rag
+
+    def targets(self, rows: Sequence[Observation]) -> tuple[np.ndarray, np.ndarray]:
+        r = self.causal_reward
+        y = [
+            r.normalise_gain(o.decision.context.parent_fitness, float(o.terminal.gain or 0.0))
+            for o in rows
+        ]
+        unknown = self.posterior.unknown_measurement_sd
+        omega = [
+            measurement_sd(
+                r.range, o.terminal.se, o.terminal.measurement == "deterministic", unknown
+            )
+            for o in rows
+        ]
+        return np.asarray(y, dtype=float), np.asarray(omega, dtype=float)
+
+    # -- multitask transfer (MODEL 9) --------------------------------------------
+    def _transfer_key(self, cards: Sequence[Card]) -> str:
+        """Digest of other runs' trials on ``cards`` ("" when off); refits P_help when it moves."""
+        if not self.transfer.enabled:
+            return ""
+        trials = [t for t in transfer_trials(cards) if t.run != self.run_id]
+        digest = trial_digest(trials)
+        if digest != self._transfer_digest:
+            self.transfer_fit = fit_transfer(
+                trials,
+                self.task_key,
+                exclude_run=self.run_id,
+                config=self.transfer,
+                cache=self._transfer_cache,
+            )
+            self._transfer_digest = digest
+            if self.transfer_fit.failure:
+                log.warning("memory v2 transfer prior not used: %s", self.transfer_fit.failure)
+        return digest
+
+    def _transfer_prior(self, space: DesignSpace) -> np.ndarray | None:
+        """mu_0 of the immediate head: lineage-intercept shifts from P_help (None: zero)."""
+        if not self.transfer.enabled:
+            return None
+        sd = self.posterior.lineage_block_prior_sd
+        return intercept_prior_mean(space, self.transfer_fit, self.transfer, lineage_sd=sd)
+
+
+def _lineage_row_ids(delayed: Sequence[tuple[Observation, LineageRow]]) -> tuple[str, ...]:
+    """Ids of the fitted lineage rows: ``lineage:<root decision id>:v<version>``, sorted."""
+    return tuple(sorted(f"lineage:{r.root_decision_id}:v{r.version}" for _, r in delayed))
+
+
+def _lineage_diagnostics(head: BayesianLinearHead | None, n_rows: int) -> tuple[Diagnostic, ...]:
+    """Fit diagnostics of the delayed-lineage head (rows only while it is inactive)."""
+    if head is None:
+        return (Diagnostic("lineage.rows", float(n_rows)),)
+    h = head.health_
+    return (
+        Diagnostic("lineage.rows", float(n_rows)),
+        Diagnostic("lineage.sigma", math.sqrt(head.residual_variance_)),
+        Diagnostic("lineage.ok", float(h.ok)),
+        Diagnostic("lineage.at_boundary", float(h.at_boundary)),
+    )
+
+
+def _take_rows(design: np.ndarray | BlockDesign, idx: np.ndarray) -> np.ndarray | BlockDesign:
+    return design.take(idx) if isinstance(design, BlockDesign) else design[idx]
