@@ -262,7 +262,7 @@ class HeadFitter:
                 continue
             row = unit.row(x, 1, "", kind, rag)
             shared[i], part[i] = row[:ps], row[ps:]
-            block[i] = (space.lineage_slice(lineage).start - ps) // width
+            block[i] = space.lineage_position(lineage)
         block[~np.any(part != 0.0, axis=1)] = -1
         return BlockDesign(shared, block, part, len(space.lineages))
 

@@ -202,13 +202,16 @@ class DesignSpace:
         """P = P_s + B C."""
         return self.shared_size + len(self.lineages) * self.n_context
 
-    def lineage_slice(self, lineage: str) -> slice:
-        """Columns of the lineage block of ``lineage``."""
+    def lineage_position(self, lineage: str) -> int:
+        """Index of ``lineage``'s block among the lineage blocks (0 .. B - 1)."""
         try:
-            i = self._index[lineage]
+            return self._index[lineage]
         except KeyError:
             raise DesignError(f"lineage {lineage!r} is not in the fitted space") from None
-        start = self.shared_size + i * self.n_context
+
+    def lineage_slice(self, lineage: str) -> slice:
+        """Columns of the lineage block of ``lineage``."""
+        start = self.shared_size + self.lineage_position(lineage) * self.n_context
         return slice(start, start + self.n_context)
 
     def row(

@@ -161,9 +161,11 @@ class BlockStack:
         components: the nodes' factored posteriors (same active set); means: (K, P) node
             means (prior mean included); weights: (K,) node probabilities.
         inv_s: (K, P_s, P_s) L_S^-1 per node.
-        coupling: (K, C, P_s A) l21_l L_l^-1 per node and active block, C-major: for a block
-            part u, (u @ coupling[k]).reshape(P_s, A)[:, l] = l21_l a with a = L_l^-1 u.
+        coupling: (C, K P_s A) l21_l L_l^-1 per node and active block, C-major: for a block
+            part u, (u @ coupling).reshape(K, P_s, A)[k, :, l] = l21_l a with a = L_l^-1 u
+            (one matrix-vector product for every node).
         gram: (K, A, C, C) L_l^-T L_l^-1, so |a|^2 = u' gram u.
+        lineage_means: (K B, C) the nodes' means of every lineage block, contiguous.
     """
 
     components: tuple[BlockPosterior, ...]
@@ -172,27 +174,28 @@ class BlockStack:
     inv_s: np.ndarray
     coupling: np.ndarray
     gram: np.ndarray
+    lineage_means: np.ndarray
 
     @classmethod
     def build(
         cls, components: Sequence[BlockPosterior], means: np.ndarray, weights: np.ndarray
     ) -> BlockStack:
         post0 = components[0]
-        c = post0.width
+        ps, c = post0.chol_s.shape[0], post0.width
         if any(not np.array_equal(p.active, post0.active) for p in components):
             raise DesignError("mixture nodes must share their active lineage blocks")
         inv_s = np.array([p.inverse_factors[0] for p in components])
         inv_dt = np.array([p.inverse_factors[1] for p in components])  # (K, A, C, C) L^-T
         l21 = np.array([p.l21 for p in components])  # (K, A, P_s, C)
         if len(post0.active):
-            coupling = np.einsum("kapc,kadc->kdpa", l21, inv_dt).reshape(len(components), c, -1)
+            coupling = np.einsum("kapc,kadc->dkpa", l21, inv_dt).reshape(c, -1)
             gram = inv_dt @ inv_dt.transpose(0, 1, 3, 2)
         else:
-            coupling = np.zeros((len(components), c, 0))
+            coupling = np.zeros((c, 0))
             gram = np.zeros((len(components), 0, c, c))
         return cls(
             tuple(components), np.asarray(means, dtype=float), np.asarray(weights, dtype=float),
-            inv_s, coupling, gram,
+            inv_s, coupling, gram, np.ascontiguousarray(means[:, ps:]).reshape(-1, c),
         )  # fmt: skip
 
 
@@ -262,28 +265,28 @@ def block_arm_latents(
     nodes, counts = np.unique(ks, return_counts=True)
     order = np.argsort(ks, kind="stable")  # worlds grouped by node: contiguous slices
     bounds = np.r_[0, np.cumsum(counts)]
-    mean_blocks = means[:, ps:].reshape(k_nodes, -1, c)
+    mean_blocks = stack.lineage_means  # (K B, C): node k's block l in row k B + l
     # per node, for the cards alone in their block: centre u'm_l, shift l21_l a, sd |a|;
     # the block parts u take a few distinct values (kind and RAG state), so each distinct u
     # is contracted with every block at once and the cards' columns are taken afterwards
     centre = np.empty((k_nodes, len(single)))
     sd = np.broadcast_to(prior_sd_single, (k_nodes, len(single))).copy()
     groups, group_of = _distinct_rows(u_single)
-    hot_groups = []  # (u, hot card indices among the singles, their active positions)
+    hot_groups = []  # (hot card indices among the singles, their shifts)
     for g, u in enumerate(groups):
         idx = np.flatnonzero(group_of == g)
-        centre[:, idx] = (mean_blocks @ u)[:, block_single[idx]]
+        centre[:, idx] = (mean_blocks @ u).reshape(k_nodes, -1)[:, block_single[idx]]
         idx_hot = idx[hot[idx]]
         if len(idx_hot):
             pa = pos_single[idx_hot]
-            hot_groups.append((u, idx_hot, pa))
+            shift = (u @ stack.coupling).reshape(k_nodes, ps, len(active))[:, :, pa]
+            hot_groups.append((idx_hot, shift))  # shift: (K, P_s, hot cards of the group)
             k_a = stack.gram.shape[:2]
             sd[:, idx_hot] = np.sqrt((stack.gram.reshape(-1, c) @ u).reshape(*k_a, c) @ u)[:, pa]
     # worlds are handled grouped by node (contiguous slices; the xi are iid, so they can be
     # used in that order) and put back in the order of ks at the end
     beta_s = np.empty((n, ps))
     eta1 = np.empty((n, len(lin)))
-    n_act = len(active)
     if len(single) == len(lin):  # every card alone in its block (the usual bank): per node,
         # z_1j'theta = z_1j's m_s + u'm_l + d_s'(s_1j - shift_j) + |a_j| xi_j
         shared_t = np.ascontiguousarray(z1.shared.T)
@@ -292,11 +295,13 @@ def block_arm_latents(
             sl = slice(bounds[i], bounds[i + 1])
             ds = xi_s[sl] @ stack.inv_s[k]  # L_S^-T xi_s in row form
             beta_s[sl] = means[k, :ps] + ds
+            slope = shared_t
+            if hot_groups:  # s_1j - shift_j: the shift l21_l a_j only on the cards with rows
+                slope = shared_t.copy()
+                for idx_hot, shift in hot_groups:
+                    slope[:, idx_hot] -= shift[k]
             out = eta1[sl]
-            np.matmul(ds, shared_t, out=out)
-            for u, idx_hot, pa in hot_groups:  # - d_s' l21_l a_j on the cards with rows
-                lifted = (u @ stack.coupling[k]).reshape(ps, n_act)
-                out[:, idx_hot] -= ds @ lifted[:, pa]
+            np.matmul(ds, slope, out=out)
             out += base[k]
             noise = xi_1[sl]
             noise *= sd[k]
@@ -305,8 +310,8 @@ def block_arm_latents(
         lift = np.empty((n, len(single)))  # lineage-block part of z_1j'theta, single cards
         beta_v = np.empty((n, len(vec_blocks), c))
         shift = np.zeros((k_nodes, ps, len(single)))
-        for u, idx_hot, pa in hot_groups:
-            shift[:, :, idx_hot] = (u @ stack.coupling).reshape(k_nodes, ps, n_act)[:, :, pa]
+        for idx_hot, group_shift in hot_groups:
+            shift[:, :, idx_hot] = group_shift
         for i, k in enumerate(nodes):
             sl = slice(bounds[i], bounds[i + 1])
             post, mean = posts[k], means[k]

@@ -190,7 +190,7 @@ def card_rows(
             cache[key] = unit.row(x, 1, "", c.kind, c.rag)
         row = cache[key]
         shared[i], part[i] = row[:ps], row[ps:]
-        block[i] = (space.lineage_slice(c.lineage).start - ps) // width
+        block[i] = space.lineage_position(c.lineage)
     return BlockDesign(shared, block, part, len(space.lineages))
 
 
