@@ -14,6 +14,7 @@ from gigaevo.memory.v2.causal import (
     conditional_posterior,
 )
 from gigaevo.memory.v2.causal.arrowhead import BlockDesign, BlockStatistics, block_posterior
+from gigaevo.memory.v2.causal.spectral import NoisePencil, batched_cholesky, lower_inverse
 
 
 def _random_design(
@@ -109,3 +110,86 @@ def test_logistic_head_on_block_design_equals_dense() -> None:
     sd = np.sqrt(np.diag(dense.coef_cov_))
     assert np.max(np.abs(draws.mean(axis=0) - dense.coef_) / sd) < 0.06
     np.testing.assert_allclose(draws.std(axis=0), sd, rtol=0.05)
+
+
+def _single_level_stats(seed: int, used: int) -> tuple[DesignSpace, BlockStatistics]:
+    space, x, y, _ = _random_design(300, 40, used, seed=seed)
+    design = BlockDesign.from_dense(x, space.shared_size, space.n_context)
+    return space, BlockStatistics(design, y, np.full(len(y), 0.15))
+
+
+@pytest.mark.parametrize("seed", [6, 7])
+def test_noise_pencil_equals_block_posterior_at_every_sigma(seed: int) -> None:
+    space, stats = _single_level_stats(seed, used=25)
+    v = space.utility_prior_variance()
+    pencil = NoisePencil(stats, v)
+    sigmas = np.array([0.01, 0.05, 0.2, 1.0, 5.0])
+    posts, means, var = pencil.posteriors(sigmas)
+    np.testing.assert_allclose(pencil.means(sigmas), means, atol=1e-12)
+    np.testing.assert_array_equal(means, [p.mean for p in posts])
+    for k, sigma in enumerate(sigmas):
+        ref = block_posterior(stats, v, float(sigma))
+        got = posts[k]
+        assert got.log_evidence == pytest.approx(ref.log_evidence, rel=1e-12, abs=1e-10)
+        assert pencil.log_evidence(sigmas[k : k + 1])[0] == pytest.approx(
+            ref.log_evidence, rel=1e-12, abs=1e-10
+        )
+        np.testing.assert_allclose(got.mean, ref.mean, rtol=0, atol=1e-10)
+        np.testing.assert_array_equal(got.active, ref.active)
+        for a, b in [(got.chol_s, ref.chol_s), (got.chol_d, ref.chol_d), (got.l21, ref.l21)]:
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-10 * np.max(np.abs(b)))
+        for a, b in zip(got.inverse_factors, ref.inverse_factors, strict=True):
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-10 * max(np.max(np.abs(b)), 1.0))
+        np.testing.assert_allclose(var[k], ref.marginal_variance(), rtol=1e-10)
+
+
+def test_noise_pencil_without_lineage_rows() -> None:
+    space, x, y, _ = _random_design(40, 6, 3, seed=8)
+    controls = x[:, space.shared_size :].sum(axis=1) == 0.0
+    design = BlockDesign.from_dense(x[controls], space.shared_size, space.n_context)
+    stats = BlockStatistics(design, y[controls], np.zeros(int(controls.sum())))
+    v = space.utility_prior_variance()
+    posts, _, var = NoisePencil(stats, v).posteriors(np.array([0.1]))
+    ref = block_posterior(stats, v, 0.1)
+    assert posts[0].log_evidence == pytest.approx(ref.log_evidence, rel=1e-12)
+    np.testing.assert_allclose(var[0], ref.marginal_variance(), rtol=1e-12)
+    draws = np.random.default_rng(0).standard_normal((3, space.size))
+    np.testing.assert_allclose(posts[0].sample(draws), ref.sample(draws), atol=1e-12)
+
+
+def test_batched_small_factorisations_equal_lapack() -> None:
+    rng = np.random.default_rng(9)
+    a = rng.normal(size=(7, 30, 5, 5))
+    spd = a @ a.transpose(0, 1, 3, 2) + 0.1 * np.eye(5)
+    chol = batched_cholesky(spd)
+    np.testing.assert_allclose(chol, np.linalg.cholesky(spd), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(lower_inverse(chol), np.linalg.inv(chol), rtol=1e-10, atol=1e-10)
+    with pytest.raises(np.linalg.LinAlgError):
+        batched_cholesky(-spd)
+
+
+def test_apply_inverse_equals_solve() -> None:
+    space, x, y, omega = _random_design(120, 8, 5, seed=10)
+    design = BlockDesign.from_dense(x, space.shared_size, space.n_context)
+    post = block_posterior(BlockStatistics(design, y, omega), space.utility_prior_variance(), 0.1)
+    rhs = np.random.default_rng(11).normal(size=space.size)
+    np.testing.assert_allclose(post.apply_inverse(rhs), post.solve(rhs), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(post.apply_inverse(rhs), post.dense_cov() @ rhs, atol=1e-12)
+
+
+def test_single_noise_level_head_equals_dense_fit() -> None:
+    """One omega level: the block head runs on the noise pencil; the dense head is the truth."""
+    space, x, y, _ = _random_design(150, 6, 4, seed=12)
+    v = space.utility_prior_variance()
+    omega = np.full(len(y), 0.15)
+    dense = BayesianLinearHead(v).fit(x, y, omega)
+    design = BlockDesign.from_dense(x, space.shared_size, space.n_context)
+    block = BayesianLinearHead(v).fit(design, y, omega)
+    for flag in ("ok", "at_boundary", "modes_converged", "depth_limit_hit"):
+        assert getattr(block.health_, flag) == getattr(dense.health_, flag)
+    assert len(block.weights_) == len(dense.weights_)
+    np.testing.assert_allclose(block.weights_, dense.weights_, atol=1e-6)
+    np.testing.assert_allclose(block.coef_mean_, dense.coef_mean_, atol=1e-9)
+    np.testing.assert_allclose(block.coef_var_, dense.coef_var_, rtol=1e-8)
+    assert block.residual_variance_ == pytest.approx(dense.residual_variance_, rel=1e-9)
+    assert block.log_marginal_ == pytest.approx(dense.log_marginal_, rel=1e-11)

@@ -12,6 +12,7 @@ from gigaevo.memory.v2.causal import (
     conditional_posterior,
     head_allows_selection,
 )
+from gigaevo.memory.v2.causal.quadrature import adaptive_gauss_legendre
 from tests.memory.causal.simulate import average_effect_direction, card_world
 
 
@@ -124,3 +125,20 @@ def test_cold_head_is_the_prior() -> None:
     assert head.coef_cov_ is not None
     np.testing.assert_allclose(head.coef_cov_, np.diag(v), atol=1e-12)
     np.testing.assert_allclose(head.coef_mean_, 0.0, atol=1e-12)
+
+
+def test_batched_kernel_gives_the_same_quadrature() -> None:
+    """The vectorised kernel path of the quadrature places the same nodes as the scalar one."""
+
+    def batch(t: np.ndarray) -> np.ndarray:
+        return np.logaddexp(-0.5 * ((t + 1.0) / 0.3) ** 2, -2.0 - 0.5 * ((t - 0.7) / 0.1) ** 2)
+
+    def scalar(t: float) -> float:
+        return float(batch(np.array([t]))[0])
+
+    ref = adaptive_gauss_legendre(scalar, -4.0, 2.0)
+    got = adaptive_gauss_legendre(scalar, -4.0, 2.0, h_batch=batch)
+    np.testing.assert_allclose(got.fine_nodes, ref.fine_nodes, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(got.fine_log_weights, ref.fine_log_weights, atol=1e-12)
+    np.testing.assert_allclose(got.coarse_log_weights, ref.coarse_log_weights, atol=1e-12)
+    assert got.modes == pytest.approx(ref.modes, abs=1e-12)

@@ -97,3 +97,21 @@ def test_sparse_harmful_card_admitted() -> None:
 def test_harmful_card_excluded_in_95_percent_of_seeds() -> None:
     excluded = sum(_excluded(seed, 300) for seed in range(200))
     assert excluded >= 190
+
+
+def test_block_condition_number_matches_dense_eigenvalues() -> None:
+    """cond(F) of the block Laplace precision (Lanczos on the block operators) is exact."""
+    space = DesignSpace(5, tuple(f"c{i:03d}" for i in range(30)), kind_contrast=True)
+    rng = np.random.default_rng(13)
+    rows = [
+        space.row(np.r_[1.0, rng.uniform(-1, 1, 4)], 1, f"c{i % 12:03d}", kind="insight")
+        for i in range(300)
+    ]
+    x = np.array(rows)
+    d = (rng.uniform(size=len(x)) < 0.1).astype(float)
+    mu, v = space.invalidity_prior()
+    head = LogisticLaplaceHead(mu, v, (space.shared_size, space.n_context)).fit(x, d)
+    assert head.ok_ and head.block_factor is not None
+    p = expit(x @ head.coef_)
+    eig = np.linalg.eigvalsh(np.diag(1 / v) + x.T @ ((p * (1 - p))[:, None] * x))
+    assert head.condition_ == pytest.approx(eig[-1] / eig[0], rel=1e-6)

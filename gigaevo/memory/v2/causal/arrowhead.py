@@ -10,7 +10,7 @@ Column order matches ``DesignSpace``: shared block first, then the B lineage blo
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
@@ -186,6 +186,7 @@ class BlockPosterior:
         l21: (B_act, P_s, C) = G_l' L_l^-T; chol_s: (P_s, P_s) Cholesky factor of the Schur
             complement S = A - sum_l G_l' D_l^-1 G_l.
         active: (B_act,) active lineage indices; prior_sd: (P,) prior sds (inactive blocks).
+        precomputed: ``inverse_factors`` when the builder already has them, else None.
     """
 
     mean: np.ndarray
@@ -196,11 +197,14 @@ class BlockPosterior:
     active: np.ndarray
     prior_sd: np.ndarray
     width: int
+    precomputed: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     def sample(self, xi: np.ndarray) -> np.ndarray:
         """Draws mean + Lambda^-1/2 xi for standard normals xi of shape (S, P)."""
         ps, c = self.chol_s.shape[0], self.width
-        inv_s, inv_d, l21_flat, cols = self._inverse_factors
+        inv_s, inv_d, l21_flat, cols = self.inverse_factors
         out = xi * self.prior_sd  # inactive lineage blocks keep their prior
         x_s = xi[:, :ps] @ inv_s  # (L_S^-T xi_s')' = xi_s L_S^-1
         out[:, :ps] = x_s
@@ -214,6 +218,8 @@ class BlockPosterior:
     @property
     def inverse_factors(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(L_S^-1, L_l^-T per active block, l21 as (P_s, B_act C), lineage columns), cached."""
+        if self.precomputed is not None:
+            return self.precomputed
         return self._inverse_factors
 
     @cached_property
@@ -222,6 +228,8 @@ class BlockPosterior:
 
         Computed once per fitted sigma node and reused by every draw of a cached fit.
         """
+        if self.precomputed is not None:
+            return self.precomputed
         ps = self.chol_s.shape[0]
         if not len(self.active):
             return np.linalg.inv(self.chol_s), self.chol_d, np.zeros((ps, 0)), self.active
@@ -250,6 +258,26 @@ class BlockPosterior:
         )
         out[:ps] = m_s
         out[cols] = m_l[..., 0]
+        return out
+
+    def apply_inverse(self, rhs: np.ndarray) -> np.ndarray:
+        """Lambda^-1 rhs for rhs of shape (P,) by products with the cached inverse factors.
+
+        Same value as ``solve`` up to rounding, without per-call triangular solves: for
+        operators applied many times (the Lanczos iterations of a condition number).
+        """
+        inv_s, inv_dt, l21_flat, cols = self.inverse_factors
+        ps = self.chol_s.shape[0]
+        out = rhs * self.prior_sd**2
+        if not len(self.active):
+            out[:ps] = inv_s.T @ (inv_s @ rhs[:ps])
+            return out
+        a = np.matmul(rhs[cols][:, None, :], inv_dt)[:, 0, :]  # L_l^-1 b_l, as rows
+        a_s = inv_s @ (rhs[:ps] - l21_flat @ a.reshape(-1))
+        x_s = inv_s.T @ a_s
+        back = a - (x_s @ l21_flat).reshape(a.shape)
+        out[:ps] = x_s
+        out[cols] = np.matmul(inv_dt, back[..., None])[..., 0]
         return out
 
     def marginal_variance(self) -> np.ndarray:

@@ -23,6 +23,7 @@ from gigaevo.memory.v2.causal.arrowhead import (
 )
 from gigaevo.memory.v2.causal.errors import DesignError
 from gigaevo.memory.v2.causal.quadrature import EDGE_FRACTION, adaptive_gauss_legendre
+from gigaevo.memory.v2.causal.spectral import NoisePencil
 
 _LOG_2PI = math.log(2.0 * math.pi)
 _MAX_OMEGA_GROUPS = 8
@@ -214,18 +215,25 @@ class BayesianLinearHead:
         """
         prior_var = np.asarray(self.prior_variance, dtype=float)
         x = as_block_design(x, self.block_layout, len(prior_var))
-        posterior_at, mu0 = self._solver(x, y, omega, prior_var)
+        solver = self._solver(x, y, omega, prior_var)
         lo, hi = (math.log(b) for b in self.residual_sd_bounds)
         if not hi > lo:
             raise DesignError("residual sd bounds must satisfy 0 < low < high")
         center, scale = math.log(self.residual_sd_median), self.residual_log_sd
 
         def kernel(tau: float) -> float:
-            return posterior_at(tau).log_evidence - 0.5 * ((tau - center) / scale) ** 2
+            return solver.log_evidence(tau) - 0.5 * ((tau - center) / scale) ** 2
 
-        nodes = adaptive_gauss_legendre(kernel, lo, hi)
-        fine = _mixture(nodes.fine_nodes, nodes.fine_log_weights, posterior_at, mu0)
-        coarse = _mixture(nodes.coarse_nodes, nodes.coarse_log_weights, posterior_at, mu0)
+        batch = None
+        if solver.log_evidence_batch is not None:
+            evidence = solver.log_evidence_batch
+
+            def batch(taus: np.ndarray) -> np.ndarray:
+                return evidence(taus) - 0.5 * ((taus - center) / scale) ** 2
+
+        nodes = adaptive_gauss_legendre(kernel, lo, hi, h_batch=batch)
+        fine = _mixture(nodes.fine_nodes, nodes.fine_log_weights, solver, full=True)
+        coarse = _mixture(nodes.coarse_nodes, nodes.coarse_log_weights, solver, full=False)
         self.log_sd_nodes_, self.weights_ = fine.taus, fine.weights
         self.component_means_ = fine.means
         self._components = fine.components
@@ -241,12 +249,13 @@ class BayesianLinearHead:
         y: np.ndarray,
         omega: np.ndarray | None,
         prior_var: np.ndarray,
-    ) -> tuple[Callable[[float], _Component], np.ndarray]:
-        cache: dict[float, _Component] = {}
+    ) -> _NodeSolver | _PencilSolver:
         if isinstance(x, BlockDesign):
             yc, om = _check_block(x, y, omega, prior_var)
             mu0 = _prior_mean(self.prior_mean, len(prior_var))
             block_stats = BlockStatistics(x, yc - x.dot(mu0), om)
+            if len(block_stats.levels) == 1:  # one noise level: all sigmas in one pencil
+                return _PencilSolver(NoisePencil(block_stats, prior_var), mu0)
 
             def solve(tau: float) -> _Component:
                 return block_posterior(block_stats, prior_var, math.exp(tau))
@@ -257,12 +266,7 @@ class BayesianLinearHead:
             def solve(tau: float) -> _Component:
                 return _conditional(stats, prior_var, math.exp(tau))
 
-        def posterior_at(tau: float) -> _Component:
-            if tau not in cache:
-                cache[tau] = solve(tau)
-            return cache[tau]
-
-        return posterior_at, mu0
+        return _NodeSolver(solve, mu0)
 
     @property
     def components_(self) -> tuple[_Component, ...]:
@@ -318,6 +322,55 @@ class _Component(Protocol):
     def marginal_variance(self) -> np.ndarray: ...
 
 
+class _NodeSolver:
+    """Conditional posteriors one sigma node at a time (dense, or several noise levels)."""
+
+    log_evidence_batch = None
+
+    def __init__(self, solve: Callable[[float], _Component], mu0: np.ndarray) -> None:
+        self._solve, self.mu0 = solve, mu0
+        self._cache: dict[float, _Component] = {}
+
+    def posterior_at(self, tau: float) -> _Component:
+        if tau not in self._cache:
+            self._cache[tau] = self._solve(tau)
+        return self._cache[tau]
+
+    def log_evidence(self, tau: float) -> float:
+        return self.posterior_at(tau).log_evidence
+
+    def nodes(
+        self, taus: np.ndarray, full: bool
+    ) -> tuple[list[_Component], np.ndarray, np.ndarray | None]:
+        """(components, centred means (K, P), marginal variances (K, P) when ``full``)."""
+        posts = [self.posterior_at(float(t)) for t in taus]
+        means = np.array([p.mean for p in posts])
+        var = np.array([p.marginal_variance() for p in posts]) if full else None
+        return posts, means, var
+
+
+class _PencilSolver:
+    """All sigma nodes of a block design with one noise level through a ``NoisePencil``."""
+
+    def __init__(self, pencil: NoisePencil, mu0: np.ndarray) -> None:
+        self._pencil, self.mu0 = pencil, mu0
+
+    def log_evidence(self, tau: float) -> float:
+        return float(self._pencil.log_evidence(np.array([math.exp(tau)]))[0])
+
+    def log_evidence_batch(self, taus: np.ndarray) -> np.ndarray:
+        return self._pencil.log_evidence(np.exp(taus))
+
+    def nodes(
+        self, taus: np.ndarray, full: bool
+    ) -> tuple[list[_Component], np.ndarray, np.ndarray | None]:
+        """(components, centred means (K, P), marginal variances (K, P) when ``full``)."""
+        if not full:
+            return [], self._pencil.means(np.exp(taus)), None
+        posts, means, var = self._pencil.posteriors(np.exp(taus))
+        return list(posts), means, var
+
+
 @dataclass(frozen=True)
 class _Mixture:
     taus: np.ndarray
@@ -325,18 +378,16 @@ class _Mixture:
     components: list[_Component]
     means: np.ndarray
     mean: np.ndarray
-    var: np.ndarray
+    var: np.ndarray | None
     cov: np.ndarray | None
     sigma2: float
     log_mass: float
 
 
 def _mixture(
-    taus: np.ndarray,
-    log_w: np.ndarray,
-    posterior_at: Callable[[float], _Component],
-    mu0: np.ndarray,
+    taus: np.ndarray, log_w: np.ndarray, solver: _NodeSolver | _PencilSolver, full: bool
 ) -> _Mixture:
+    """The sigma mixture of the nodes; variances and covariance only when ``full``."""
     top = float(np.max(log_w))
     w = np.exp(log_w - top)
     log_mass = top + math.log(float(np.sum(w)))
@@ -344,13 +395,13 @@ def _mixture(
     order = np.argsort(taus[keep])
     taus, w = taus[keep][order], w[keep][order]
     w = w / np.sum(w)
-    posts = [posterior_at(float(t)) for t in taus]
-    means = np.array([p.mean for p in posts]) + mu0
+    posts, centred, node_var = solver.nodes(taus, full)
+    means = centred + solver.mu0
     mean = w @ means
     dev = means - mean
-    var = w @ np.array([p.marginal_variance() for p in posts]) + w @ dev**2
+    var = None if node_var is None else w @ node_var + w @ dev**2
     cov = None
-    if all(isinstance(p, ConditionalPosterior) for p in posts):
+    if full and all(isinstance(p, ConditionalPosterior) for p in posts):
         covs = np.array([p.cov for p in posts])  # type: ignore[attr-defined]
         cov = np.einsum("k,kij->ij", w, covs) + (dev.T * w) @ dev
     sigma2 = float(w @ np.exp(2.0 * taus))
@@ -365,6 +416,7 @@ def _health(
     m_hi = float(np.sum(fine.weights[fine.taus >= hi - edge]))
     mass_err = abs(math.expm1(coarse.log_mass - fine.log_mass))
     var_err = abs(coarse.sigma2 - fine.sigma2) / fine.sigma2
+    assert fine.var is not None  # the fine mixture is always built in full
     sd = np.sqrt(fine.var)
     shift = float(np.max(np.abs(coarse.mean - fine.mean) / sd)) if len(sd) else 0.0
     ok = converged and not depth_hit and mass_err <= 1e-5 and var_err <= 1e-3 and shift <= 1e-3

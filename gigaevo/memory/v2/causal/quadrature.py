@@ -19,6 +19,8 @@ DROP_LEVELS = (0.5, 2.0, 8.0, 24.0)
 MAX_DEPTH = 8
 EDGE_FRACTION = 0.01
 
+BatchKernel = Callable[[np.ndarray], np.ndarray]
+
 _X8, _W8 = np.polynomial.legendre.leggauss(8)
 _X16, _W16 = np.polynomial.legendre.leggauss(16)
 
@@ -44,11 +46,19 @@ class QuadratureNodes:
     depth_limit_hit: bool
 
 
+def _evaluate(
+    h: Callable[[float], float], h_batch: BatchKernel | None, t: np.ndarray
+) -> np.ndarray:
+    if h_batch is not None:
+        return np.asarray(h_batch(t), dtype=float)
+    return np.array([h(float(ti)) for ti in t])
+
+
 def _find_modes(
-    h: Callable[[float], float], lo: float, hi: float
+    h: Callable[[float], float], lo: float, hi: float, h_batch: BatchKernel | None = None
 ) -> tuple[list[float], list[float], bool]:
     grid = np.linspace(lo, hi, SCAN_POINTS)
-    vals = np.array([h(float(t)) for t in grid])
+    vals = _evaluate(h, h_batch, grid)
     modes: list[float] = []
     heights: list[float] = []
     converged = True
@@ -99,15 +109,21 @@ def _rule(a: float, b: float, x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray,
 
 
 def adaptive_gauss_legendre(
-    h: Callable[[float], float], lo: float, hi: float, shift: float | None = None
+    h: Callable[[float], float],
+    lo: float,
+    hi: float,
+    shift: float | None = None,
+    h_batch: BatchKernel | None = None,
 ) -> QuadratureNodes:
     """Integrate exp(h) over [lo, hi] adaptively (8 vs 16 nodes per piece, bisection <= depth 8).
 
     Args:
         h: log kernel, finite on [lo, hi].
         shift: value subtracted from h before comparing masses (defaults to the top mode height).
+        h_batch: optional vectorised h (an array of points to their values), used for the
+            scan grid and the nodes of each piece; it must agree with h.
     """
-    modes, heights, converged = _find_modes(h, lo, hi)
+    modes, heights, converged = _find_modes(h, lo, hi, h_batch)
     top = max(heights) if shift is None else shift
     pieces = [
         (float(a), float(b), 0) for a, b in _pairwise(_breakpoints(h, lo, hi, modes, heights))
@@ -121,8 +137,8 @@ def adaptive_gauss_legendre(
         a, b, depth = pieces.pop()
         t16, lw16 = _rule(a, b, _X16, _W16)
         t8, lw8 = _rule(a, b, _X8, _W8)
-        h16 = np.array([h(float(t)) for t in t16])
-        h8 = np.array([h(float(t)) for t in t8])
+        both = _evaluate(h, h_batch, np.concatenate([t16, t8]))
+        h16, h8 = both[:16], both[16:]
         m16 = float(np.sum(np.exp(lw16 + h16 - top)))
         m8 = float(np.sum(np.exp(lw8 + h8 - top)))
         if abs(m16 - m8) > 1e-10 + 1e-6 * m16 and depth < MAX_DEPTH:
