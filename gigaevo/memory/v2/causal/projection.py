@@ -188,7 +188,7 @@ class BlockStack:
         inv_dt = np.array([p.inverse_factors[1] for p in components])  # (K, A, C, C) L^-T
         l21 = np.array([p.l21 for p in components])  # (K, A, P_s, C)
         if len(post0.active):
-            coupling = np.einsum("kapc,kadc->dkpa", l21, inv_dt).reshape(c, -1)
+            coupling = np.einsum("kapc,kadc->dkpa", l21, inv_dt, optimize=True).reshape(c, -1)
             gram = inv_dt @ inv_dt.transpose(0, 1, 3, 2)
         else:
             coupling = np.zeros((c, 0))
