@@ -142,3 +142,61 @@ def test_batched_kernel_gives_the_same_quadrature() -> None:
     np.testing.assert_allclose(got.fine_log_weights, ref.fine_log_weights, atol=1e-12)
     np.testing.assert_allclose(got.coarse_log_weights, ref.coarse_log_weights, atol=1e-12)
     assert got.modes == pytest.approx(ref.modes, abs=1e-12)
+
+
+def test_dense_pencil_equals_the_per_sigma_cholesky_posterior() -> None:
+    """One eigen-decomposition per fit gives the same posterior at every sigma (MODEL 3)."""
+    from gigaevo.memory.v2.causal.blr import conditional_posterior
+    from gigaevo.memory.v2.causal.spectral import DensePencil
+
+    rng = np.random.default_rng(21)
+    for trial in range(12):
+        n, p = int(rng.integers(1, 200)), int(rng.integers(2, 40))
+        x = rng.normal(size=(n, p)) * (rng.random(p) < 0.7)  # some all-zero columns
+        y = x @ rng.normal(0, 0.1, p) + rng.normal(0, 0.2, n)
+        omega = 0.05 if trial % 2 else 0.0
+        v = rng.uniform(0.05, 1.0, p)
+        pencil = DensePencil(x, y, omega**2, v)
+        sigmas = np.array([0.02, 0.2, 1.5])
+        evidence, means, covs = (
+            pencil.log_evidence(sigmas),
+            pencil.means(sigmas),
+            pencil.covariances(sigmas),
+        )
+        for k, s in enumerate(sigmas):
+            ref = conditional_posterior(x, y, float(s), v, omega=np.full(n, omega))
+            assert evidence[k] == pytest.approx(ref.log_evidence, rel=1e-11, abs=1e-9)
+            np.testing.assert_allclose(means[k], ref.mean, rtol=0, atol=1e-10)
+            np.testing.assert_allclose(covs[k], ref.cov, rtol=1e-9, atol=1e-10)
+
+
+def test_dense_head_with_one_noise_level_matches_the_node_by_node_fit(monkeypatch) -> None:
+    """The pencil path and the per-node Cholesky path give the same head (dense design)."""
+    import math
+
+    from gigaevo.memory.v2.causal import blr
+
+    def node_by_node(self, x, y, omega, prior_var):
+        xd, yd, om, mu0 = blr._check(x, y, prior_var, self.prior_mean, omega)
+        stats = blr._Statistics(xd, yd - xd @ mu0, om)
+        return blr._NodeSolver(lambda tau: blr._conditional(stats, prior_var, math.exp(tau)), mu0)
+
+    rng = np.random.default_rng(22)
+    for trial in range(6):
+        n, p = int(rng.integers(5, 250)), int(rng.integers(3, 50))
+        x = rng.normal(size=(n, p))
+        y = x @ rng.normal(0, 0.1, p) + rng.normal(0, 0.3, n)
+        v = rng.uniform(0.05, 1.0, p)
+        mu0 = rng.normal(0, 0.05, p) if trial % 2 else None
+        omega = np.full(n, 0.02 * trial)
+        fast = BayesianLinearHead(v, mu0).fit(x, y, omega)
+        with monkeypatch.context() as m:
+            m.setattr(BayesianLinearHead, "_solver", node_by_node)
+            slow = BayesianLinearHead(v, mu0).fit(x, y, omega)
+        flags = (fast.health_.ok, fast.health_.at_boundary)
+        assert flags == (slow.health_.ok, slow.health_.at_boundary)
+        assert len(fast.weights_) == len(slow.weights_)
+        np.testing.assert_allclose(fast.coef_mean_, slow.coef_mean_, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(fast.coef_cov_, slow.coef_cov_, rtol=0, atol=1e-10)
+        assert fast.residual_variance_ == pytest.approx(slow.residual_variance_, rel=1e-9)
+        assert fast.log_marginal_ == pytest.approx(slow.log_marginal_, rel=1e-10)

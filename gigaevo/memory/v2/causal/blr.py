@@ -23,7 +23,7 @@ from gigaevo.memory.v2.causal.arrowhead import (
 )
 from gigaevo.memory.v2.causal.errors import DesignError
 from gigaevo.memory.v2.causal.quadrature import EDGE_FRACTION, adaptive_gauss_legendre
-from gigaevo.memory.v2.causal.spectral import NoisePencil
+from gigaevo.memory.v2.causal.spectral import DensePencil, NoisePencil
 
 _LOG_2PI = math.log(2.0 * math.pi)
 _MAX_OMEGA_GROUPS = 8
@@ -249,7 +249,7 @@ class BayesianLinearHead:
         y: np.ndarray,
         omega: np.ndarray | None,
         prior_var: np.ndarray,
-    ) -> _NodeSolver | _PencilSolver:
+    ) -> _NodeSolver | _PencilSolver | _DenseSolver:
         if isinstance(x, BlockDesign):
             yc, om = _check_block(x, y, omega, prior_var)
             mu0 = _prior_mean(self.prior_mean, len(prior_var))
@@ -261,7 +261,10 @@ class BayesianLinearHead:
                 return block_posterior(block_stats, prior_var, math.exp(tau))
         else:
             xd, yd, om, mu0 = _check(x, y, prior_var, self.prior_mean, omega)
-            stats = _Statistics(xd, yd - xd @ mu0, om)
+            yc = yd - xd @ mu0
+            if len(om) and np.all(om == om[0]):  # one noise level: every sigma in one pencil
+                return _DenseSolver(DensePencil(xd, yc, float(om[0]) ** 2, prior_var), mu0)
+            stats = _Statistics(xd, yc, om)
 
             def solve(tau: float) -> _Component:
                 return _conditional(stats, prior_var, math.exp(tau))
@@ -371,6 +374,35 @@ class _PencilSolver:
         return list(posts), means, var
 
 
+class _DenseSolver:
+    """All sigma nodes of a dense design with one noise level through a ``DensePencil``."""
+
+    def __init__(self, pencil: DensePencil, mu0: np.ndarray) -> None:
+        self._pencil, self.mu0 = pencil, mu0
+
+    def log_evidence(self, tau: float) -> float:
+        return float(self._pencil.log_evidence(np.array([math.exp(tau)]))[0])
+
+    def log_evidence_batch(self, taus: np.ndarray) -> np.ndarray:
+        return self._pencil.log_evidence(np.exp(taus))
+
+    def nodes(
+        self, taus: np.ndarray, full: bool
+    ) -> tuple[list[_Component], np.ndarray, np.ndarray | None]:
+        """(components, centred means (K, P), marginal variances (K, P) when ``full``)."""
+        sigmas = np.exp(taus)
+        means = self._pencil.means(sigmas)
+        if not full:
+            return [], means, None
+        covs = self._pencil.covariances(sigmas)
+        evidence = self._pencil.log_evidence(sigmas)
+        posts: list[_Component] = [
+            ConditionalPosterior(m, c, float(le))
+            for m, c, le in zip(means, covs, evidence, strict=True)
+        ]
+        return posts, means, np.diagonal(covs, axis1=1, axis2=2).copy()
+
+
 @dataclass(frozen=True)
 class _Mixture:
     taus: np.ndarray
@@ -385,7 +417,10 @@ class _Mixture:
 
 
 def _mixture(
-    taus: np.ndarray, log_w: np.ndarray, solver: _NodeSolver | _PencilSolver, full: bool
+    taus: np.ndarray,
+    log_w: np.ndarray,
+    solver: _NodeSolver | _PencilSolver | _DenseSolver,
+    full: bool,
 ) -> _Mixture:
     """The sigma mixture of the nodes; variances and covariance only when ``full``."""
     top = float(np.max(log_w))
