@@ -9,13 +9,17 @@ from pathlib import Path
 from typing import Any
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+def atomic_write_bytes(path: str | Path, data: bytes, *, durable: bool = True) -> None:
     """Write ``data`` to ``path`` atomically.
 
     Writes a temporary file in the same directory, fsyncs it, ``os.replace``s
     it over ``path`` and fsyncs the directory, so the file is either the old
     or the new content, never a mixture. An existing file keeps its mode; a
     failure leaves the old file and no temporary file behind.
+
+    ``durable=False`` skips the directory fsync: after a power loss the file may
+    still be the old version (never a torn one), which suits state that is
+    rebuilt or reclaimed after a crash anyway, written on every mutation.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -31,6 +35,8 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    if not durable:
+        return
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
@@ -38,9 +44,9 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         os.close(dir_fd)
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
+def atomic_write_text(path: str | Path, text: str, *, durable: bool = True) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically (see ``atomic_write_bytes``)."""
-    atomic_write_bytes(path, text.encode("utf-8"))
+    atomic_write_bytes(path, text.encode("utf-8"), durable=durable)
 
 
 def atomic_write_json(path: str | Path, data: Any) -> None:

@@ -53,3 +53,22 @@ def test_append_jsonl_repairs_a_torn_last_line(tmp_path: Path) -> None:
     assert json.loads(lines[0]) == {"a": 1}
     assert json.loads(lines[-1]) == {"b": 2}
     assert len(lines) == 3
+
+
+def test_a_non_durable_write_fsyncs_the_file_but_not_the_directory(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """durable=False: the content is still fsynced before the rename (never torn)."""
+    synced: list[str] = []
+    real = os.fsync
+
+    def spy(fd: int) -> None:
+        synced.append("dir" if os.path.isdir(f"/proc/self/fd/{fd}") else "file")
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    path = tmp_path / "leases.json"
+    atomic_write_text(path, "one", durable=False)
+    assert path.read_text() == "one" and synced == ["file"]
+    atomic_write_text(path, "two")
+    assert path.read_text() == "two" and synced == ["file", "file", "dir"]

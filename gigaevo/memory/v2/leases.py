@@ -187,7 +187,10 @@ class SelectionLeases:
             result = change(alive)
             if alive != leases:
                 body = to_json(LeaseFile(format=LEASE_FORMAT, leases=tuple(alive)))
-                atomic_write_text(self.path, json.dumps(body, indent=2, sort_keys=True) + "\n")
+                # no directory fsync: after a power loss the previous lease file (whole,
+                # parseable) comes back and its leases are reclaimed as dead
+                text = json.dumps(body, indent=2, sort_keys=True) + "\n"
+                atomic_write_text(self.path, text, durable=False)
             return result
 
     @contextmanager
