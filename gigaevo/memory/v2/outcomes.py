@@ -4,8 +4,9 @@ On every committed mutation (``observe``, in commit order):
 
 - the terminal of its decision (valid / invalid / censored, grounded cited set);
 - the mutation edge (every mutation; per-island ordinal assigned by the ledger);
-- delayed-lineage maturation: ``lineage_outcomes`` over the eligible roots and
-  every edge; a root whose outcome changed gets a new ``LineageRow`` version;
+- delayed-lineage maturation: the lineage outcome of every eligible root over
+  the edges (incremental: settled roots are not rescanned); a root whose
+  outcome changed gets a new ``LineageRow`` version;
 - the lease of the attempt is released and an ``outcome`` event emitted;
 - every ``ope_every`` outcomes (and at close) ``ope_summary.json`` is written:
   ITT DR / IPS over the randomised rows, the conditional-offer AIPW of the
@@ -36,13 +37,15 @@ from gigaevo.memory.v2.causal import (
     LineageOutcome,
     LineageRoot,
     archive_disposition,
-    lineage_outcomes,
+    assign_credit,
     offer_gate_report,
+    root_outcome,
 )
-from gigaevo.memory.v2.causal.lineage import raw_feasible_interval
+from gigaevo.memory.v2.causal.lineage import IslandEdges, extend_index, raw_feasible_interval
 from gigaevo.memory.v2.evidence import (
     DecisionRow,
     DuplicateRowError,
+    EdgeRow,
     LineageRow,
     Observation,
     RowRejectedError,
@@ -81,6 +84,12 @@ class OutcomeRecorder:
         self.evidence = reader.evidence
         self.outcomes = 0
         self.lineage_versions = 0
+        # incremental maturation state (see _mature)
+        self._edges_seen = 0
+        self._by_child: dict[str, EdgeRow] = {}
+        self._islands: dict[int, IslandEdges] = {}
+        self._roots: dict[str, LineageRoot | None] = {}
+        self._settled: dict[str, LineageOutcome] = {}
         self.rejected = 0
         self.ope_written_at: int | None = None
         self.resumed: dict[int, str] = {}  # attempt -> decision id, orphans kept open
@@ -179,50 +188,80 @@ class OutcomeRecorder:
 
     # -- lineage ---------------------------------------------------------------
     def _mature(self) -> None:
+        """New lineage row versions for the roots whose outcome changed.
+
+        Incremental: new edges extend the per-island index, a root is built once, and a
+        root whose outcome is final (outcome / invalid / censored: its matured window and
+        edges never change) is not scanned again; exclusive credit is re-decided over all
+        roots on every call, as before.
+        """
         r = self.reader
         edges = self.evidence.edges()
-        by_child = {e.child_id: e for e in edges if e.child_id}
-        roots = []
-        for obs in self.evidence.observations():
-            if not (usefulness_eligible(obs) and obs.valid):
-                continue
-            edge = by_child.get(obs.terminal.child_id)
-            if edge is None or obs.terminal.gain is None:
-                continue
-            feasible = raw_feasible_interval(r.causal_reward, obs.decision.context.parent_fitness)
-            try:
-                roots.append(
-                    LineageRoot(
-                        obs.decision.decision_id,
-                        edge.child_id,
-                        edge.island,
-                        edge.ordinal,
-                        obs.terminal.gain,
-                        feasible,
-                    )
+        new_edges = edges[self._edges_seen :]
+        self._edges_seen = len(edges)
+        for e in new_edges:
+            if e.child_id:
+                self._by_child[e.child_id] = e
+        rebuilt = extend_index(
+            self._islands,
+            (
+                LineageEdge(
+                    parent_id=e.parent_id,
+                    child_id=e.edge_id,
+                    island=e.island,
+                    ordinal=e.ordinal,
+                    status=e.status,
+                    gain=e.gain,
+                    disposition=(
+                        archive_disposition(e.disposition) if e.status == "valid" else "none"
+                    ),
                 )
-            except ValueError:
-                continue
+                for e in new_edges
+            ),
+        )
+        if rebuilt:  # an edge arrived out of ordinal order: rescan those islands' roots
+            self._settled = {
+                k: v for k, v in self._settled.items()
+                if (root := self._roots.get(k)) is None or root.island not in rebuilt
+            }  # fmt: skip
+        roots = [root for obs in self.evidence.observations() if (root := self._root(obs))]
         if not roots:
             return
-        lineage_edges = [
-            LineageEdge(
-                parent_id=e.parent_id,
-                child_id=e.edge_id,
-                island=e.island,
-                ordinal=e.ordinal,
-                status=e.status,
-                gain=e.gain,
-                disposition=archive_disposition(e.disposition) if e.status == "valid" else "none",
-            )
-            for e in edges
-        ]
-        outcomes = lineage_outcomes(
-            roots, lineage_edges, depth=r.reward.depth, budget=r.reward.budget
-        )
+        empty = IslandEdges(())
+        outcomes = []
+        for root in roots:
+            out = self._settled.get(root.decision_id)
+            if out is None:
+                island = self._islands.get(root.island, empty)
+                out = root_outcome(root, island, depth=r.reward.depth, budget=r.reward.budget)
+                if out.status != "pending":
+                    self._settled[root.decision_id] = out
+            outcomes.append(out)
         latest = {row.root_decision_id: row for row in self.evidence.lineage()}
-        for out in outcomes:
+        for out in assign_credit(roots, outcomes):
             self._append_if_changed(out, latest.get(out.decision_id))
+
+    def _root(self, obs: Observation) -> LineageRoot | None:
+        """The lineage root of an observation (built once), or None when it is not one."""
+        decision_id = obs.decision.decision_id
+        if decision_id in self._roots:
+            return self._roots[decision_id]
+        if not (usefulness_eligible(obs) and obs.valid) or obs.terminal.gain is None:
+            return None  # an observation's rows never change: this stays None
+        edge = self._by_child.get(obs.terminal.child_id)
+        if edge is None:
+            return None  # its edge has not arrived yet: try again next time
+        feasible = raw_feasible_interval(
+            self.reader.causal_reward, obs.decision.context.parent_fitness
+        )
+        try:
+            root: LineageRoot | None = LineageRoot(
+                decision_id, edge.child_id, edge.island, edge.ordinal, obs.terminal.gain, feasible
+            )
+        except ValueError:
+            root = None
+        self._roots[decision_id] = root
+        return root
 
     def _append_if_changed(self, out: LineageOutcome, last: LineageRow | None) -> None:
         if last is None and out.status == "pending":
