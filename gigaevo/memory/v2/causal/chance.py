@@ -28,6 +28,7 @@ from scipy.stats import norm
 from gigaevo.memory.v2.causal.invalidity import Acceptance, acceptance_probability
 
 MAX_STEP = 0.05
+_TANH_DELTA = 1e-6  # below this margin p_0 is computed with expit (full relative accuracy)
 _TAIL = 2.0 * float(norm.cdf(-10.0))
 
 
@@ -50,11 +51,24 @@ def _inner(
     vs: np.ndarray, delta: float,
 ) -> np.ndarray:  # fmt: skip
     """Phi(gap(t) / varsigma) for cards (rows) at nodes t (columns)."""
-    p = expit(m0[:, None] + sd0[:, None] * t[None, :]) + delta
+    if delta >= _TANH_DELTA:
+        # expit(x) = (1 + tanh(x / 2)) / 2, several times faster; its absolute error
+        # (~1e-16 where expit is tiny) is nothing next to delta
+        p = np.multiply(sd0[:, None], 0.5 * t[None, :])
+        p += 0.5 * m0[:, None]
+        np.tanh(p, out=p)
+        p *= 0.5
+        p += 0.5 + delta
+    else:
+        p = expit(m0[:, None] + sd0[:, None] * t[None, :]) + delta
+    over = p >= 1.0
     with np.errstate(divide="ignore", invalid="ignore"):
-        lam = np.where(p < 1.0, np.log(p / (1.0 - p)), np.inf)
-    gap = lam - m1[:, None] - zeta[:, None] * t[None, :]
-    return ndtr(gap / vs[:, None])
+        lam = np.log(p / (1.0 - p))
+    lam[over] = np.inf  # p_1 may be anything: the whole gap is admissible
+    lam -= m1[:, None]
+    lam -= zeta[:, None] * t[None, :]
+    lam /= vs[:, None]
+    return ndtr(lam, out=lam)
 
 
 def _fast(

@@ -136,8 +136,13 @@ def world_effects(
         u1 += lifted
     np.clip(u1, lo, hi, out=u1)
     u1 -= lo
-    keep = expit(invalidity[1], out=invalidity[1])
-    np.subtract(1.0, keep, out=keep)  # 1 - p
+    # 1 - p = expit(-eta) = (1 - tanh(eta / 2)) / 2: the same value to rounding (absolute
+    # error ~1e-16), and tanh is several times faster than expit on these arrays
+    keep = invalidity[1]
+    keep *= 0.5
+    np.tanh(keep, out=keep)
+    keep *= -0.5
+    keep += 0.5
     u1 *= keep
     u1 += (lo - q0)[:, None]
     return u1
