@@ -127,7 +127,7 @@ class MixtureProjector:
             raise ValueError("design rows touch columns outside the card's blocks")
         s = rows[:, cols]
         means = self.means[:, cols] @ s.T
-        covs = np.einsum("ip,kpq,jq->kij", s, self._covs(lineage, cols), s, optimize=True)
+        covs = s @ (self._covs(lineage, cols) @ s.T)  # (K, 2, 2): s Sigma_k s'
         return means, covs
 
     def draw(
