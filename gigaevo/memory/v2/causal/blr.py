@@ -352,50 +352,52 @@ class _NodeSolver:
         return posts, means, var
 
 
-class _PencilSolver:
-    """All sigma nodes of a block design with one noise level through a ``NoisePencil``."""
+class _BatchEvidence:
+    """The log evidence of a pencil (any sigma, or a batch of them at once)."""
 
-    def __init__(self, pencil: NoisePencil, mu0: np.ndarray) -> None:
-        self._pencil, self.mu0 = pencil, mu0
+    _pencil: NoisePencil | DensePencil
 
     def log_evidence(self, tau: float) -> float:
         return float(self._pencil.log_evidence(np.array([math.exp(tau)]))[0])
 
     def log_evidence_batch(self, taus: np.ndarray) -> np.ndarray:
         return self._pencil.log_evidence(np.exp(taus))
+
+
+class _PencilSolver(_BatchEvidence):
+    """All sigma nodes of a block design with one noise level through a ``NoisePencil``."""
+
+    def __init__(self, pencil: NoisePencil, mu0: np.ndarray) -> None:
+        self._pencil, self.mu0 = pencil, mu0
+        self._block = pencil
 
     def nodes(
         self, taus: np.ndarray, full: bool
     ) -> tuple[list[_Component], np.ndarray, np.ndarray | None]:
         """(components, centred means (K, P), marginal variances (K, P) when ``full``)."""
         if not full:
-            return [], self._pencil.means(np.exp(taus)), None
-        posts, means, var = self._pencil.posteriors(np.exp(taus))
+            return [], self._block.means(np.exp(taus)), None
+        posts, means, var = self._block.posteriors(np.exp(taus))
         return list(posts), means, var
 
 
-class _DenseSolver:
+class _DenseSolver(_BatchEvidence):
     """All sigma nodes of a dense design with one noise level through a ``DensePencil``."""
 
     def __init__(self, pencil: DensePencil, mu0: np.ndarray) -> None:
         self._pencil, self.mu0 = pencil, mu0
-
-    def log_evidence(self, tau: float) -> float:
-        return float(self._pencil.log_evidence(np.array([math.exp(tau)]))[0])
-
-    def log_evidence_batch(self, taus: np.ndarray) -> np.ndarray:
-        return self._pencil.log_evidence(np.exp(taus))
+        self._dense = pencil
 
     def nodes(
         self, taus: np.ndarray, full: bool
     ) -> tuple[list[_Component], np.ndarray, np.ndarray | None]:
         """(components, centred means (K, P), marginal variances (K, P) when ``full``)."""
         sigmas = np.exp(taus)
-        means = self._pencil.means(sigmas)
+        means = self._dense.means(sigmas)
         if not full:
             return [], means, None
-        covs = self._pencil.covariances(sigmas)
-        evidence = self._pencil.log_evidence(sigmas)
+        covs = self._dense.covariances(sigmas)
+        evidence = self._dense.log_evidence(sigmas)
         posts: list[_Component] = [
             ConditionalPosterior(m, c, float(le))
             for m, c, le in zip(means, covs, evidence, strict=True)

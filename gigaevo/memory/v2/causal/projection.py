@@ -10,9 +10,9 @@ block-arrowhead node (its Schur factors), so the cost does not grow with the ban
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -362,6 +362,8 @@ def _vector_blocks(
     return part
 
 
+T = TypeVar("T")
+
 # head -> (identity key of its fitted factors, stack); entries go with the head
 _STACKS: weakref.WeakKeyDictionary[Any, tuple[tuple[object, ...], BlockStack]] = (
     weakref.WeakKeyDictionary()
@@ -399,31 +401,32 @@ def block_stack(head: BayesianLinearHead | LogisticLaplaceHead) -> BlockStack | 
         key = (*components, head.component_means_, head.weights_)
         posts = tuple(p for p in components if isinstance(p, BlockPosterior))
         parts = (posts, head.component_means_, np.asarray(head.weights_, dtype=float))
-    cached = _STACKS.get(head)
-    if (
-        cached is not None
-        and len(cached[0]) == len(key)
-        and all(a is b for a, b in zip(cached[0], key, strict=True))
-    ):
-        return cached[1]
-    stack = BlockStack.build(*parts)
-    _STACKS[head] = (key, stack)
-    return stack
+    return _per_fit(_STACKS, head, key, lambda: BlockStack.build(*parts))
 
 
 def projector(head: BayesianLinearHead, space: DesignSpace) -> MixtureProjector:
     """The head's ``MixtureProjector`` on ``space``, built once per fit and reused."""
     key: tuple[object, ...] = (*head.components_, head.component_means_, head.weights_, space)
-    cached = _PROJECTORS.get(head)
+    return _per_fit(_PROJECTORS, head, key, lambda: MixtureProjector(head, space))
+
+
+def _per_fit(
+    cache: weakref.WeakKeyDictionary[Any, tuple[tuple[object, ...], T]],
+    head: Any,
+    key: tuple[object, ...],
+    build: Callable[[], T],
+) -> T:
+    """``cache[head]``'s value while ``key`` holds the very same objects, else a new build."""
+    cached = cache.get(head)
     if (
         cached is not None
         and len(cached[0]) == len(key)
         and all(a is b for a, b in zip(cached[0], key, strict=True))
     ):
         return cached[1]
-    built = MixtureProjector(head, space)
-    _PROJECTORS[head] = (key, built)
-    return built
+    value = build()
+    cache[head] = (key, value)
+    return value
 
 
 def head_latents(
