@@ -11,7 +11,10 @@ A decision body of ledger schema version 2 holds its universe by reference
 (``universe_ref``: the hash of a ``universes`` row listing the hashes of its
 ``snapshots`` rows) and its candidates as columns (``candidate_columns``); both
 are expanded back to the version-1 shape, and a referenced row that is missing
-or fails its hash flags the decision (``sha_ok`` False).
+or fails its hash flags the decision (``sha_ok`` False). From schema version 3
+the fitted row ids may be held by reference (``fitted_rows_ref``: a chain of
+``fit_sets`` rows); they are not expanded (the frame drops them) but every link
+of the chain is checked the same way.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from gigaevo.analysis._files import PartialRunWarning
 
 EVIDENCE_FILE = "memory_v2_selection_evidence.sqlite3"
 TABLES = ("decisions", "terminals", "edges", "lineage")
-CONTENT_TABLES = ("snapshots", "universes")
+CONTENT_TABLES = ("snapshots", "universes", "fit_sets")
 
 DECISION_COLUMNS = [
     "seq",
@@ -215,6 +218,26 @@ class _Universes:
     def __init__(self, content: dict[str, dict[str, str]]) -> None:
         self.content = content
         self._done: dict[str, tuple[list[Any], bool]] = {}
+        self._fits_ok: dict[str, bool] = {}
+
+    def fits_ok(self, ref: str) -> bool:
+        """Every link of the fit-set chain ending at ``ref`` is present and intact."""
+        walked: list[str] = []
+        sha: Any = ref
+        ok = True
+        while isinstance(sha, str) and sha not in self._fits_ok and sha not in walked:
+            walked.append(sha)
+            body = self.content["fit_sets"].get(sha)
+            data = _loads(body) if body is not None else None
+            if not isinstance(data, dict) or _sha(body or "") != sha:
+                ok = False
+                break
+            sha = data.get("parent")
+        if ok and isinstance(sha, str):
+            ok = self._fits_ok.get(sha, False)
+        for link in walked:
+            self._fits_ok[link] = ok
+        return ok
 
     def resolve(self, ref: str) -> tuple[list[Any], bool]:
         """(snapshot dicts of universe ``ref``, every referenced row present and intact)."""
@@ -248,6 +271,8 @@ def _expand(data: dict[str, Any], universes: _Universes) -> bool:
     ok = True
     if "universe_ref" in data:
         data["universe"], ok = universes.resolve(str(data.pop("universe_ref")))
+    if "fitted_rows_ref" in data:
+        ok = universes.fits_ok(str(data.pop("fitted_rows_ref"))) and ok
     columns = data.pop("candidate_columns", None)
     if isinstance(columns, dict):
         names = list(columns)

@@ -189,6 +189,19 @@ def test_open_decisions_and_tampered_rows_are_flagged_not_dropped(
     assert obs["terminal"].sum() == len(ev.terminals)
 
 
+def test_a_missing_fit_set_flags_the_decisions_that_reference_it(
+    read_side_run: Path, copy_of: Callable[[Path], Path]
+) -> None:
+    run_dir = copy_of(read_side_run)
+    by_ref = ["fitted_rows_ref" in b for b in _raw_bodies(run_dir, "decisions")]
+    assert any(by_ref) and not all(by_ref)  # the first decisions had no fitted rows
+    _tamper(run_dir, "DELETE FROM fit_sets")
+    with pytest.warns(PartialRunWarning, match="decisions row"):
+        ev = load_evidence(run_dir)
+    assert ev.decisions.sort_values("seq")["sha_ok"].tolist() == [not r for r in by_ref]
+    assert "fitted_rows_ref" not in ev.decisions.columns
+
+
 def test_extra_fields_of_newer_ledger_rows_become_columns(
     read_side_run: Path, copy_of: Callable[[Path], Path]
 ) -> None:

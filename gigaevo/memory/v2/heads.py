@@ -282,7 +282,8 @@ class HeadFitter:
         snap = obs.decision.snapshot(pid)
         kind = snap.kind if snap is not None else "insight"
         # the RAG label the card was decided under, frozen in the decision row
-        rag = next((c.rag for c in obs.decision.candidates if c.card_id == pid), None)
+        cand = obs.decision.candidate(pid)
+        rag = cand.rag if cand is not None else None
         return x, alias.get(pid, pid), kind, rag
 
     def targets(self, rows: Sequence[Observation]) -> tuple[np.ndarray, np.ndarray]:

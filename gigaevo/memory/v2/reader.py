@@ -49,7 +49,7 @@ from gigaevo.memory.v2.causal.policy import PENDING_LIMIT, Draw, abstain_proposa
 from gigaevo.memory.v2.causal.transfer import TransferConfig, TransferFit
 from gigaevo.memory.v2.events import MemoryEvents
 from gigaevo.memory.v2.evidence import (
-    Candidate,
+    CandidateTable,
     CardSnapshot,
     DecisionRow,
     Diagnostic,
@@ -343,24 +343,23 @@ class CausalReader:
         excluded: frozenset[str] = frozenset(),
     ) -> DecisionRow:
         e = self.config.offer_probability
-        rho = dict(zip(sel.proposal.card_ids, sel.proposal.rho.tolist(), strict=True))
-        candidates = []
+        prop = sel.proposal
+        at = {cid: i for i, cid in enumerate(prop.card_ids)}
+        ids = sorted(sel.acceptance or at)  # one candidate per card, as columns
+        where = np.fromiter((at.get(cid, -1) for cid in ids), dtype=np.intp, count=len(ids))
+        # an unsafe card (-1) reads the appended 0.0; + 0.0 turns -0.0 into 0.0, as before
+        rho = np.append(np.asarray(prop.rho, dtype=float), 0.0)[where] + 0.0
         proposed, summ = sel.draw.proposed, sel.summary
-        labelled = self.assessment is not None
-        for cid in sorted(sel.acceptance or rho):  # one row per candidate: the hot loop
-            r = rho.get(cid)
-            safe = r is not None
-            r = r or 0.0
-            rag = self._rag(cid) if labelled else None
-            if cid == proposed and summ is not None:
-                candidates.append(
-                    Candidate(cid, r, e if safe else None, r * e, r * (1.0 - e), safe,
-                              summ.effect_mean, summ.effect_sd, summ.p_positive, None, rag)
-                )  # fmt: skip
-            else:
-                candidates.append(
-                    Candidate(cid, r, e if safe else None, r * e, r * (1.0 - e), safe, rag=rag)
-                )
+        extra = {}
+        if summ is not None and proposed in ids:
+            i = ids.index(proposed)
+            extra = {
+                "mean_effect": {i: summ.effect_mean},
+                "sd_effect": {i: summ.effect_sd},
+                "p_positive": {i: summ.p_positive},
+            }
+        rags = [self._rag(cid) for cid in ids] if self.assessment is not None else None
+        candidates = CandidateTable.from_columns(ids, rho, where >= 0, e, rag=rags, extra=extra)
         d = sel.draw
         treated = d.proposed is not None
         summary = sel.summary
@@ -378,7 +377,7 @@ class CausalReader:
             reward=self.reward,
             universe=universe,
             pending=tuple(PendingCount(k, v) for k, v in sorted(pending.items()) if v),
-            candidates=tuple(candidates),
+            candidates=candidates,
             fit=diagnostics,
             fitted_row_ids=fit.row_ids,
             evidence_version=self._version,

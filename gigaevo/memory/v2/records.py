@@ -2,11 +2,14 @@
 
 Records that cross a file boundary (cards, ledger rows) are frozen
 dataclasses whose fields use only: ``str``, ``int``, ``float``, ``bool``,
-``X | None``, ``Literal[...]``, ``tuple[X, ...]`` and nested record
-dataclasses. ``from_json`` refuses unknown keys, missing required keys and
-wrong types (``extra="forbid"`` semantics), so a typo never passes silently.
+``X | None``, ``Literal[...]``, ``tuple[X, ...]``, ``Sequence[X]`` and nested
+record dataclasses. ``from_json`` refuses unknown keys, missing required keys
+and wrong types (``extra="forbid"`` semantics), so a typo never passes silently.
 A value that already is an instance of the record class is taken as is (JSON
 never yields one; the ledger passes parts resolved from their own checked rows).
+A ``Sequence[X]`` field is written as a list; read back, a list becomes a tuple
+and a sequence that is not a list (a column table the ledger built from checked
+columns) is taken as is.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import math
 import operator
 import types
 import typing
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from functools import cache
 from typing import Any, TypeVar
 
@@ -51,6 +54,8 @@ def _plain(value: Any) -> Any:
         return [_plain(v) for v in value]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return to_json(value)
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        return [_plain(v) for v in value]  # a column table standing for a tuple
     return value
 
 
@@ -111,6 +116,8 @@ def _converter(hint: Any) -> _Converter:
         if len(args) != 2 or args[1] is not Ellipsis:
             raise TypeError(f"only tuple[X, ...] is supported, got {hint}")
         return _sequence(_converter(args[0]))
+    if origin is Sequence:
+        return _built_or_sequence(_sequence(_converter(args[0])))
     if dataclasses.is_dataclass(hint):
         return _record_converter(hint)  # type: ignore[arg-type]
     scalar = _SCALARS.get(hint)
@@ -143,6 +150,15 @@ def _sequence(inner: _Converter) -> _Converter:
         if isinstance(value, tuple) and all(map(operator.is_, out, value)):
             return value  # parts already built: the tuple is shared, not copied
         return out
+
+    return convert
+
+
+def _built_or_sequence(listed: _Converter) -> _Converter:
+    def convert(value: Any, where: str) -> Any:
+        if isinstance(value, Sequence) and not isinstance(value, list | tuple | str | bytes):
+            return value  # built by the caller from checked data
+        return listed(value, where)
 
     return convert
 

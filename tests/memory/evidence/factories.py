@@ -174,3 +174,27 @@ def write_v1_ledger(directory: Path, rows: list[DecisionRow]) -> None:
             (row.decision_id, row.run_id, row.attempt, row.proposed_id, body, sha256_hex(body)),
         )
     conn.close()
+
+
+def write_v2_ledger(directory: Path, rows: list[DecisionRow]) -> None:
+    """A ledger as schema version 2 wrote it: universes by reference, candidates as
+    columns, fitted row ids inline, no ``fit_sets`` table."""
+    from gigaevo.memory.v2.evidence import sqlite as db
+    from gigaevo.memory.v2.evidence.universe import UniverseStore
+
+    conn = sqlite3.connect(directory / EVIDENCE_FILE, isolation_level=None)
+    conn.executescript(V1_SCHEMA.replace("'1'", "'2'"))
+    conn.execute("CREATE TABLE snapshots (sha256 TEXT PRIMARY KEY, body TEXT NOT NULL)")
+    conn.execute("CREATE TABLE universes (sha256 TEXT PRIMARY KEY, body TEXT NOT NULL)")
+    store = UniverseStore()
+    for row in rows:
+        universe = store.encode(row.universe)
+        store.write(conn, universe)
+        store.committed(universe)
+        body, sha = db.encode_decision(row, universe.sha)  # no fit-set link: ids inline
+        conn.execute(
+            "INSERT INTO decisions (decision_id, run_id, attempt, proposed_id, body, sha256)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (row.decision_id, row.run_id, row.attempt, row.proposed_id, body, sha),
+        )
+    conn.close()

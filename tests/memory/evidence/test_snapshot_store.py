@@ -215,14 +215,14 @@ def test_a_version_1_ledger_still_decodes_and_takes_new_rows(tmp_path: Path) -> 
         (version,) = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     assert after[:3] == before  # old rows are never rewritten
     assert "universe_ref" in after[3][1] and "universe_ref" not in after[0][1]
-    assert version == "2"
+    assert version == "3"
 
 
 def test_an_unknown_schema_version_is_refused(tmp_path: Path) -> None:
     write_v1_ledger(tmp_path, [])
     with _raw(tmp_path) as conn:
-        conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
-    with pytest.raises(LedgerIntegrityError, match="schema version '3'"):
+        conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    with pytest.raises(LedgerIntegrityError, match="schema version '4'"):
         SelectionEvidence(tmp_path).open()
 
 

@@ -6,6 +6,10 @@
   checks on read, ``BEGIN IMMEDIATE`` writes and startup-orphan censoring.
 - ``universe``: card snapshots and universes stored once by content hash
   (schema version 2), referenced from decision bodies.
+- ``candidates``: ``Candidate`` and ``CandidateTable``, a decision's candidates
+  held as columns (a tuple of ``Candidate`` to its callers).
+- ``fitsets``: the fitted row ids stored once per fit as a content-addressed
+  delta chain (schema version 3), ``RowIdSet`` in memory.
 - ``build``: rows from the engine's ``MutationContext`` / ``MutationResult``
   (grounded cited set, raw oriented gain, censoring of discarded children).
 - ``queries``: which rows train which head (MODEL.md section 1), OPE rows and
@@ -21,6 +25,7 @@ from gigaevo.memory.v2.evidence.build import (
     reward_definition,
     terminal_from_result,
 )
+from gigaevo.memory.v2.evidence.candidates import CandidateTable
 from gigaevo.memory.v2.evidence.errors import (
     DuplicateRowError,
     LeaseCapReachedError,
@@ -29,6 +34,7 @@ from gigaevo.memory.v2.evidence.errors import (
     LedgerIntegrityError,
     RowRejectedError,
 )
+from gigaevo.memory.v2.evidence.fitsets import RowIdSet
 from gigaevo.memory.v2.evidence.ledger import EVIDENCE_FILE, SelectionEvidence
 from gigaevo.memory.v2.evidence.queries import (
     HEADS,
@@ -64,6 +70,7 @@ __all__ = [
     "NO_CHILD",
     "STARTUP_ORPHAN",
     "Candidate",
+    "CandidateTable",
     "CardSnapshot",
     "DecisionRow",
     "Diagnostic",
@@ -79,6 +86,7 @@ __all__ = [
     "Observation",
     "PendingCount",
     "RewardDefinition",
+    "RowIdSet",
     "RowRejectedError",
     "SelectionEvidence",
     "TerminalRow",

@@ -8,7 +8,9 @@ canonical JSON, checked whenever it is read; a mismatch raises
 ``LedgerIntegrityError`` and the instance refuses every later call. A
 decision's universe is stored once per distinct content (``universe``: card
 snapshots and universes keyed by their SHA-256, referenced from the decision
-body and checked when first read); the in-memory ``DecisionRow`` is unchanged.
+body and checked when first read), and so are the ids its heads were fitted on
+(``fitsets``: one delta-chain link per fit); the in-memory ``DecisionRow`` keeps
+its candidates as columns (``CandidateTable``) and shares one ``RowIdSet`` per fit.
 
 Every read-then-write is one ``BEGIN IMMEDIATE`` transaction under the busy
 timeout, so writers in several processes serialise and lose nothing. One
@@ -32,6 +34,7 @@ from gigaevo.memory.v2.evidence.errors import (
     LedgerIntegrityError,
     RowRejectedError,
 )
+from gigaevo.memory.v2.evidence.fitsets import FitSetStore, RowIdSet
 from gigaevo.memory.v2.evidence.owner import owner_dead, session_owner
 from gigaevo.memory.v2.evidence.queries import (
     Head,
@@ -86,6 +89,7 @@ class SelectionEvidence:
         self._by_sha: dict[str, Any] = {}
         # card snapshots and universes, stored once by content hash (see ``universe``)
         self._universes = UniverseStore()
+        self._fits = FitSetStore()  # fitted row ids, one chain link per fit (see ``fitsets``)
 
     def open(
         self, *, censor_orphans: bool = True, resume_run: str | None = None
@@ -134,7 +138,10 @@ class SelectionEvidence:
         if row.decision_id != decision_key_id(row.run_id, row.attempt):
             raise RowRejectedError(f"decision id {row.decision_id!r} is not its key's digest")
         universe = self._universes.encode(row.universe)
-        body, sha = db.encode_decision(row, universe.sha)
+        fits = self._fits.encode(row.fitted_row_ids)
+        if fits is not None and fits is not row.fitted_row_ids:  # kept: one object per fit
+            row = dataclasses.replace(row, fitted_row_ids=fits)
+        body, sha = db.encode_decision(row, universe.sha, fits.sha if fits else None)
         sql = (
             "INSERT INTO decisions (decision_id, run_id, attempt, proposed_id, body, sha256)"
             " VALUES (?, ?, ?, ?, ?, ?)"
@@ -142,6 +149,7 @@ class SelectionEvidence:
         args = (row.decision_id, row.run_id, row.attempt, row.proposed_id, body, sha)
         with db.immediate(self._db()) as conn:
             self._universes.write(conn, universe)
+            links = self._fits.write(conn, fits) if fits is not None else []
             try:
                 conn.execute(sql, args)
             except sqlite3.IntegrityError as exc:
@@ -150,6 +158,9 @@ class SelectionEvidence:
                 ) from exc
         self._universes.committed(universe)
         self._universes.refs[sha] = universe.sha
+        self._fits.committed(links)
+        if fits is not None:
+            self._fits.refs[sha] = fits.sha
         self._by_sha[sha] = db.decode_known(DecisionRow, row, body, self._decision_parser(sha))
 
     def append_terminal(self, row: TerminalRow) -> None:
@@ -312,6 +323,7 @@ class SelectionEvidence:
         self._memo = {}
         self._by_sha = {}
         self._universes.reset()
+        self._fits.reset()
         return sum(len(self._rows(t)) for t in db.TABLES)
 
     def decisions(self) -> tuple[DecisionRow, ...]:
@@ -496,9 +508,11 @@ class SelectionEvidence:
         parse = self._decision_parser(sha) if table == "decisions" else None
         try:
             row = db.decode(cls, body, sha, where, columns, known=known, parse=parse)
-            ref = self._universes.refs.get(sha)
+            ref, fits = self._universes.refs.get(sha), self._fits.refs.get(sha)
             if known is not None and ref is not None:  # the body was not parsed: check its
                 self._universes.resolve(self._db(), ref, where)  # universe rows (once each)
+            if known is not None and fits is not None:  # and its fit-set chain
+                self._fits.resolve(self._db(), fits, where)
         except LedgerIntegrityError as exc:
             self._failure = exc
             raise
@@ -509,12 +523,18 @@ class SelectionEvidence:
         """``parse`` of ``db.decode`` for the decision body with SHA-256 ``sha``."""
 
         def parse(body: str, where: str) -> DecisionRow:
-            def resolve(ref: str) -> tuple[CardSnapshot, ...]:
+            def universe(ref: str) -> tuple[CardSnapshot, ...]:
                 return self._universes.resolve(self._db(), ref, where)
 
-            row, ref = db.decision_from_body(body, where, resolve)
+            def fits(ref: str) -> RowIdSet:
+                return self._fits.resolve(self._db(), ref, where)
+
+            parts = db.Parts(universe, fits, self._universes.card_ids)
+            row, ref, fits_ref = db.decision_from_body(body, where, parts)
             if ref is not None:
                 self._universes.refs[sha] = ref
+            if fits_ref is not None:
+                self._fits.refs[sha] = fits_ref
             return row
 
         return parse

@@ -11,8 +11,11 @@ import hashlib
 import json
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from gigaevo.memory.v2.evidence.candidates import Candidate, CandidateTable
 
 Direction = Literal["higher", "lower"]
 TerminalStatus = Literal["valid", "invalid", "censored"]
@@ -94,29 +97,6 @@ class CardSnapshot:
 
 
 @dataclass(frozen=True)
-class Candidate:
-    """Per-candidate propensities: rho_j, e (None if unsafe), rho_j*e, rho_j*(1-e).
-
-    ``mean_effect``, ``sd_effect`` and ``p_positive`` summarise the posterior
-    of Delta_j; ``mc_se`` is the Monte Carlo standard error of ``rho``.
-    """
-
-    card_id: str
-    rho: float
-    offer: float | None
-    offer_joint: float
-    control_joint: float
-    safe: bool
-    mean_effect: float | None = None
-    sd_effect: float | None = None
-    p_positive: float | None = None
-    mc_se: float | None = None
-    # RAG label the card was decided under (applicable / not_applicable / unassessed);
-    # None when agentic applicability is off (and in rows written before the field)
-    rag: Literal["applicable", "not_applicable", "unassessed"] | None = None
-
-
-@dataclass(frozen=True)
 class Diagnostic:
     """One named fit diagnostic (e.g. ``immediate.rows``, ``immediate.sigma``)."""
 
@@ -139,6 +119,8 @@ class DecisionRow:
             other (masses rho_0 + sum rho_j not 1, proposed id outside the
             universe or without its candidate's rho, Z not 0/1, joint
             propensity not rho*e or rho*(1-e)).
+        TypeError: ``candidates`` holds something other than ``Candidate``, or
+            ``fitted_row_ids`` is not a sequence.
     """
 
     decision_id: str
@@ -151,9 +133,11 @@ class DecisionRow:
     reward: RewardDefinition
     universe: tuple[CardSnapshot, ...]
     pending: tuple[PendingCount, ...]
-    candidates: tuple[Candidate, ...]
+    # a CandidateTable once built (any sequence of Candidate is taken and converted)
+    candidates: Sequence[Candidate]
     fit: tuple[Diagnostic, ...]
-    fitted_row_ids: tuple[str, ...]
+    # a tuple, or once in the ledger a RowIdSet shared by the decisions of one fit
+    fitted_row_ids: Sequence[str]
     evidence_version: str  # V at decision time
     abstain: bool
     rho0: float
@@ -173,8 +157,15 @@ class DecisionRow:
     excluded_ids: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        table = CandidateTable.of(self.candidates)
+        if table is not self.candidates:
+            object.__setattr__(self, "candidates", table)
+        if isinstance(self.fitted_row_ids, str) or not isinstance(self.fitted_row_ids, Sequence):
+            raise TypeError("fitted_row_ids must be a sequence of row ids")
+        if isinstance(self.fitted_row_ids, list):
+            object.__setattr__(self, "fitted_row_ids", tuple(self.fitted_row_ids))
         treatment = (self.proposed_id, self.z, self.offer, self.rho, self.joint)
-        total = self.rho0 + sum(c.rho for c in self.candidates)
+        total = self.rho0 + table.rho_sum()
         if not math.isclose(total, 1.0, abs_tol=_MASS_TOL):
             raise ValueError(f"proposal masses rho_0 + sum rho_j = {total}, not 1")
         if self.abstain:
@@ -190,7 +181,8 @@ class DecisionRow:
         if self.proposed_id in self.excluded_ids:
             raise ValueError(f"proposed id {self.proposed_id!r} was excluded")
         assert self.rho is not None and self.offer is not None and self.joint is not None
-        logged = next((c.rho for c in self.candidates if c.card_id == self.proposed_id), None)
+        at = table.position(self.proposed_id)
+        logged = None if at is None else float(table.rho[at])
         if logged is None or not math.isclose(logged, self.rho, abs_tol=_TOL):
             raise ValueError(f"rho {self.rho} of {self.proposed_id!r} is not its candidate's rho")
         want = self.rho * (self.offer if self.z == 1 else 1.0 - self.offer)
@@ -203,6 +195,12 @@ class DecisionRow:
 
     def snapshot(self, card_id: str) -> CardSnapshot | None:
         return next((c for c in self.universe if c.card_id == card_id), None)
+
+    def candidate(self, card_id: str) -> Candidate | None:
+        """The candidate of ``card_id`` (the first, as logged), or None."""
+        table = self.candidates
+        assert isinstance(table, CandidateTable)  # made one in __post_init__
+        return table.get(card_id)
 
 
 @dataclass(frozen=True)

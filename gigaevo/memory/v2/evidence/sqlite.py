@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
+
+import numpy as np
 
 from gigaevo.memory.v2.errors import CardFormatError
+from gigaevo.memory.v2.evidence.candidates import FIELDS, RAG_CODES, SPARSE, CandidateTable
 from gigaevo.memory.v2.evidence.errors import LedgerIntegrityError
 from gigaevo.memory.v2.evidence.rows import (
-    Candidate,
     CardSnapshot,
     DecisionRow,
     EdgeRow,
@@ -30,11 +31,14 @@ R = TypeVar("R")
 # tables ``snapshots`` / ``universes``) and the candidates as columns
 # (``candidate_columns``). A version-1 file opened by this code gets the two new tables
 # and is marked "2"; its old rows are never rewritten and still decode (the body's keys
-# say which form it has), its new rows take the new form.
-SCHEMA_VERSION = "2"
-KNOWN_VERSIONS = ("1", "2")
+# say which form it has), its new rows take the new form. "3": new decision bodies hold
+# their fitted row ids by reference (``fitted_rows_ref``, table ``fit_sets``, see
+# ``fitsets``) unless they are empty or not ascending (then inline, as before); version-1
+# and version-2 files are marked "3" and get the table the same way.
+SCHEMA_VERSION = "3"
+KNOWN_VERSIONS = ("1", "2", "3")
 TABLES = ("decisions", "terminals", "edges", "lineage")
-CONTENT_TABLES = ("snapshots", "universes")  # keyed by the SHA-256 of their body
+CONTENT_TABLES = ("snapshots", "universes", "fit_sets")  # keyed by the SHA-256 of their body
 
 # Each table keeps the canonical JSON body and its SHA-256; a few key columns
 # are copies of body fields for indexing and are checked against the body on read.
@@ -76,6 +80,7 @@ CREATE TABLE IF NOT EXISTS lineage (
 CREATE INDEX IF NOT EXISTS decisions_proposed ON decisions (proposed_id);
 CREATE TABLE IF NOT EXISTS snapshots (sha256 TEXT PRIMARY KEY, body TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS universes (sha256 TEXT PRIMARY KEY, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS fit_sets (sha256 TEXT PRIMARY KEY, body TEXT NOT NULL);
 """
 
 _TRIGGER = """
@@ -95,7 +100,7 @@ def connect(path: str, busy_timeout_s: float) -> sqlite3.Connection:
 
 def create_schema(conn: sqlite3.Connection) -> None:
     """Create tables, indexes and the UPDATE/DELETE-refusing triggers (idempotent);
-    a version-1 file is marked version 2 (see ``SCHEMA_VERSION``).
+    a version-1 or version-2 file is marked version 3 (see ``SCHEMA_VERSION``).
 
     Raises:
         LedgerIntegrityError: the file has a schema version this code does not know.
@@ -138,57 +143,128 @@ def encode(row: Any) -> tuple[str, str]:
     return body, sha256_hex(body)
 
 
-_CANDIDATE_FIELDS = tuple(f.name for f in dataclasses.fields(Candidate))
+def encode_decision(
+    row: DecisionRow, universe_ref: str, fits_ref: str | None = None
+) -> tuple[str, str]:
+    """(canonical JSON body, its SHA-256) of a decision in the version-3 form.
 
-
-def encode_decision(row: DecisionRow, universe_ref: str) -> tuple[str, str]:
-    """(canonical JSON body, its SHA-256) of a decision in the version-2 form.
-
-    The universe is replaced by ``universe_ref`` (the hash of its ``universes`` row)
-    and the candidates by ``candidate_columns``, one list per ``Candidate`` field
-    (every field is a JSON scalar, so floats round-trip exactly as in version 1).
+    The universe is replaced by ``universe_ref`` (the hash of its ``universes`` row),
+    the candidates by ``candidate_columns``, one list per ``Candidate`` field (every
+    field is a JSON scalar, so floats round-trip exactly as in version 1), and the
+    fitted row ids by ``fitted_rows_ref`` (the hash of their ``fit_sets`` link) when
+    ``fits_ref`` is given (else they stay inline, as in version 2).
     """
-    data = to_json(row, exclude=("universe", "candidates"))
+    data = to_json(row, exclude=("universe", "candidates", "fitted_row_ids"))
     data["universe_ref"] = universe_ref
-    data["candidate_columns"] = {
-        name: [getattr(c, name) for c in row.candidates] for name in _CANDIDATE_FIELDS
-    }
+    data["candidate_columns"] = CandidateTable.of(row.candidates).columns()
+    if fits_ref is None:
+        data["fitted_row_ids"] = list(row.fitted_row_ids)
+    else:
+        data["fitted_rows_ref"] = fits_ref
     body = canonical_json(data)
     return body, sha256_hex(body)
 
 
-def decision_from_body(
-    body: str, where: str, resolve: Callable[[str], tuple[CardSnapshot, ...]]
-) -> tuple[DecisionRow, str | None]:
-    """A decision of either form and its universe reference (None in the version-1 form).
+class Parts(NamedTuple):
+    """How a decision body's referenced parts are read back (each checked by hash)."""
 
-    ``resolve`` gives the checked snapshots of a universe hash.
+    universe: Callable[[str], tuple[CardSnapshot, ...]]  # universe hash -> snapshots
+    fits: Callable[[str], Sequence[str]]  # fit-set link hash -> the ids
+    card_ids: Mapping[str, str]  # card id -> the universe's own string (interning)
+
+
+def decision_from_body(
+    body: str, where: str, parts: Parts
+) -> tuple[DecisionRow, str | None, str | None]:
+    """A decision of any form, its universe reference and its fit-set reference
+    (None for the parts a version-1 / version-2 body holds inline).
 
     Raises:
         CardFormatError: the body does not match ``DecisionRow`` (unknown or
             missing key, wrong type, ragged candidate columns).
-        LedgerIntegrityError: from ``resolve``.
+        LedgerIntegrityError: from ``parts``.
     """
     data = json.loads(body)
     if not isinstance(data, dict) or "universe_ref" not in data:
-        return from_json(DecisionRow, data, where), None
+        return from_json(DecisionRow, data, where), None, None
     for key in ("universe", "candidates"):
         if key in data:
             raise CardFormatError(f"{where}: unknown key {key!r} next to 'universe_ref'")
     ref = data.pop("universe_ref")
     if not isinstance(ref, str):
         raise CardFormatError(f"{where}.universe_ref: expected a string, got {ref!r}")
+    fits = data.pop("fitted_rows_ref", None)
+    if fits is not None:
+        if not isinstance(fits, str) or "fitted_row_ids" in data:
+            raise CardFormatError(f"{where}.fitted_rows_ref: expected a string instead of ids")
+        data["fitted_row_ids"] = parts.fits(fits)
+    data["universe"] = parts.universe(ref)
     columns = data.pop("candidate_columns", None)
+    data["candidates"] = _candidate_table(columns, f"{where}.candidate_columns", parts.card_ids)
+    return from_json(DecisionRow, data, where), ref, fits
+
+
+def _candidate_table(columns: Any, where: str, pool: Mapping[str, str]) -> CandidateTable:
+    """The table of a ``candidate_columns`` object (schema version 2 and later).
+
+    ``pool`` maps card ids to the universe's own id strings (decoded ids are
+    replaced by them, so decisions share one string per card).
+
+    Raises:
+        CardFormatError: not an object of lists, an unknown or missing column,
+            columns of different lengths, or a value of the wrong type.
+    """
     if not isinstance(columns, dict) or not all(isinstance(v, list) for v in columns.values()):
-        raise CardFormatError(f"{where}.candidate_columns: expected an object of lists")
-    names = list(columns)
-    try:
-        rows = zip(*columns.values(), strict=True)
-        data["candidates"] = [dict(zip(names, v, strict=True)) for v in rows]
-    except ValueError as exc:
-        raise CardFormatError(f"{where}.candidate_columns: columns differ in length") from exc
-    data["universe"] = resolve(ref)
-    return from_json(DecisionRow, data, where), ref
+        raise CardFormatError(f"{where}: expected an object of lists")
+    unknown = sorted(set(columns) - set(FIELDS))
+    if unknown:
+        raise CardFormatError(f"{where}: unknown key {unknown[0]!r} (allowed: {sorted(FIELDS)})")
+    missing = [f for f in FIELDS[:6] if f not in columns]
+    if missing:
+        raise CardFormatError(f"{where}: missing key {missing[0]!r}")
+    if len({len(v) for v in columns.values()}) > 1:
+        raise CardFormatError(f"{where}: columns differ in length")
+    n = len(columns["card_id"])
+    _check(columns, where, "card_id", {str})
+    for name in ("rho", "offer_joint", "control_joint"):
+        _check(columns, where, name, {float, int}, finite=True)
+    for name in ("offer", *SPARSE):
+        if name in columns:
+            _check(columns, where, name, {float, int, type(None)}, finite=True)
+    _check(columns, where, "safe", {bool})
+    rag = columns.get("rag")
+    if rag is not None and not set(rag) <= set(RAG_CODES):
+        bad = next(r for r in rag if r not in RAG_CODES)
+        raise CardFormatError(f"{where}.rag: expected one of {list(RAG_CODES[1:])}, got {bad!r}")
+    ids = [pool.get(c, c) for c in columns["card_id"]]
+    extra = {
+        name: {i: float(v) for i, v in enumerate(columns[name]) if v is not None}
+        for name in SPARSE
+        if name in columns and columns[name].count(None) != n
+    }
+    return CandidateTable.from_columns(
+        ids,
+        columns["rho"],
+        columns["safe"],
+        offers=[None if o is None else float(o) for o in columns["offer"]] if n else [],
+        offer_joint=columns["offer_joint"],
+        control_joint=columns["control_joint"],
+        rag=rag,
+        extra=extra,
+    )
+
+
+def _check(
+    columns: dict[str, list[Any]], where: str, name: str, types: set[type], finite: bool = False
+) -> None:
+    values = columns[name]
+    if not set(map(type, values)) <= types:
+        i, bad = next((i, v) for i, v in enumerate(values) if type(v) not in types)
+        raise CardFormatError(f"{where}.{name}[{i}]: unexpected value {bad!r}")
+    if finite:
+        nums = [v for v in values if v is not None]
+        if nums and not np.isfinite(np.array(nums, dtype=np.float64)).all():
+            raise CardFormatError(f"{where}.{name}: expected finite numbers")
 
 
 def decode(

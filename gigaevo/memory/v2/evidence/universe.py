@@ -1,4 +1,4 @@
-"""Content-addressed card snapshots and universes of the causal ledger (schema version 2).
+"""Content-addressed card snapshots and universes of the causal ledger (schema version 2+).
 
 A decision freezes its whole eligible universe (MODEL.md section 1), which is
 nearly the same from one decision to the next. Each snapshot is stored once in
@@ -49,6 +49,9 @@ class UniverseStore:
         self._universes: dict[str, tuple[CardSnapshot, ...]] = {}  # read back and checked
         self._snapshots: dict[str, CardSnapshot] = {}  # read back and checked
         self.refs: dict[str, str] = {}  # decision body SHA-256 -> its universe hash
+        # card id -> the id string of its checked snapshot (decoded candidate ids are
+        # replaced by it, so all decisions share one string per card)
+        self.card_ids: dict[str, str] = {}
 
     # ---- writes -----------------------------------------------------------------
 
@@ -95,6 +98,7 @@ class UniverseStore:
         self._universes = {}
         self._snapshots = {}
         self.refs = {}
+        self.card_ids = {}
 
     def resolve(self, conn: sqlite3.Connection, ref: str, where: str) -> tuple[CardSnapshot, ...]:
         """The universe with hash ``ref``, every body checked against its hash once.
@@ -126,9 +130,11 @@ class UniverseStore:
                 if sha256_hex(body) != sha:
                     raise LedgerIntegrityError(f"ledger row {swhere}: content hash mismatch")
                 try:
-                    self._snapshots[sha] = from_json(CardSnapshot, json.loads(body), swhere)
+                    snap = from_json(CardSnapshot, json.loads(body), swhere)
                 except (ValueError, CardFormatError) as exc:
                     raise LedgerIntegrityError(f"ledger row {swhere}: {exc}") from exc
+                self._snapshots[sha] = snap
+                self.card_ids.setdefault(snap.card_id, snap.card_id)
         gone = [h for h in wanted if h not in self._snapshots]
         if gone:
             raise LedgerIntegrityError(f"ledger row snapshots#{gone[0][:16]} (in {where}): missing")
