@@ -82,6 +82,8 @@ class SelectionEvidence:
         # derived views (observations, head rows, V) keyed by the last sequence numbers they
         # were built from; the rows are immutable, so a view is stale only when rows arrive
         self._memo: dict[str, tuple[tuple[int, ...], Any]] = {}
+        # observations made so far (decision id -> Observation) and the terminals they cover
+        self._observed: tuple[dict[str, Observation], int] = ({}, 0)
         self._applied: dict[str, frozenset[str]] = {}  # program id -> cards cited on its ancestry
         # decoded rows by the SHA-256 of their body (content-addressed, so a hit is exact once
         # the body read back hashes to it); the decisions this session wrote are entered at
@@ -321,6 +323,7 @@ class SelectionEvidence:
         self._cache = {t: {} for t in db.TABLES}
         self._last = dict.fromkeys(db.TABLES, 0)
         self._memo = {}
+        self._observed = ({}, 0)
         self._by_sha = {}
         self._universes.reset()
         self._fits.reset()
@@ -417,14 +420,20 @@ class SelectionEvidence:
         if memo is not None and memo[0] == key:
             cached: tuple[Observation, ...] = memo[1]
             return cached
-        terms = {row.decision_id: (row, sha) for row, sha in terminals.values()}
-        out = []
-        for decision, dsha in decisions.values():
-            if decision.decision_id in terms:
-                term, tsha = terms[decision.decision_id]
-                out.append(Observation(decision, term, dsha, tsha))
-        self._memo["observations"] = (key, tuple(out))
-        return tuple(out)
+        # only the terminals read since the last call make new observations (rows are
+        # immutable); the tuple is then laid out in decision order by id lookups
+        observed, seen = self._observed
+        if len(terminals) > seen:
+            by_id = {d.decision_id: (d, dsha) for d, dsha in decisions.values()}
+            for term, tsha in list(terminals.values())[seen:]:
+                decision, dsha = by_id[term.decision_id]
+                observed[term.decision_id] = Observation(decision, term, dsha, tsha)
+            self._observed = (observed, len(terminals))
+        out = tuple(
+            observed[d.decision_id] for d, _ in decisions.values() if d.decision_id in observed
+        )
+        self._memo["observations"] = (key, out)
+        return out
 
     def head_rows(self, head: Head) -> tuple[Observation, ...]:
         """Usefulness-eligible rows of the ``immediate`` or ``invalidity`` head."""
