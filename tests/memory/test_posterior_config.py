@@ -62,6 +62,7 @@ BAD = [
     ("memory.excluder.max_depth=0", "max_depth"),
     ("memory.no_card_evidence.kind=heuristic", "memory.no_card_evidence.kind"),
     ("+memory.no_card_evidence.weight=0.5", "weight"),
+    ("memory.causal.draw_threads=0", "draw_threads"),
 ]
 
 

@@ -111,6 +111,8 @@ class ReaderSettings:
             raise ValueError("memory.causal.offer_probability must lie in (0, 1)")
         if s.ope_every < 1:
             raise ValueError("memory.causal.ope_every must be >= 1")
+        if s.policy.draw_threads < 1:
+            raise ValueError("memory.causal.draw_threads must be >= 1")
         return s
 
 

@@ -5,7 +5,9 @@ No I/O: the caller supplies fitted heads, the decision context and the candidate
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,7 +31,12 @@ from gigaevo.memory.v2.causal.policy import (
     summarise_card,
     world_effects,
 )
-from gigaevo.memory.v2.causal.projection import draw_arm_pairs, head_latents, projector
+from gigaevo.memory.v2.causal.projection import (
+    block_stack,
+    draw_arm_pairs,
+    head_latents,
+    projector,
+)
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,7 @@ class SelectionConfig:
     alpha: float = 0.10
     summary_draws: int = 1024
     world_draws: int = 512
+    draw_threads: int = 2  # heads whose worlds are drawn at once (1: one after another)
 
 
 @dataclass(frozen=True)
@@ -113,13 +121,10 @@ def select(
         return _abstain(decision_key, cfg, "no safe card", acceptance)
     z1 = _take(rows, [index[cid] for cid in safe])
     # world draws project each head on the rows; one shared-block draw per world and head
-    worlds = rng_stream(decision_key, "worlds")
-    effect = world_effects(
-        head_latents(immediate, z0, z1, cfg.world_draws, worlds),
-        head_latents(invalidity, z0, z1, cfg.world_draws, worlds),
-        gain_bounds,
-        None if lineage is None else head_latents(lineage, z0, z1, cfg.world_draws, worlds),
-    )
+    heads = (immediate, invalidity) if lineage is None else (immediate, invalidity, lineage)
+    latents = world_latents(decision_key, heads, z0, z1, cfg.world_draws, cfg.draw_threads)
+    lineage_latents = latents[2] if lineage is not None else None
+    effect = world_effects(latents[0], latents[1], gain_bounds, lineage_latents)
     proposal = proposal_distribution(match_worlds(safe, effect), pending, cfg.epsilon)
     draw = _draw(decision_key, proposal, cfg)
     summary = None
@@ -130,6 +135,47 @@ def select(
             immediate, lineage, gain_bounds, metric_range, cfg.summary_draws,
         )  # fmt: skip
     return Selection(proposal, draw, acceptance, summary)
+
+
+def world_latents(
+    decision_key: str,
+    heads: Sequence[BayesianLinearHead | LogisticLaplaceHead],
+    z0: np.ndarray,
+    z1: np.ndarray | BlockDesign,
+    n: int,
+    threads: int = 1,
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The S_w world draws of every head (MODEL 6.4), head i from ``worlds`` stream i.
+
+    The heads are independent given the data, so each has its own stream (counter = its
+    position) and the draws do not depend on ``threads``: with more than one, the heads are
+    drawn at once on a small shared thread pool (numpy releases the GIL in the heavy parts).
+    """
+    streams = [rng_stream(decision_key, "worlds", i) for i in range(len(heads))]
+    for head in heads:  # per-fit factors built here, only read by the workers
+        block_stack(head)
+    if threads <= 1 or len(heads) < 2:
+        return [head_latents(h, z0, z1, n, rng) for h, rng in zip(heads, streams, strict=True)]
+    jobs = [
+        _draw_pool(threads).submit(head_latents, h, z0, z1, n, rng)
+        for h, rng in zip(heads, streams, strict=True)
+    ]
+    return [job.result() for job in jobs]
+
+
+_POOL: tuple[int, ThreadPoolExecutor] | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _draw_pool(threads: int) -> ThreadPoolExecutor:
+    """The process's world-draw pool with ``threads`` workers (made once, remade on resize)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None or _POOL[0] != threads:
+            if _POOL is not None:
+                _POOL[1].shutdown(wait=True)
+            _POOL = (threads, ThreadPoolExecutor(threads, thread_name_prefix="memory-worlds"))
+        return _POOL[1]
 
 
 def _summary(
