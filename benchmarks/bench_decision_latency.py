@@ -15,7 +15,8 @@ matured lineage rows for a share of the eligible valid roots) and times:
 - refit: ``decide`` right after a new usefulness-eligible terminal (a withheld
   control of another run) landed, so V moved and both heads are refitted.
 
-Each decision's lease is released outside the timed region. Prints p50 / p95
+Each decision's lease is released outside the timed region; BLAS is limited to one
+thread around each decision, as the provider does in a run. Prints p50 / p95
 per size and the growth of p50 relative to the smallest size next to N itself
 (linear growth would track the N ratio). ``--profile N`` runs cProfile over a
 few decisions of each kind at size N and prints the top functions.
@@ -56,6 +57,7 @@ from gigaevo.memory.v2.evidence import (
     reward_definition,
 )
 from gigaevo.memory.v2.evidence.owner import session_owner
+from gigaevo.memory.v2.provider import one_blas_thread
 from gigaevo.memory.v2.reader import CausalReader
 from tests.memory.helpers import METRICS
 
@@ -193,9 +195,10 @@ class Setup:
     def decide(self) -> float:
         ctx = context(self.attempt, self.rng)
         self.attempt += 1
-        started = time.perf_counter()
-        self.reader.decide(ctx)
-        elapsed = time.perf_counter() - started
+        with one_blas_thread():  # as the provider calls the reader
+            started = time.perf_counter()
+            self.reader.decide(ctx)
+            elapsed = time.perf_counter() - started
         self.reader.release(ctx.attempt)
         return elapsed
 

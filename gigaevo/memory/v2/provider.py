@@ -273,7 +273,7 @@ class CardBankMemory:
     def decide(self, context: MutationContext) -> Decision:
         """The causal decision (``selection: causal``), else abstain: no slate, no card."""
         if self.reader is not None:
-            with _one_blas_thread():
+            with one_blas_thread():
                 return self.reader.decide(context)
         return Decision(attempt=context.attempt, record={"memory": "v2", "action": "abstain"})
 
@@ -283,7 +283,7 @@ class CardBankMemory:
         Raises:
             CorruptBankError: the bank stopped parsing (the run must stop).
         """
-        with _one_blas_thread():
+        with one_blas_thread():
             self._observe(result)
 
     def _observe(self, result: MutationResult) -> None:
@@ -310,7 +310,7 @@ class CardBankMemory:
         if self._closed:
             return
         self._closed = True
-        with _one_blas_thread():
+        with one_blas_thread():
             self._close()
 
     def _close(self) -> None:
@@ -434,7 +434,7 @@ def _blas() -> ThreadpoolController:
     return ThreadpoolController()
 
 
-def _one_blas_thread() -> contextlib.AbstractContextManager[Any]:
+def one_blas_thread() -> contextlib.AbstractContextManager[Any]:
     """BLAS limited to one thread while the memory works (about 12 us to enter).
 
     The heads' matrices are small (tens to a few thousand columns), where
