@@ -100,7 +100,8 @@ def test_harmful_card_excluded_in_95_percent_of_seeds() -> None:
 
 
 def test_block_condition_number_matches_dense_eigenvalues() -> None:
-    """cond(F) of the block Laplace precision (Lanczos on the block operators) is exact."""
+    """cond(F) of the block Laplace precision: a true upper bound while it clears the gate,
+    exact (Lanczos on the block operators) when the bound does not."""
     space = DesignSpace(5, tuple(f"c{i:03d}" for i in range(30)), kind_contrast=True)
     rng = np.random.default_rng(13)
     rows = [
@@ -113,5 +114,39 @@ def test_block_condition_number_matches_dense_eigenvalues() -> None:
     head = LogisticLaplaceHead(mu, v, (space.shared_size, space.n_context)).fit(x, d)
     assert head.ok_ and head.block_factor is not None
     p = expit(x @ head.coef_)
-    eig = np.linalg.eigvalsh(np.diag(1 / v) + x.T @ ((p * (1 - p))[:, None] * x))
-    assert head.condition_ == pytest.approx(eig[-1] / eig[0], rel=1e-6)
+    fisher = np.diag(1 / v) + x.T @ ((p * (1 - p))[:, None] * x)
+    eig = np.linalg.eigvalsh(fisher)
+    exact = eig[-1] / eig[0]
+    bound = np.max(np.abs(fisher).sum(axis=1)) * np.max(v)  # Gershgorin / min(1/v)
+    assert exact <= head.condition_ <= 1e12
+    assert head.condition_ == pytest.approx(bound, rel=1e-9)
+    precision = head._precision
+    assert precision._lanczos_condition() == pytest.approx(exact, rel=1e-6)
+
+
+def test_an_ill_conditioned_block_fisher_is_refused() -> None:
+    """When the bound does not clear 1e12 the exact condition number decides (fail-closed)."""
+    from gigaevo.memory.v2.causal import invalidity
+
+    space = DesignSpace(5, tuple(f"c{i:03d}" for i in range(30)), kind_contrast=True)
+    rng = np.random.default_rng(14)
+    rows = [
+        space.row(np.r_[1.0, rng.uniform(-1, 1, 4)], 1, f"c{i % 12:03d}", kind="insight")
+        for i in range(300)
+    ]
+    x = np.array(rows)
+    d = (rng.uniform(size=len(x)) < 0.1).astype(float)
+    mu, v = space.invalidity_prior()
+    layout = (space.shared_size, space.n_context)
+    well = LogisticLaplaceHead(mu, v, layout).fit(x, d)
+    exact = well._precision._lanczos_condition()
+    old = invalidity.MAX_CONDITION
+    try:  # a gate between the exact value and the bound: the exact value is computed
+        invalidity.MAX_CONDITION = 0.5 * (exact + well.condition_)
+        between = LogisticLaplaceHead(mu, v, layout).fit(x, d)
+        assert between.ok_ and between.condition_ == pytest.approx(exact, rel=1e-6)
+        invalidity.MAX_CONDITION = 0.5 * exact  # below the exact value: refused
+        refused = LogisticLaplaceHead(mu, v, layout).fit(x, d)
+        assert not refused.ok_ and "ill-conditioned" in refused.failure_
+    finally:
+        invalidity.MAX_CONDITION = old
