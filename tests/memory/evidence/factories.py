@@ -12,6 +12,7 @@ from gigaevo.memory.v2.evidence import (
     DecisionRow,
     FrozenContext,
     RewardDefinition,
+    SelectionEvidence,
     TerminalRow,
     decision_key_id,
 )
@@ -198,3 +199,13 @@ def write_v2_ledger(directory: Path, rows: list[DecisionRow]) -> None:
             (row.decision_id, row.run_id, row.attempt, row.proposed_id, body, sha),
         )
     conn.close()
+
+
+def raw_ledger(directory: Path) -> sqlite3.Connection:
+    """A plain autocommit connection to the ledger file (to read or tamper with rows)."""
+    return sqlite3.connect(directory / EVIDENCE_FILE, isolation_level=None)
+
+
+def reopen_ledger(directory: Path) -> SelectionEvidence:
+    """The ledger opened again as a new session would (startup orphans left open)."""
+    return SelectionEvidence(directory).open(censor_orphans=False)

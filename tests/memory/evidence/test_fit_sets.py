@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from gigaevo.memory.v2.evidence import (
-    EVIDENCE_FILE,
     CandidateTable,
     DecisionRow,
     LedgerIntegrityError,
@@ -28,17 +27,11 @@ from tests.memory.evidence.factories import (
     decision_over,
     make_decision,
     make_terminal,
+    raw_ledger,
+    reopen_ledger,
     write_v1_ledger,
     write_v2_ledger,
 )
-
-
-def _raw(tmp_path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(tmp_path / EVIDENCE_FILE, isolation_level=None)
-
-
-def _reopen(tmp_path: Path) -> SelectionEvidence:
-    return SelectionEvidence(tmp_path).open(censor_orphans=False)
 
 
 def _fitted(row: DecisionRow, ids: tuple[str, ...]) -> DecisionRow:
@@ -52,7 +45,7 @@ def _ids(n: int, lineage_version: int = 1) -> tuple[str, ...]:
 
 def _stored_ids(tmp_path: Path) -> tuple[int, int]:
     """(fit_sets rows, ids written in all their bodies)."""
-    with _raw(tmp_path) as conn:
+    with raw_ledger(tmp_path) as conn:
         bodies = [json.loads(b) for (b,) in conn.execute("SELECT body FROM fit_sets")]
     return len(bodies), sum(len(b["added"]) + len(b["removed"]) for b in bodies)
 
@@ -67,7 +60,7 @@ def test_fitted_ids_round_trip_through_a_chain(tmp_path: Path) -> None:
         for row in rows:
             ledger.append_decision(row)
         assert ledger.decisions() == tuple(rows)
-    with _reopen(tmp_path) as fresh:
+    with reopen_ledger(tmp_path) as fresh:
         back = fresh.decisions()
         assert back == tuple(rows)
         assert [tuple(d.fitted_row_ids) for d in back] == [r.fitted_row_ids for r in rows]
@@ -81,7 +74,7 @@ def test_fitted_ids_round_trip_through_a_chain(tmp_path: Path) -> None:
         assert pickle.loads(pickle.dumps(first)) == first
         assert pickle.loads(pickle.dumps(back[3])) == back[3] == rows[3]
         assert fresh.decision(rows[7].decision_id) == rows[7]
-    with _raw(tmp_path) as conn:
+    with raw_ledger(tmp_path) as conn:
         bodies = [b for (b,) in conn.execute("SELECT body FROM decisions ORDER BY seq")]
     assert all("fitted_rows_ref" in b for b in bodies[3:30])
     assert '"fitted_row_ids":[]' in bodies[30] and '"fitted_row_ids":["b","a"]' in bodies[31]
@@ -93,10 +86,10 @@ def test_many_decisions_of_one_fit_store_its_ids_once(tmp_path: Path) -> None:
         for a in range(40):
             ledger.append_decision(_fitted(make_decision(a), ids))
     assert _stored_ids(tmp_path) == (1, len(ids))
-    with _raw(tmp_path) as conn:
+    with raw_ledger(tmp_path) as conn:
         (longest,) = conn.execute("SELECT MAX(LENGTH(body)) FROM decisions").fetchone()
     assert longest < 2_000  # the ids are not in the decision bodies
-    with _reopen(tmp_path) as fresh:
+    with reopen_ledger(tmp_path) as fresh:
         back = fresh.decisions()
     assert all(d.fitted_row_ids is back[0].fitted_row_ids for d in back)
 
@@ -111,7 +104,7 @@ def test_a_growing_ledger_stores_its_ids_linearly(tmp_path: Path) -> None:
     links, written = _stored_ids(tmp_path)
     assert links == n
     assert written < 6 * n  # inline: n^2 / 2 = 45,000
-    with _reopen(tmp_path) as fresh:
+    with reopen_ledger(tmp_path) as fresh:
         back = fresh.decisions()
     assert all(tuple(d.fitted_row_ids) == _ids(a, 1 + a // 10) for a, d in enumerate(back))
 
@@ -122,7 +115,7 @@ def test_writes_from_two_sessions_chain_separately(tmp_path: Path) -> None:
         (one if a % 2 else two).append_decision(_fitted(make_decision(a), _ids(a)))
     one.close()
     two.close()
-    with _reopen(tmp_path) as fresh:
+    with reopen_ledger(tmp_path) as fresh:
         assert [tuple(d.fitted_row_ids) for d in fresh.decisions()] == [_ids(a) for a in range(6)]
 
 
@@ -132,13 +125,13 @@ def test_a_rolled_back_decision_does_not_lose_a_link(tmp_path: Path) -> None:
         with pytest.raises(ValueError, match="already has a decision"):
             ledger.append_decision(_fitted(make_decision(0), _ids(6)))  # rolled back
         ledger.append_decision(_fitted(make_decision(1), _ids(7)))  # chains on the lost link
-    with _reopen(tmp_path) as fresh:
+    with reopen_ledger(tmp_path) as fresh:
         assert tuple(fresh.decisions()[1].fitted_row_ids) == _ids(7)
 
 
 def _tamper_link(tmp_path: Path, edit: str) -> None:
     """Edit the oldest (whole) link of the chain: ``body`` or ``delete``."""
-    conn = _raw(tmp_path)
+    conn = raw_ledger(tmp_path)
     conn.execute("DROP TRIGGER fit_sets_no_UPDATE")
     conn.execute("DROP TRIGGER fit_sets_no_DELETE")
     rowid, body = conn.execute(
@@ -177,7 +170,7 @@ def test_a_tampered_or_missing_link_raises_on_read(tmp_path: Path, edit: str, ma
 def test_a_rehashed_decision_with_both_id_forms_is_refused(tmp_path: Path) -> None:
     with SelectionEvidence(tmp_path).open() as ledger:
         ledger.append_decision(_fitted(make_decision(0), _ids(3)))
-    conn = _raw(tmp_path)
+    conn = raw_ledger(tmp_path)
     conn.execute("DROP TRIGGER decisions_no_UPDATE")
     (body,) = conn.execute("SELECT body FROM decisions").fetchone()
     data = json.loads(body)
@@ -192,7 +185,7 @@ def test_a_rehashed_decision_with_both_id_forms_is_refused(tmp_path: Path) -> No
 def test_fit_sets_refuse_update_and_delete(tmp_path: Path) -> None:
     with SelectionEvidence(tmp_path).open() as ledger:
         ledger.append_decision(_fitted(make_decision(0), _ids(2)))
-    conn = _raw(tmp_path)
+    conn = raw_ledger(tmp_path)
     with pytest.raises(sqlite3.IntegrityError, match="immutable"):
         conn.execute("UPDATE fit_sets SET body = body")
     with pytest.raises(sqlite3.IntegrityError, match="immutable"):
@@ -205,7 +198,7 @@ def test_version_1_and_2_ledgers_decode_and_take_new_rows(tmp_path: Path, writer
     cards = tuple(card(i) for i in range(4))
     old = [_fitted(decision_over(a, cards), _ids(a)) for a in range(3)]
     writer(tmp_path, old)  # type: ignore[operator]
-    with _raw(tmp_path) as conn:
+    with raw_ledger(tmp_path) as conn:
         before = conn.execute("SELECT seq, body, sha256 FROM decisions").fetchall()
     with SelectionEvidence(tmp_path).open(censor_orphans=False) as ledger:
         assert ledger.decisions() == tuple(old)
@@ -213,10 +206,10 @@ def test_version_1_and_2_ledgers_decode_and_take_new_rows(tmp_path: Path, writer
         new = _fitted(decision_over(3, cards), _ids(3))
         ledger.append_decision(new)
         v = ledger.evidence_version()
-    with _reopen(tmp_path) as fresh:
+    with reopen_ledger(tmp_path) as fresh:
         assert fresh.decisions() == (*old, new)
         assert fresh.evidence_version() == v
-    with _raw(tmp_path) as conn:
+    with raw_ledger(tmp_path) as conn:
         after = conn.execute("SELECT seq, body, sha256 FROM decisions").fetchall()
         (version,) = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     assert after[:3] == before  # old rows are never rewritten
@@ -259,7 +252,7 @@ def test_decisions_at_1000_cards_keep_a_small_footprint(tmp_path: Path) -> None:
         ledger = SelectionEvidence(tmp_path).open(censor_orphans=False)
         for a in range(1, n + 1):
             ledger.append_decision(_reader_like(base, a, rng, 300 + a))
-        reader = _reopen(tmp_path)  # every row decoded again
+        reader = reopen_ledger(tmp_path)  # every row decoded again
         assert len(reader.decisions()) == n + 1 and len(ledger.decisions()) == n + 1
         gc.collect()
         used = tracemalloc.get_traced_memory()[0] - start

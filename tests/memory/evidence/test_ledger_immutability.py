@@ -9,18 +9,13 @@ from pathlib import Path
 import pytest
 
 from gigaevo.memory.v2.evidence import (
-    EVIDENCE_FILE,
     EdgeRow,
     LedgerIntegrityError,
     LineageRow,
     SelectionEvidence,
 )
 from gigaevo.memory.v2.evidence.rows import canonical_json, sha256_hex
-from tests.memory.evidence.factories import make_decision, make_terminal
-
-
-def _raw(tmp_path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(tmp_path / EVIDENCE_FILE, isolation_level=None)
+from tests.memory.evidence.factories import make_decision, make_terminal, raw_ledger
 
 
 def _fill(ledger: SelectionEvidence) -> None:
@@ -47,7 +42,7 @@ def test_update_and_delete_are_refused_by_the_database(
     ledger: SelectionEvidence, tmp_path: Path, table: str
 ) -> None:
     _fill(ledger)
-    conn = _raw(tmp_path)
+    conn = raw_ledger(tmp_path)
     with pytest.raises(sqlite3.IntegrityError, match="immutable"):
         conn.execute(f"UPDATE {table} SET body = body")
     with pytest.raises(sqlite3.IntegrityError, match="immutable"):
@@ -55,7 +50,7 @@ def test_update_and_delete_are_refused_by_the_database(
 
 
 def _tamper(tmp_path: Path, table: str, edit: str, rehash: bool) -> None:
-    conn = _raw(tmp_path)
+    conn = raw_ledger(tmp_path)
     conn.execute(f"DROP TRIGGER {table}_no_UPDATE")
     seq, body = conn.execute(f"SELECT seq, body FROM {table} ORDER BY seq LIMIT 1").fetchone()
     data = json.loads(body)
@@ -95,7 +90,7 @@ def test_extra_key_is_refused_even_with_a_matching_hash(tmp_path: Path) -> None:
 
 def test_key_column_must_agree_with_body(tmp_path: Path) -> None:
     _fill(SelectionEvidence(tmp_path).open())
-    conn = _raw(tmp_path)
+    conn = raw_ledger(tmp_path)
     conn.execute("DROP TRIGGER decisions_no_UPDATE")
     conn.execute("UPDATE decisions SET attempt = 99")
     conn.close()

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from gigaevo.memory.v2.evidence import (
-    EVIDENCE_FILE,
     Candidate,
     CardSnapshot,
     LedgerIntegrityError,
@@ -23,22 +22,16 @@ from tests.memory.evidence.factories import (
     card,
     decision_over,
     make_terminal,
+    raw_ledger,
+    reopen_ledger,
     write_v1_ledger,
 )
 
 
-def _raw(tmp_path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(tmp_path / EVIDENCE_FILE, isolation_level=None)
-
-
 def _count(tmp_path: Path, table: str) -> int:
-    with _raw(tmp_path) as conn:
+    with raw_ledger(tmp_path) as conn:
         (n,) = conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()
     return int(n)
-
-
-def _reopen(tmp_path: Path) -> SelectionEvidence:
-    return SelectionEvidence(tmp_path).open(censor_orphans=False)
 
 
 @pytest.mark.parametrize("n_cards", [0, 1, 40])
@@ -49,7 +42,7 @@ def test_decisions_round_trip_with_any_number_of_cards(tmp_path: Path, n_cards: 
         for row in rows:
             ledger.append_decision(row)
         assert ledger.decisions() == tuple(rows)
-    with _reopen(tmp_path) as fresh:
+    with reopen_ledger(tmp_path) as fresh:
         back = fresh.decisions()
         assert back == tuple(rows)
         assert all(isinstance(s, CardSnapshot) for d in back for s in d.universe)
@@ -69,7 +62,7 @@ def test_candidate_floats_round_trip_exactly(tmp_path: Path) -> None:
     row = dataclasses.replace(row, candidates=cands)
     with SelectionEvidence(tmp_path).open() as ledger:
         ledger.append_decision(row)
-    with _reopen(tmp_path) as fresh:
+    with reopen_ledger(tmp_path) as fresh:
         (back,) = fresh.decisions()
     got = [repr(getattr(c, f)) for c in back.candidates for f in c.__dataclass_fields__]
     assert got == [repr(getattr(c, f)) for c in cands for f in c.__dataclass_fields__]
@@ -118,13 +111,13 @@ def test_a_failed_decision_leaves_no_universe_behind(tmp_path: Path) -> None:
             ledger.append_decision(decision_over(0, cards))  # duplicate attempt: rolled back
         assert (_count(tmp_path, "universes"), _count(tmp_path, "snapshots")) == (1, 2)
         ledger.append_decision(decision_over(1, cards))  # the same universe is written this time
-    with _reopen(tmp_path) as fresh:
+    with reopen_ledger(tmp_path) as fresh:
         assert fresh.decisions()[1].universe == cards
 
 
 def _tamper(tmp_path: Path, table: str, edit: str = "body") -> None:
     """Change the first row of ``table`` (``body``: its content; ``delete``: drop it)."""
-    conn = _raw(tmp_path)
+    conn = raw_ledger(tmp_path)
     conn.execute(f"DROP TRIGGER {table}_no_UPDATE")
     conn.execute(f"DROP TRIGGER {table}_no_DELETE")
     if edit == "delete":
@@ -170,7 +163,7 @@ def test_a_tampered_or_missing_part_raises_on_read(
 def test_a_rehashed_decision_with_ragged_candidate_columns_is_refused(tmp_path: Path) -> None:
     with SelectionEvidence(tmp_path).open() as ledger:
         ledger.append_decision(decision_over(0, tuple(card(i) for i in range(3))))
-    conn = _raw(tmp_path)
+    conn = raw_ledger(tmp_path)
     conn.execute("DROP TRIGGER decisions_no_UPDATE")
     (body,) = conn.execute("SELECT body FROM decisions").fetchone()
     data = json.loads(body)
@@ -186,7 +179,7 @@ def test_a_rehashed_decision_with_ragged_candidate_columns_is_refused(tmp_path: 
 def test_content_tables_refuse_update_and_delete(tmp_path: Path, table: str) -> None:
     with SelectionEvidence(tmp_path).open() as ledger:
         ledger.append_decision(decision_over(0, (card(0),)))
-    conn = _raw(tmp_path)
+    conn = raw_ledger(tmp_path)
     with pytest.raises(sqlite3.IntegrityError, match="immutable"):
         conn.execute(f"UPDATE {table} SET body = body")
     with pytest.raises(sqlite3.IntegrityError, match="immutable"):
@@ -198,7 +191,7 @@ def test_a_version_1_ledger_still_decodes_and_takes_new_rows(tmp_path: Path) -> 
     cards = tuple(card(i) for i in range(4))
     old = [decision_over(0, cards), decision_over(1, cards[:3]), decision_over(2, ())]
     write_v1_ledger(tmp_path, old)
-    with _raw(tmp_path) as conn:
+    with raw_ledger(tmp_path) as conn:
         before = conn.execute("SELECT seq, body, sha256 FROM decisions").fetchall()
     with SelectionEvidence(tmp_path).open(censor_orphans=False) as ledger:
         assert ledger.decisions() == tuple(old)
@@ -207,10 +200,10 @@ def test_a_version_1_ledger_still_decodes_and_takes_new_rows(tmp_path: Path) -> 
         new = decision_over(3, cards)
         ledger.append_decision(new)
         v = ledger.evidence_version()
-    with _reopen(tmp_path) as fresh:
+    with reopen_ledger(tmp_path) as fresh:
         assert fresh.decisions() == (*old, new)
         assert fresh.evidence_version() == v
-    with _raw(tmp_path) as conn:
+    with raw_ledger(tmp_path) as conn:
         after = conn.execute("SELECT seq, body, sha256 FROM decisions").fetchall()
         (version,) = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     assert after[:3] == before  # old rows are never rewritten
@@ -220,7 +213,7 @@ def test_a_version_1_ledger_still_decodes_and_takes_new_rows(tmp_path: Path) -> 
 
 def test_an_unknown_schema_version_is_refused(tmp_path: Path) -> None:
     write_v1_ledger(tmp_path, [])
-    with _raw(tmp_path) as conn:
+    with raw_ledger(tmp_path) as conn:
         conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
     with pytest.raises(LedgerIntegrityError, match="schema version '4'"):
         SelectionEvidence(tmp_path).open()
@@ -235,7 +228,7 @@ def test_a_decision_over_1000_cards_takes_far_fewer_bytes(tmp_path: Path) -> Non
     with SelectionEvidence(tmp_path).open() as ledger:
         for row in rows:
             ledger.append_decision(row)
-    with _raw(tmp_path) as conn:
+    with raw_ledger(tmp_path) as conn:
         bodies = [n for (n,) in conn.execute("SELECT LENGTH(body) FROM decisions")]
         (shared,) = conn.execute(
             "SELECT (SELECT SUM(LENGTH(body)) FROM snapshots)"
