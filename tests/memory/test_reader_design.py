@@ -52,14 +52,14 @@ def test_universe_snapshots_are_rendered_once_per_card_revision(tmp_path: Path) 
     setup, _ = _bench().build(tmp_path, 30, 240)
     reader = setup.reader
     setup.decide()
-    first = reader._universe
+    first = reader.snapshots.current
     setup.decide()
-    assert reader._universe is first  # nothing changed: the very same tuple
+    assert reader.snapshots.current is first  # nothing changed: the very same tuple
     card = next(c for c in reader.store.cards(task_key="toy") if c.id == first[3].card_id)
     edited = replace(card, revision=card.revision + 1, description=card.description + " Always.")
     reader.store.transaction(lambda working: working.update({edited.id: edited}))
     setup.decide()
-    now = reader._universe
+    now = reader.snapshots.current
     assert now is not first and len(now) == len(first)
     assert "Always." in now[3].text and now[3].text_digest != first[3].text_digest
     assert all(a is b for k, (a, b) in enumerate(zip(now, first, strict=True)) if k != 3)
@@ -89,7 +89,7 @@ def test_cached_fit_is_reused_until_the_evidence_or_the_cards_move(tmp_path: Pat
 def test_pending_counts_follow_leases_on_ids_and_aliases() -> None:
     from gigaevo.memory.v2.evidence import CardSnapshot
     from gigaevo.memory.v2.leases import Lease
-    from gigaevo.memory.v2.reader import _lease_counts
+    from gigaevo.memory.v2.snapshots import lease_counts
 
     def snap(card_id: str, *aliases: str) -> CardSnapshot:
         return CardSnapshot(card_id, aliases, "insight", "t", "d")
@@ -98,6 +98,6 @@ def test_pending_counts_follow_leases_on_ids_and_aliases() -> None:
         return Lease(f"l-{card_id}-{len(ids)}", card_id, (card_id, *ids), 1, "h", "r", 0, 0.0, 9.0)
 
     universe = [snap("a"), snap("b", "old-b"), snap("c")]
-    assert _lease_counts(universe, []) == {"a": 0, "b": 0, "c": 0}
+    assert lease_counts(universe, []) == {"a": 0, "b": 0, "c": 0}
     leases = [lease("a"), lease("a", "x"), lease("old-b"), lease("z")]
-    assert _lease_counts(universe, leases) == {"a": 2, "b": 1, "c": 0}
+    assert lease_counts(universe, leases) == {"a": 2, "b": 1, "c": 0}

@@ -25,21 +25,18 @@ A head that fails or sits at its boundary makes the decision abstain
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from gigaevo.memory.base import Decision, MemoryRuntime, MutationContext
 from gigaevo.memory.v2.applicability import ApplicabilityAssessor, Assessment, RagLabel
-from gigaevo.memory.v2.cards import Card, render_card
+from gigaevo.memory.v2.cards import Card
 from gigaevo.memory.v2.causal import (
     CandidateCard,
     Selection,
-    SelectionConfig,
     context_features,
     select,
 )
@@ -63,68 +60,15 @@ from gigaevo.memory.v2.evidence import (
 from gigaevo.memory.v2.heads import HeadFit, HeadFitter
 from gigaevo.memory.v2.leases import Lease, SelectionLeases
 from gigaevo.memory.v2.settings import (
-    ContextSettings,
-    ExcluderSettings,
-    PosteriorSettings,
+    ReaderSettings,
 )
+from gigaevo.memory.v2.snapshots import SnapshotCache, lease_counts
 from gigaevo.memory.v2.store import LocalMemoryStore
 
 log = logging.getLogger(__name__)
 
 SELECTION_MODES = ("causal", "none")
 LEASE_REDRAFTS = 3  # drafts tried when another process takes a lease slot first
-
-
-@dataclass(frozen=True)
-class ReaderSettings:
-    """``memory.causal.*``: the policy constants, the OPE summary cadence, the lineage window.
-
-    The config keeps every key flat under ``memory.causal``; the policy keys
-    (``SelectionConfig``'s fields, with its defaults) are gathered into ``policy``.
-    ``posterior``, ``context`` and ``excluder`` come from their own groups
-    (``memory.posterior_config``, ``memory/context``, ``memory/excluder``), parsed
-    by ``settings.ReadSideSettings``; ``parse`` leaves them at their defaults.
-    """
-
-    policy: SelectionConfig = field(default_factory=SelectionConfig)
-    ope_every: int = 20
-    lineage_depth: int = 3
-    lineage_budget: int = 32
-    posterior: PosteriorSettings = field(default_factory=PosteriorSettings)
-    context: ContextSettings = field(default_factory=ContextSettings)
-    excluder: ExcluderSettings = field(default_factory=ExcluderSettings)
-
-    _GROUPS = frozenset({"policy", "posterior", "context", "excluder"})
-
-    @classmethod
-    def parse(cls, raw: dict[str, Any] | None) -> ReaderSettings:
-        """Settings from a plain dict (unknown keys raise ``ValueError``)."""
-        raw = dict(raw or {})
-        policy_keys = set(SelectionConfig.__dataclass_fields__)
-        own_keys = set(cls.__dataclass_fields__) - cls._GROUPS
-        unknown = sorted(set(raw) - policy_keys - own_keys)
-        if unknown:
-            raise ValueError(f"unknown memory.causal setting(s) {unknown}")
-        policy = SelectionConfig(**{k: v for k, v in raw.items() if k in policy_keys})
-        s = cls(policy=policy, **{k: v for k, v in raw.items() if k in own_keys})
-        if not 0.0 < s.policy.offer_probability < 1.0:
-            raise ValueError("memory.causal.offer_probability must lie in (0, 1)")
-        if s.ope_every < 1:
-            raise ValueError("memory.causal.ope_every must be >= 1")
-        if s.policy.draw_threads < 1:
-            raise ValueError("memory.causal.draw_threads must be >= 1")
-        return s
-
-
-def card_snapshot(card: Card) -> CardSnapshot:
-    text = render_card(card)
-    return CardSnapshot(
-        card_id=card.id,
-        absorbed_ids=tuple(card.aliases),
-        kind=card.kind,
-        text=text,
-        text_digest=hashlib.sha256(text.encode()).hexdigest(),
-    )
 
 
 class CausalReader:
@@ -181,8 +125,7 @@ class CausalReader:
         self.lease_redrafts = 0
         self.assessor = assessor  # memory/applicability=agentic; None: no RAG labels
         self.assessment: Assessment | None = None  # labels of the decision being drafted
-        self._snapshot_cache: dict[str, tuple[Card, tuple[Any, ...], CardSnapshot]] = {}
-        self._universe: tuple[CardSnapshot, ...] = ()
+        self.snapshots = SnapshotCache()  # the universe, rendered once per card revision
 
     # -- decide ----------------------------------------------------------------
     def decide(self, context: MutationContext) -> Decision:
@@ -219,38 +162,16 @@ class CausalReader:
         self.store.refresh()
         task = None if self.transfer.cross_task_candidates else context.task_key
         cards = sorted(self.store.cards(task_key=task), key=lambda c: c.id)
-        universe = self._snapshots(cards)
+        universe = self.snapshots.universe(cards)
         x = self._features(context)
         active = self.leases.active() if cards else ()
-        pending = _lease_counts(universe, active)
+        pending = lease_counts(universe, active)
         excluded = self.excluded(context.parent_id, universe)
         eligible = [c for c in cards if pending[c.id] < PENDING_LIMIT and c.id not in excluded]
         self.assessment = self._assess(context, eligible)
         fit = self._fitted(len(x), cards)
         selection = self._select(decision_id, fit, x, context, eligible, pending)
         return self._row(decision_id, context, x, universe, pending, fit, selection, excluded)
-
-    def _snapshots(self, cards: Sequence[Card]) -> tuple[CardSnapshot, ...]:
-        """The universe's snapshots, rendered once per card revision.
-
-        The same tuple object comes back while no snapshot changed, so the ledger can
-        reuse its serialised universe.
-        """
-        snaps = []
-        for card in cards:
-            hit = self._snapshot_cache.get(card.id)
-            if hit is None or (hit[0] is not card and hit[1] != _snapshot_key(card)):
-                hit = (card, _snapshot_key(card), card_snapshot(card))
-                self._snapshot_cache[card.id] = hit
-            snaps.append(hit[2])
-        if len(snaps) != len(self._universe) or any(
-            a is not b for a, b in zip(snaps, self._universe, strict=True)
-        ):
-            self._universe = tuple(snaps)
-        if len(self._snapshot_cache) > 2 * max(len(cards), 64):  # drop retired cards
-            live = {c.id for c in cards}
-            self._snapshot_cache = {k: v for k, v in self._snapshot_cache.items() if k in live}
-        return self._universe
 
     def excluded(self, parent_id: str, universe: Sequence[CardSnapshot]) -> frozenset[str]:
         """Cards of ``universe`` the excluder removes for a child of ``parent_id``.
@@ -490,22 +411,3 @@ class CausalReader:
 def _abstain(reason: str) -> Selection:
     """rho_0 = 1: no card proposed (MODEL 6.3)."""
     return Selection(abstain_proposal(), Draw(None, None, 1.0, 1.0), {}, None, reason)
-
-
-def _snapshot_key(card: Card) -> tuple[Any, ...]:
-    """What a card's snapshot depends on (its rendered text, aliases and kind)."""
-    return (card.id, card.revision, card.kind, card.aliases, card.description,
-            card.explanation_summary)  # fmt: skip
-
-
-def _lease_counts(universe: Sequence[CardSnapshot], leases: Sequence[Lease]) -> dict[str, int]:
-    """Pending outcomes per card: the active leases touching its lineage (id or alias)."""
-    pending = dict.fromkeys((s.card_id for s in universe), 0)
-    if not leases:
-        return pending
-    touched = {i for lease in leases for i in lease.lineage_ids}
-    for s in universe:
-        if s.card_id in touched or not touched.isdisjoint(s.absorbed_ids):
-            ids = s.lineage_ids
-            pending[s.card_id] = sum(1 for lease in leases if lease.touches(ids))
-    return pending

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from gigaevo.memory.v2.causal.selection import SelectionConfig
 from gigaevo.memory.v2.errors import CardFormatError, MemoryConfigError
 from gigaevo.memory.v2.records import from_json
 
@@ -353,3 +354,44 @@ class MemorySettings:
                 "memory.program_exemplars.store_code=true has no effect with "
                 "memory.program_exemplars.enabled=false"
             )
+
+
+@dataclass(frozen=True)
+class ReaderSettings:
+    """``memory.causal.*``: the policy constants, the OPE summary cadence, the lineage window.
+
+    The config keeps every key flat under ``memory.causal``; the policy keys
+    (``SelectionConfig``'s fields, with its defaults) are gathered into ``policy``.
+    ``posterior``, ``context`` and ``excluder`` come from their own groups
+    (``memory.posterior_config``, ``memory/context``, ``memory/excluder``), parsed
+    by ``settings.ReadSideSettings``; ``parse`` leaves them at their defaults.
+    """
+
+    policy: SelectionConfig = field(default_factory=SelectionConfig)
+    ope_every: int = 20
+    lineage_depth: int = 3
+    lineage_budget: int = 32
+    posterior: PosteriorSettings = field(default_factory=PosteriorSettings)
+    context: ContextSettings = field(default_factory=ContextSettings)
+    excluder: ExcluderSettings = field(default_factory=ExcluderSettings)
+
+    _GROUPS = frozenset({"policy", "posterior", "context", "excluder"})
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any] | None) -> ReaderSettings:
+        """Settings from a plain dict (unknown keys raise ``ValueError``)."""
+        raw = dict(raw or {})
+        policy_keys = set(SelectionConfig.__dataclass_fields__)
+        own_keys = set(cls.__dataclass_fields__) - cls._GROUPS
+        unknown = sorted(set(raw) - policy_keys - own_keys)
+        if unknown:
+            raise ValueError(f"unknown memory.causal setting(s) {unknown}")
+        policy = SelectionConfig(**{k: v for k, v in raw.items() if k in policy_keys})
+        s = cls(policy=policy, **{k: v for k, v in raw.items() if k in own_keys})
+        if not 0.0 < s.policy.offer_probability < 1.0:
+            raise ValueError("memory.causal.offer_probability must lie in (0, 1)")
+        if s.ope_every < 1:
+            raise ValueError("memory.causal.ope_every must be >= 1")
+        if s.policy.draw_threads < 1:
+            raise ValueError("memory.causal.draw_threads must be >= 1")
+        return s
