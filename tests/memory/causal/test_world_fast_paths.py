@@ -151,9 +151,20 @@ def test_stacks_and_projectors_are_built_once_per_fit() -> None:
     assert after[1].mean() > before[1].mean() + 0.2
 
 
-def test_world_draws_do_not_depend_on_the_number_of_threads() -> None:
+def test_world_draws_do_not_depend_on_the_number_of_threads(monkeypatch) -> None:
     """Each head draws from its own ``worlds`` stream: serial and threaded decisions agree."""
+    from gigaevo.memory.v2.causal import selection
     from gigaevo.memory.v2.causal.selection import world_latents
+
+    monkeypatch.setattr(selection, "THREADED_DRAWS", 0)  # thread even this small problem
+    submitted = []
+    real_pool = selection._draw_pool
+
+    def spy(threads: int):
+        submitted.append(threads)
+        return real_pool(threads)
+
+    monkeypatch.setattr(selection, "_draw_pool", spy)
 
     space = DesignSpace(4, tuple(f"L{i:02d}" for i in range(20)))
     imm, inv, _ = _heads(space, 2)
@@ -162,6 +173,7 @@ def test_world_draws_do_not_depend_on_the_number_of_threads() -> None:
     z0, z1 = space.row(ctx, 0), card_rows(space, ctx, cards)
     serial = world_latents("d-key", (imm, inv, imm), z0, z1, 128, threads=1)
     threaded = world_latents("d-key", (imm, inv, imm), z0, z1, 128, threads=2)
+    assert submitted == [2, 2, 2]  # the threaded call went through the pool
     for (a0, a1), (b0, b1) in zip(serial, threaded, strict=True):
         np.testing.assert_array_equal(a0, b0)
         np.testing.assert_array_equal(a1, b1)

@@ -148,13 +148,16 @@ def world_latents(
     """The S_w world draws of every head (MODEL 6.4), head i from ``worlds`` stream i.
 
     The heads are independent given the data, so each has its own stream (counter = its
-    position) and the draws do not depend on ``threads``: with more than one, the heads are
-    drawn at once on a small shared thread pool (numpy releases the GIL in the heavy parts).
+    position) and the draws do not depend on ``threads``: with more than one, and at least
+    ``THREADED_DRAWS`` latent values per head (a small bank is drawn faster than a thread
+    hand-off), the heads are drawn at once on a small shared thread pool (numpy releases the
+    GIL in the heavy parts).
     """
     streams = [rng_stream(decision_key, "worlds", i) for i in range(len(heads))]
     for head in heads:  # per-fit factors built here, only read by the workers
         block_stack(head)
-    if threads <= 1 or len(heads) < 2:
+    n_cards = len(z1.lineage) if isinstance(z1, BlockDesign) else len(z1)
+    if threads <= 1 or len(heads) < 2 or n_cards * n < THREADED_DRAWS:
         return [head_latents(h, z0, z1, n, rng) for h, rng in zip(heads, streams, strict=True)]
     jobs = [
         _draw_pool(threads).submit(head_latents, h, z0, z1, n, rng)
@@ -163,6 +166,7 @@ def world_latents(
     return [job.result() for job in jobs]
 
 
+THREADED_DRAWS = 64 * 512  # cards x worlds per head from which the heads go to threads
 _POOL: tuple[int, ThreadPoolExecutor] | None = None
 _POOL_LOCK = threading.Lock()
 
