@@ -99,11 +99,10 @@ def test_harmful_card_excluded_in_95_percent_of_seeds() -> None:
     assert excluded >= 190
 
 
-def test_block_condition_number_matches_dense_eigenvalues() -> None:
-    """cond(F) of the block Laplace precision: a true upper bound while it clears the gate,
-    exact (Lanczos on the block operators) when the bound does not."""
+def _block_problem(seed: int):
+    """300 treated rows over 12 of 30 lineages (P = 161 > 64: the block path), ~10 % invalid."""
     space = DesignSpace(5, tuple(f"c{i:03d}" for i in range(30)), kind_contrast=True)
-    rng = np.random.default_rng(13)
+    rng = np.random.default_rng(seed)
     rows = [
         space.row(np.r_[1.0, rng.uniform(-1, 1, 4)], 1, f"c{i % 12:03d}", kind="insight")
         for i in range(300)
@@ -111,7 +110,14 @@ def test_block_condition_number_matches_dense_eigenvalues() -> None:
     x = np.array(rows)
     d = (rng.uniform(size=len(x)) < 0.1).astype(float)
     mu, v = space.invalidity_prior()
-    head = LogisticLaplaceHead(mu, v, (space.shared_size, space.n_context)).fit(x, d)
+    return x, d, mu, v, (space.shared_size, space.n_context)
+
+
+def test_block_condition_number_matches_dense_eigenvalues() -> None:
+    """cond(F) of the block Laplace precision: a true upper bound while it clears the gate,
+    exact (Lanczos on the block operators) when the bound does not."""
+    x, d, mu, v, layout = _block_problem(13)
+    head = LogisticLaplaceHead(mu, v, layout).fit(x, d)
     assert head.ok_ and head.block_factor is not None
     p = expit(x @ head.coef_)
     fisher = np.diag(1 / v) + x.T @ ((p * (1 - p))[:, None] * x)
@@ -128,16 +134,7 @@ def test_an_ill_conditioned_block_fisher_is_refused() -> None:
     """When the bound does not clear 1e12 the exact condition number decides (fail-closed)."""
     from gigaevo.memory.v2.causal import invalidity
 
-    space = DesignSpace(5, tuple(f"c{i:03d}" for i in range(30)), kind_contrast=True)
-    rng = np.random.default_rng(14)
-    rows = [
-        space.row(np.r_[1.0, rng.uniform(-1, 1, 4)], 1, f"c{i % 12:03d}", kind="insight")
-        for i in range(300)
-    ]
-    x = np.array(rows)
-    d = (rng.uniform(size=len(x)) < 0.1).astype(float)
-    mu, v = space.invalidity_prior()
-    layout = (space.shared_size, space.n_context)
+    x, d, mu, v, layout = _block_problem(14)
     well = LogisticLaplaceHead(mu, v, layout).fit(x, d)
     exact = well._precision._lanczos_condition()
     old = invalidity.MAX_CONDITION

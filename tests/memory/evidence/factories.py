@@ -209,3 +209,29 @@ def raw_ledger(directory: Path) -> sqlite3.Connection:
 def reopen_ledger(directory: Path) -> SelectionEvidence:
     """The ledger opened again as a new session would (startup orphans left open)."""
     return SelectionEvidence(directory).open(censor_orphans=False)
+
+
+def append_to_old_ledger(
+    directory: Path, old: list[DecisionRow], new: DecisionRow, cited: str
+) -> tuple[list[tuple[int, str, str]], list[tuple[int, str, str]], str]:
+    """Open a ledger written by an older schema, check it decodes, add a terminal of its
+    first decision and ``new``, reopen and check again (V too).
+
+    Returns (decision rows before, after, the schema version now in ``meta``).
+    """
+    with raw_ledger(directory) as conn:
+        before = conn.execute("SELECT seq, body, sha256 FROM decisions").fetchall()
+    with SelectionEvidence(directory).open(censor_orphans=False) as ledger:
+        assert ledger.decisions() == tuple(old)
+        assert ledger.decision(old[-1].decision_id) == old[-1]
+        ledger.append_terminal(make_terminal(old[0], cited=(cited,)))
+        ledger.append_decision(new)
+        version_v = ledger.evidence_version()
+    with reopen_ledger(directory) as fresh:
+        assert fresh.decisions() == (*old, new)
+        assert fresh.evidence_version() == version_v
+    with raw_ledger(directory) as conn:
+        after = conn.execute("SELECT seq, body, sha256 FROM decisions").fetchall()
+        (schema,) = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    assert after[: len(before)] == before  # old rows are never rewritten
+    return before, after, schema

@@ -23,10 +23,10 @@ from gigaevo.memory.v2.evidence import (
 )
 from gigaevo.memory.v2.evidence.rows import canonical_json, sha256_hex
 from tests.memory.evidence.factories import (
+    append_to_old_ledger,
     card,
     decision_over,
     make_decision,
-    make_terminal,
     raw_ledger,
     reopen_ledger,
     write_v1_ledger,
@@ -198,21 +198,8 @@ def test_version_1_and_2_ledgers_decode_and_take_new_rows(tmp_path: Path, writer
     cards = tuple(card(i) for i in range(4))
     old = [_fitted(decision_over(a, cards), _ids(a)) for a in range(3)]
     writer(tmp_path, old)  # type: ignore[operator]
-    with raw_ledger(tmp_path) as conn:
-        before = conn.execute("SELECT seq, body, sha256 FROM decisions").fetchall()
-    with SelectionEvidence(tmp_path).open(censor_orphans=False) as ledger:
-        assert ledger.decisions() == tuple(old)
-        ledger.append_terminal(make_terminal(old[0], cited=(cards[0].card_id,)))
-        new = _fitted(decision_over(3, cards), _ids(3))
-        ledger.append_decision(new)
-        v = ledger.evidence_version()
-    with reopen_ledger(tmp_path) as fresh:
-        assert fresh.decisions() == (*old, new)
-        assert fresh.evidence_version() == v
-    with raw_ledger(tmp_path) as conn:
-        after = conn.execute("SELECT seq, body, sha256 FROM decisions").fetchall()
-        (version,) = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    assert after[:3] == before  # old rows are never rewritten
+    new = _fitted(decision_over(3, cards), _ids(3))
+    before, after, version = append_to_old_ledger(tmp_path, old, new, cards[0].card_id)
     assert all('"fitted_row_ids":[' in b for _, b, _ in before)
     assert "fitted_rows_ref" in after[3][1] and version == "3"
 

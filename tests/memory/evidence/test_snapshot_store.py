@@ -19,9 +19,9 @@ from gigaevo.memory.v2.evidence import universe as universe_module
 from gigaevo.memory.v2.evidence.rows import canonical_json, sha256_hex
 from gigaevo.memory.v2.records import to_json
 from tests.memory.evidence.factories import (
+    append_to_old_ledger,
     card,
     decision_over,
-    make_terminal,
     raw_ledger,
     reopen_ledger,
     write_v1_ledger,
@@ -191,22 +191,8 @@ def test_a_version_1_ledger_still_decodes_and_takes_new_rows(tmp_path: Path) -> 
     cards = tuple(card(i) for i in range(4))
     old = [decision_over(0, cards), decision_over(1, cards[:3]), decision_over(2, ())]
     write_v1_ledger(tmp_path, old)
-    with raw_ledger(tmp_path) as conn:
-        before = conn.execute("SELECT seq, body, sha256 FROM decisions").fetchall()
-    with SelectionEvidence(tmp_path).open(censor_orphans=False) as ledger:
-        assert ledger.decisions() == tuple(old)
-        assert ledger.decision(old[1].decision_id) == old[1]
-        ledger.append_terminal(make_terminal(old[0], cited=(cards[0].card_id,)))
-        new = decision_over(3, cards)
-        ledger.append_decision(new)
-        v = ledger.evidence_version()
-    with reopen_ledger(tmp_path) as fresh:
-        assert fresh.decisions() == (*old, new)
-        assert fresh.evidence_version() == v
-    with raw_ledger(tmp_path) as conn:
-        after = conn.execute("SELECT seq, body, sha256 FROM decisions").fetchall()
-        (version,) = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    assert after[:3] == before  # old rows are never rewritten
+    new = decision_over(3, cards)
+    _, after, version = append_to_old_ledger(tmp_path, old, new, cards[0].card_id)
     assert "universe_ref" in after[3][1] and "universe_ref" not in after[0][1]
     assert version == "3"
 
