@@ -195,7 +195,11 @@ class NoisePencil:
             return var
         fa = f.reshape(k, n_act, c, 1)
         d_inv = ((self._vq * self._vq) @ fa)[..., 0]  # (K, A, C): diag(D^-1)
-        u = (self._r @ inv_s.transpose(0, 2, 1)) * (w[:, None] * f)[:, :, None]  # (K, N, P_s)
+        # R L_S^-T for every sigma as one product: column block k of ``stacked`` is
+        # inv_s[k]' (a broadcast (N, P_s) @ (K, P_s, P_s) is K small products, ~6x slower)
+        stacked = inv_s.transpose(2, 0, 1).reshape(ps, k * ps)
+        u = (self._r @ stacked).reshape(-1, k, ps).transpose(1, 0, 2)
+        u = u * (w[:, None] * f)[:, :, None]  # (K, N, P_s)
         y = self._vq @ u.reshape(k, n_act, c, ps)
         var[:, self.cols] = d_inv + np.sum(y * y, axis=3)
         return var
