@@ -195,13 +195,16 @@ class NoisePencil:
             return var
         fa = f.reshape(k, n_act, c, 1)
         d_inv = ((self._vq * self._vq) @ fa)[..., 0]  # (K, A, C): diag(D^-1)
-        # R L_S^-T for every sigma as one product: column block k of ``stacked`` is
-        # inv_s[k]' (a broadcast (N, P_s) @ (K, P_s, P_s) is K small products, ~6x slower)
+        # R L_S^-T for every sigma as one product (column block k of ``stacked`` is
+        # inv_s[k]'), kept with the sigmas inside each row so that every later step works
+        # on contiguous (A, C, K P_s) blocks: Y_l = V_l^1/2 Q_l (w f R_l L_S^-T)
         stacked = inv_s.transpose(2, 0, 1).reshape(ps, k * ps)
-        u = (self._r @ stacked).reshape(-1, k, ps).transpose(1, 0, 2)
-        u = u * (w[:, None] * f)[:, :, None]  # (K, N, P_s)
-        y = self._vq @ u.reshape(k, n_act, c, ps)
-        var[:, self.cols] = d_inv + np.sum(y * y, axis=3)
+        u = (self._r @ stacked).reshape(-1, k, ps)  # (N, K, P_s)
+        u *= (w[:, None] * f).T[:, :, None]
+        y = self._vq @ u.reshape(n_act, c, k * ps)  # (A, C, K P_s)
+        y *= y
+        yy = (y.reshape(-1, ps) @ np.ones(ps)).reshape(n_act, c, k)  # row sums, (A, C, K)
+        var[:, self.cols] = d_inv + yy.transpose(2, 0, 1)
         return var
 
     def _block_factors(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
