@@ -194,20 +194,7 @@ class SelectionEvidence(LedgerViews):
             DuplicateRowError: an edge with this ``edge_id`` exists.
         """
         with db.immediate(self._db()) as conn:
-            (last,) = conn.execute(
-                "SELECT COALESCE(MAX(ordinal), 0) FROM edges WHERE island = ?", (row.island,)
-            ).fetchone()
-            stored = dataclasses.replace(row, ordinal=int(last) + 1)
-            body, sha = db.encode(stored)
-            try:
-                conn.execute(
-                    "INSERT INTO edges (edge_id, island, ordinal, body, sha256)"
-                    " VALUES (?, ?, ?, ?, ?)",
-                    (stored.edge_id, stored.island, stored.ordinal, body, sha),
-                )
-            except sqlite3.IntegrityError as exc:
-                raise DuplicateRowError(f"edge {row.edge_id!r} already recorded") from exc
-        return stored
+            return self._insert_edge(conn, row)
 
     def record_outcome(
         self, terminal: TerminalRow | None, edge: EdgeRow
@@ -229,20 +216,29 @@ class SelectionEvidence(LedgerViews):
             stored_terminal = None
             if terminal is not None:
                 stored_terminal = self._insert_terminal(conn, terminal)
-            (last,) = conn.execute(
-                "SELECT COALESCE(MAX(ordinal), 0) FROM edges WHERE island = ?", (edge.island,)
-            ).fetchone()
-            stored = dataclasses.replace(edge, ordinal=int(last) + 1)
-            body, sha = db.encode(stored)
-            try:
-                conn.execute(
-                    "INSERT INTO edges (edge_id, island, ordinal, body, sha256)"
-                    " VALUES (?, ?, ?, ?, ?)",
-                    (stored.edge_id, stored.island, stored.ordinal, body, sha),
-                )
-            except sqlite3.IntegrityError as exc:
-                raise DuplicateRowError(f"edge {edge.edge_id!r} already recorded") from exc
+            stored = self._insert_edge(conn, edge)
         return stored_terminal, stored
+
+    @staticmethod
+    def _insert_edge(conn: sqlite3.Connection, edge: EdgeRow) -> EdgeRow:
+        """Insert ``edge`` with ordinal 1 + its island's last (inside the caller's transaction).
+
+        Raises:
+            DuplicateRowError: an edge with this ``edge_id`` exists.
+        """
+        (last,) = conn.execute(
+            "SELECT COALESCE(MAX(ordinal), 0) FROM edges WHERE island = ?", (edge.island,)
+        ).fetchone()
+        stored = dataclasses.replace(edge, ordinal=int(last) + 1)
+        body, sha = db.encode(stored)
+        try:
+            conn.execute(
+                "INSERT INTO edges (edge_id, island, ordinal, body, sha256) VALUES (?, ?, ?, ?, ?)",
+                (stored.edge_id, stored.island, stored.ordinal, body, sha),
+            )
+        except sqlite3.IntegrityError as exc:
+            raise DuplicateRowError(f"edge {edge.edge_id!r} already recorded") from exc
+        return stored
 
     def _insert_terminal(self, conn: sqlite3.Connection, row: TerminalRow) -> TerminalRow | None:
         decision = self._decision_in(conn, row.decision_id)
