@@ -5,11 +5,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import numpy as np
 from scipy.stats import norm
 
 from gigaevo.memory.v2.causal.errors import DesignError
+
+Column: TypeAlias = Sequence[float] | np.ndarray  # one value per ledger row
 
 PROPENSITY_CLIP = 1e-6
 LOW_POWER_ROWS = 30
@@ -39,7 +42,7 @@ class IttSummary:
     propensity_warning: bool = False
 
 
-def _arrays(*cols: Sequence[float] | np.ndarray) -> list[np.ndarray]:
+def _arrays(*cols: Column) -> list[np.ndarray]:
     out = [np.asarray(c, dtype=float).reshape(-1) for c in cols]
     if len({len(c) for c in out}) != 1:
         raise DesignError("OPE columns must have equal length")
@@ -47,11 +50,11 @@ def _arrays(*cols: Sequence[float] | np.ndarray) -> list[np.ndarray]:
 
 
 def itt_scores(
-    z: Sequence[float] | np.ndarray,
-    y: Sequence[float] | np.ndarray,
-    q1: Sequence[float] | np.ndarray,
-    q0: Sequence[float] | np.ndarray,
-    e: Sequence[float] | np.ndarray,
+    z: Column,
+    y: Column,
+    q1: Column,
+    q0: Column,
+    e: Column,
 ) -> np.ndarray:
     """psi_i = q1 - q0 + Z/e (Y - q1) - (1 - Z)/(1 - e) (Y - q0), e clipped; shape (n,)."""
     za, ya, q1a, q0a, ea = _arrays(z, y, q1, q0, e)
@@ -60,11 +63,11 @@ def itt_scores(
 
 
 def itt_summary(
-    z: Sequence[float] | np.ndarray,
-    y: Sequence[float] | np.ndarray,
-    q1: Sequence[float] | np.ndarray,
-    q0: Sequence[float] | np.ndarray,
-    e: Sequence[float] | np.ndarray,
+    z: Column,
+    y: Column,
+    q1: Column,
+    q0: Column,
+    e: Column,
 ) -> IttSummary:
     """ITT (probe) DR estimate with i.i.d. SE, 95 % CI, z, p and the IPS cross-check.
 
@@ -123,12 +126,12 @@ class GateValue:
 
 
 def gate_value(
-    pi: Sequence[float] | np.ndarray | float,
-    z: Sequence[float] | np.ndarray,
-    y: Sequence[float] | np.ndarray,
-    q1: Sequence[float] | np.ndarray,
-    q0: Sequence[float] | np.ndarray,
-    e: Sequence[float] | np.ndarray,
+    pi: Column | float,
+    z: Column,
+    y: Column,
+    q1: Column,
+    q0: Column,
+    e: Column,
     runs: Sequence[str] | None = None,
 ) -> GateValue:
     """psi_i = pi q1 + (1 - pi) q0 + w_i (Y - q_Z), w = pi/e or (1 - pi)/(1 - e).
@@ -201,11 +204,11 @@ def _gate_entry(name: str, meaning: str, gv: GateValue) -> dict[str, object]:
 
 
 def offer_gate_report(
-    z: Sequence[float] | np.ndarray,
-    y: Sequence[float] | np.ndarray,
-    q1: Sequence[float] | np.ndarray,
-    q0: Sequence[float] | np.ndarray,
-    e: Sequence[float] | np.ndarray,
+    z: Column,
+    y: Column,
+    q1: Column,
+    q0: Column,
+    e: Column,
     runs: Sequence[str] | None = None,
 ) -> dict[str, object]:
     """The OPE section of ``ope_summary.json`` (MODEL 7) as plain JSON-ready values.
