@@ -200,9 +200,7 @@ class BlockStack:
 
 
 def block_arm_latents(
-    components: Sequence[BlockPosterior] | BlockStack,
-    means: np.ndarray | None,
-    weights: np.ndarray | None,
+    stack: BlockStack,
     z0: np.ndarray,
     z1: BlockDesign,
     n: int,
@@ -221,16 +219,10 @@ def block_arm_latents(
     come stacked (``BlockStack``, built once per fit) so a decision does not gather them.
 
     Args:
-        components: the nodes' factored posteriors (same active set), or their ``BlockStack``
-            (then ``means`` and ``weights`` are ignored); means: (K, P) node means (prior mean
-            included); weights: (K,) node probabilities.
+        stack: the head's stacked nodes (``block_stack``: factored posteriors sharing one
+            active set, node means with the prior mean included, node probabilities).
         z0: (P,) control row (shared columns only); z1: the cards' treated rows.
     """
-    if isinstance(components, BlockStack):
-        stack = components
-    else:
-        assert means is not None and weights is not None
-        stack = BlockStack.build(components, means, weights)
     posts, means, weights = stack.components, stack.means, stack.weights
     post0 = posts[0]
     ps, c = post0.chol_s.shape[0], post0.width
@@ -445,7 +437,7 @@ def head_latents(
     if isinstance(z1, BlockDesign):
         stack = block_stack(head)
         if stack is not None:
-            return block_arm_latents(stack, None, None, z0, z1, n, rng)
+            return block_arm_latents(stack, z0, z1, n, rng)
     coef = head.sample(n, rng)
     if isinstance(head, LogisticLaplaceHead):
         return coef @ z0, _rows_dot(z1, coef)
