@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from gigaevo.llm.offline_memory import OfflineMemoryLLM
 from gigaevo.memory.base import MemoryRuntime, MutationResult
 from gigaevo.memory.v2 import (
     CardAuthor,
+    CardBankMemory,
     EquivalenceJudge,
     HashingEmbedder,
     Librarian,
@@ -80,6 +82,17 @@ def runtime(tmp_path: Path, *, bank: Path | None = None, task: str = "toy", seed
         bank_dir=bank or ckpt,
         seed=seed,
         max_mutants=100,
+    )
+
+
+def memory_provider(tmp_path: Path, cadence: str = "live", **settings: Any) -> CardBankMemory:
+    """memory=v2 for a run in ``tmp_path`` with the offline memory LLM and ``settings``."""
+    return CardBankMemory(
+        runtime(tmp_path),
+        llm=OfflineMemoryLLM(seed=0),
+        embedder=HashingEmbedder(),
+        write={"cadence": cadence},
+        **settings,
     )
 
 

@@ -3,9 +3,10 @@ posterior config): decisions at chosen contexts, their terminals, edges and line
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -201,3 +202,37 @@ def lineage(
     )
     reader.evidence.append_lineage(row)
     return row
+
+
+def commit_delivered(
+    reader: CausalReader,
+    attempts: range,
+    context_of: Callable[[int], MutationContext],
+    *,
+    cite: bool,
+    gain: float,
+    child_prefix: str,
+) -> DecisionRow:
+    """Draft ``attempts`` in turn until one proposes a card, commit it as delivered (Z = 1)
+    with a valid terminal citing that card (or nothing) at ``gain``; the decision row."""
+    for a in attempts:
+        draft = reader.draft(context_of(a))
+        if draft.abstain:
+            continue
+        assert draft.offer is not None and draft.rho is not None
+        row = dataclasses.replace(draft, z=1, joint=draft.rho * draft.offer)
+        reader.evidence.append_decision(row)
+        reader.evidence.append_terminal(
+            TerminalRow(
+                decision_id=row.decision_id,
+                child_id=f"{child_prefix}{a}",
+                base_id=row.context.parent_id,
+                metric=row.reward.metric,
+                direction=row.reward.direction,
+                status="valid",
+                cited_ids=(row.proposed_id or "",) if cite else (),
+                gain=gain,
+            )
+        )
+        return row
+    raise AssertionError(f"no non-abstaining draft in {len(attempts)} attempts")

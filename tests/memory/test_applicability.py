@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -24,11 +23,12 @@ from gigaevo.memory.v2.applicability import (
 from gigaevo.memory.v2.causal.features import RAG_CONTRAST
 from gigaevo.memory.v2.errors import MemoryConfigError
 from gigaevo.memory.v2.events import EVENTS_FILE, read_events
-from gigaevo.memory.v2.evidence import Observation, SelectionEvidence, TerminalRow
+from gigaevo.memory.v2.evidence import Observation, SelectionEvidence
 from gigaevo.pipeline.build import STORE_FILE, ConfigError, run_from_config
 from tests.conftest import program_ids, run_py
 from tests.memory.fakes import ScriptedMemoryLLM
 from tests.memory.helpers import program, result, runtime
+from tests.memory.ledger_rows import commit_delivered
 from tests.memory.test_card_model import card
 
 AGENT = "applicability_assessor"
@@ -185,29 +185,17 @@ def _treated(mem: CardBankMemory, attempt: int, code: str) -> Observation:
     """Commit a delivered, cited decision drafted for a parent with source ``code``."""
     reader = mem.reader
     assert reader is not None
-    for a in range(attempt, attempt + 100):
-        draft = reader.draft(ctx(a, f"parent-{a}", code))
-        if draft.abstain:
-            continue
-        assert draft.offer is not None and draft.rho is not None
-        row = dataclasses.replace(draft, z=1, joint=draft.rho * draft.offer)
-        reader.evidence.append_decision(row)
-        reader.evidence.append_terminal(
-            TerminalRow(
-                decision_id=row.decision_id,
-                child_id=f"child-{a}",
-                base_id=row.context.parent_id,
-                metric=row.reward.metric,
-                direction=row.reward.direction,
-                status="valid",
-                cited_ids=(row.proposed_id or "",),
-                gain=0.1,
-            )
-        )
-        return next(
-            o for o in reader.evidence.observations() if o.decision.decision_id == row.decision_id
-        )
-    raise AssertionError("no non-abstaining draft in 100 attempts")
+    row = commit_delivered(
+        reader,
+        range(attempt, attempt + 100),
+        lambda a: ctx(a, f"parent-{a}", code),
+        cite=True,
+        gain=0.1,
+        child_prefix="child-",
+    )
+    return next(
+        o for o in reader.evidence.observations() if o.decision.decision_id == row.decision_id
+    )
 
 
 def test_labels_are_frozen_in_the_decision_and_reach_the_design_rows(tmp_path: Path) -> None:

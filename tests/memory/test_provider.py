@@ -5,11 +5,9 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from gigaevo.llm.offline_memory import OfflineMemoryLLM
 from gigaevo.memory.base import MutationContext
 from gigaevo.memory.v2 import (
     STATS_FILE,
@@ -20,17 +18,9 @@ from gigaevo.memory.v2 import (
     read_bank,
     read_ledger,
 )
-from tests.memory.helpers import result, runtime
+from tests.memory.helpers import memory_provider, result, runtime
 
-
-def provider(tmp_path: Path, cadence: str = "live", **settings: Any) -> CardBankMemory:
-    return CardBankMemory(
-        runtime(tmp_path),
-        llm=OfflineMemoryLLM(seed=0),
-        embedder=HashingEmbedder(),
-        write={"cadence": cadence},
-        **settings,
-    )
+provider = memory_provider
 
 
 def context(attempt: int) -> MutationContext:

@@ -2,28 +2,21 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
-from gigaevo.llm.offline_memory import OfflineMemoryLLM
 from gigaevo.memory.base import MutationContext
-from gigaevo.memory.v2 import CardBankMemory, HashingEmbedder
-from gigaevo.memory.v2.evidence import DecisionRow, TerminalRow
+from gigaevo.memory.v2 import CardBankMemory
+from gigaevo.memory.v2.evidence import DecisionRow
 from gigaevo.memory.v2.leases import LEASE_FILE
 from gigaevo.memory.v2.outcomes import OPE_FILE
 from gigaevo.memory.v2.reader import CausalReader
-from tests.memory.helpers import result, runtime
+from tests.memory.helpers import memory_provider, result
+from tests.memory.ledger_rows import commit_delivered
 
 
 def provider(tmp_path: Path) -> CardBankMemory:
-    return CardBankMemory(
-        runtime(tmp_path),
-        llm=OfflineMemoryLLM(seed=0),
-        embedder=HashingEmbedder(),
-        write={"cadence": "live"},
-        selection="causal",
-    )
+    return memory_provider(tmp_path, selection="causal")
 
 
 def context(attempt: int, coordinate: float = 0.5) -> MutationContext:
@@ -46,27 +39,14 @@ def _draws(row: DecisionRow) -> tuple[object, ...]:
 
 def _delivered_uncited(reader: CausalReader, attempt: int, gain: float) -> None:
     """Commit a delivered (Z = 1) decision whose child cites nothing, with its terminal."""
-    for a in range(attempt, attempt + 200):
-        draft = reader.draft(context(a, 0.1 + 0.8 * ((a * 37) % 100) / 100))
-        if draft.abstain:
-            continue
-        assert draft.offer is not None and draft.rho is not None
-        row = dataclasses.replace(draft, z=1, joint=draft.rho * draft.offer)
-        reader.evidence.append_decision(row)
-        reader.evidence.append_terminal(
-            TerminalRow(
-                decision_id=row.decision_id,
-                child_id=f"uncited-{a}",
-                base_id=row.context.parent_id,
-                metric=row.reward.metric,
-                direction=row.reward.direction,
-                status="valid",
-                cited_ids=(),
-                gain=gain,
-            )
-        )
-        return
-    raise AssertionError("no non-abstaining draft in 200 attempts")
+    commit_delivered(
+        reader,
+        range(attempt, attempt + 200),
+        lambda a: context(a, 0.1 + 0.8 * ((a * 37) % 100) / 100),
+        cite=False,
+        gain=gain,
+        child_prefix="uncited-",
+    )
 
 
 def test_uncited_deliveries_change_neither_v_nor_the_draws(tmp_path: Path) -> None:

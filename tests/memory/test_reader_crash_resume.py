@@ -25,9 +25,8 @@ from typing import Any
 import pytest
 
 from gigaevo.llm.answer_format import render_answer, render_program
-from gigaevo.llm.offline_memory import OfflineMemoryLLM
 from gigaevo.memory.base import Decision, MutationContext, ground_citations
-from gigaevo.memory.v2 import CardBankMemory, HashingEmbedder
+from gigaevo.memory.v2 import CardBankMemory
 from gigaevo.memory.v2.evidence import STARTUP_ORPHAN, SelectionEvidence
 from gigaevo.memory.v2.evidence.queries import usefulness_eligible
 from gigaevo.memory.v2.leases import LEASE_FILE
@@ -35,19 +34,13 @@ from gigaevo.memory.v2.outcomes import LOST_OUTCOME
 from gigaevo.mutation.response import parse_answer
 from gigaevo.pipeline.build import STORE_FILE
 from tests.conftest import ROOT, committed_count, program_ids, run_py
-from tests.memory.helpers import result, runtime
+from tests.memory.helpers import memory_provider, result
 
 SCOPES = ("f0", "f1", "f2", "f3")
 
 
 def provider(tmp_path: Path) -> CardBankMemory:
-    return CardBankMemory(
-        runtime(tmp_path),
-        llm=OfflineMemoryLLM(seed=0),
-        embedder=HashingEmbedder(),
-        write={"cadence": "live"},
-        selection="causal",
-    )
+    return memory_provider(tmp_path, selection="causal")
 
 
 def context(attempt: int) -> MutationContext:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from gigaevo.memory.v2.evidence import (
@@ -235,3 +237,15 @@ def append_to_old_ledger(
         (schema,) = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     assert after[: len(before)] == before  # old rows are never rewritten
     return before, after, schema
+
+
+@contextmanager
+def written_and_reopened(directory: Path, rows: list[DecisionRow]) -> Iterator[SelectionEvidence]:
+    """Append ``rows`` (read back equal in the writing session), then a fresh session on them."""
+    with SelectionEvidence(directory).open() as ledger:
+        for row in rows:
+            ledger.append_decision(row)
+        assert ledger.decisions() == tuple(rows)
+    with reopen_ledger(directory) as fresh:
+        assert fresh.decisions() == tuple(rows)
+        yield fresh

@@ -31,6 +31,7 @@ from tests.memory.evidence.factories import (
     reopen_ledger,
     write_v1_ledger,
     write_v2_ledger,
+    written_and_reopened,
 )
 
 
@@ -56,13 +57,8 @@ def test_fitted_ids_round_trip_through_a_chain(tmp_path: Path) -> None:
         rows.append(_fitted(make_decision(a), _ids(a // 3, lineage_version=1 + a // 6)))
     rows.append(_fitted(make_decision(30), ()))  # empty: inline
     rows.append(_fitted(make_decision(31), ("b", "a")))  # not ascending: inline, order kept
-    with SelectionEvidence(tmp_path).open() as ledger:
-        for row in rows:
-            ledger.append_decision(row)
-        assert ledger.decisions() == tuple(rows)
-    with reopen_ledger(tmp_path) as fresh:
+    with written_and_reopened(tmp_path, rows) as fresh:
         back = fresh.decisions()
-        assert back == tuple(rows)
         assert [tuple(d.fitted_row_ids) for d in back] == [r.fitted_row_ids for r in rows]
         assert back[-1].fitted_row_ids == ("b", "a")
         # decisions of one fit share one object; equal to and hashing like the tuple

@@ -25,6 +25,7 @@ from tests.memory.evidence.factories import (
     raw_ledger,
     reopen_ledger,
     write_v1_ledger,
+    written_and_reopened,
 )
 
 
@@ -38,13 +39,8 @@ def _count(tmp_path: Path, table: str) -> int:
 def test_decisions_round_trip_with_any_number_of_cards(tmp_path: Path, n_cards: int) -> None:
     cards = tuple(card(i) for i in range(n_cards))
     rows = [decision_over(a, cards) for a in range(3)]
-    with SelectionEvidence(tmp_path).open() as ledger:
-        for row in rows:
-            ledger.append_decision(row)
-        assert ledger.decisions() == tuple(rows)
-    with reopen_ledger(tmp_path) as fresh:
+    with written_and_reopened(tmp_path, rows) as fresh:
         back = fresh.decisions()
-        assert back == tuple(rows)
         assert all(isinstance(s, CardSnapshot) for d in back for s in d.universe)
         # decisions sharing a universe share one decoded tuple
         assert all(d.universe is back[0].universe for d in back)
