@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Validate a scratchpad design report, or lint a scratchpad file, against the
-# offline contracts in assets/manifest.json (see README, "The scratchpad").
+# offline contracts in assets/manifest.json (see docs/scratchpad.md).
 #
 #   scripts/check.sh REPORT.json            # exit 0: passes; 1: one line per violation
 #   scripts/check.sh --scratchpad FILE      # same for a .agent/scratchpad.md file

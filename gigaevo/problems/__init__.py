@@ -6,7 +6,7 @@ A problem is a directory with ``task.md`` (the text the LLM reads),
 ``initial_program.py`` or ``initial_programs/*.py`` (marked with
 ``# EVOLVE-BLOCK-START`` / ``# EVOLVE-BLOCK-END``). Built-in problems
 (``circle_packing``, ``heilbronn``, ``rastrigin``) ship under ``builtin/``;
-user problems use the same layout (see the README section "Writing your own problem").
+user problems use the same layout (see docs/problems.md).
 
 ``load_problem(name=...)`` or ``load_problem(directory=...)`` returns a frozen
 ``Problem``; every failure is a one-line ``ProblemError`` naming the culprit.

@@ -2,7 +2,7 @@
 
 A problem directory holds ``task.md``, ``problem.yaml``, ``validator.py`` and
 either ``initial_program.py`` or ``initial_programs/*.py``; see
-the README section "Writing your own problem". Every check here is static (files
+docs/problems.md. Every check here is static (files
 are read and parsed, never imported or run), and every failure raises
 ``ProblemError`` with a one-line message naming the culprit file or key.
 """

@@ -20,7 +20,7 @@ and the checker rejects unknown top-level keys)::
     }
 
 ``observed_reads`` is what the session really did (``Scratchpad.reads``); the
-rest states the policy this library implements. README.md ("The scratchpad")
+rest states the policy this library implements. docs/scratchpad.md
 documents every field's meaning.
 """
 

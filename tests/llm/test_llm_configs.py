@@ -65,9 +65,8 @@ def test_remote_options_agree_on_their_keys() -> None:
 
 
 def _readme_model_commands() -> list[list[str]]:
-    """The overrides of every run.py command in the README's "Real models" section."""
-    text = (CONFIG_DIR.parent / "README.md").read_text()
-    section = text.split("## Real models", 1)[1].split("\n## ", 1)[0]
+    """The overrides of every run.py command in docs/real-models.md."""
+    section = (CONFIG_DIR.parent / "docs" / "real-models.md").read_text()
     commands = []
     for block in re.findall(r"```bash\n(.*?)\n```", section, flags=re.S):
         for command in block.replace("\\\n", " ").splitlines():

@@ -1,4 +1,4 @@
-"""The example problem in the README loads, and its seed passes its own validator."""
+"""The example problem in docs/problems.md loads, and its seed passes its own validator."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import gigaevo.problems
 from gigaevo.problems import ProblemError, load_problem
 
 LoadModule = Callable[[Path], ModuleType]
-DOC = Path(gigaevo.problems.__file__).parents[2] / "README.md"
+DOC = Path(gigaevo.problems.__file__).parents[2] / "docs" / "problems.md"
 FILE_BLOCK = re.compile(r"<!-- file: (?P<path>\S+) -->\n```\w*\n(?P<body>.*?)```\n", re.DOTALL)
 
 
