@@ -58,7 +58,7 @@ from gigaevo.memory.v2.evidence import (
 )
 from gigaevo.memory.v2.evidence.owner import session_owner
 from gigaevo.memory.v2.provider import one_blas_thread
-from gigaevo.memory.v2.reader import CausalReader
+from gigaevo.memory.v2.read.reader import CausalReader
 from tests.memory.helpers import METRICS
 
 TASK = "toy"

@@ -43,8 +43,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_decision_latency import Ledger, build  # noqa: E402
 
-from gigaevo.memory.v2.evictor import CausalEvictor, EvictorSettings  # noqa: E402
 from gigaevo.memory.v2.evidence import LineageRow  # noqa: E402
+from gigaevo.memory.v2.read.evictor import CausalEvictor, EvictorSettings  # noqa: E402
 
 TASK = "toy"
 

@@ -60,3 +60,42 @@ def test_no_module_imports_a_higher_layer() -> None:
 def test_programs_imports_nothing_of_the_project() -> None:
     for path in (PACKAGE / "programs").rglob("*.py"):
         assert _imported_layers(path) <= {"programs"}, path
+
+
+# inside memory v2: a module may import its own rank or lower (see the package map)
+MEMORY_RANK = {
+    "errors": 0,
+    "records": 0,
+    "causal": 1,
+    "evidence": 2,
+    "settings": 3,
+    "bank": 4,
+    "write": 5,
+    "read": 6,
+    "provider": 7,
+}
+MEMORY = PACKAGE / "memory" / "v2"
+
+
+def test_memory_v2_parts_have_ranks() -> None:
+    parts = {p.name.removesuffix(".py") for p in MEMORY.iterdir()}
+    parts -= {"__init__", "__pycache__", "prompts"}
+    assert parts == set(MEMORY_RANK), parts ^ set(MEMORY_RANK)
+
+
+def test_memory_v2_imports_point_down() -> None:
+    violations = []
+    for path in MEMORY.rglob("*.py"):
+        own = path.relative_to(MEMORY).parts[0].removesuffix(".py")
+        if own == "__init__":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and node.module):
+                continue
+            parts = node.module.split(".")
+            if parts[:3] != ["gigaevo", "memory", "v2"] or len(parts) < 4:
+                continue
+            target = parts[3]
+            if MEMORY_RANK[target] > MEMORY_RANK[own]:
+                violations.append(f"{path.relative_to(MEMORY)} imports {node.module}")
+    assert not violations, violations

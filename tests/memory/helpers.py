@@ -18,7 +18,7 @@ from gigaevo.memory.v2 import (
     Tombstones,
     WriteLedger,
 )
-from gigaevo.memory.v2.agents import AgentUsage, TaskView
+from gigaevo.memory.v2.write.agents import AgentUsage, TaskView
 from gigaevo.problems.spec import MetricsSpec
 
 METRICS = MetricsSpec(

@@ -11,7 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from gigaevo.memory.base import MutationContext
-from gigaevo.memory.v2.cards import Card, Evidence, founding_card
+from gigaevo.memory.v2.bank.cards import Card, Evidence, founding_card
+from gigaevo.memory.v2.bank.store import LocalMemoryStore
 from gigaevo.memory.v2.evidence import (
     Candidate,
     CardSnapshot,
@@ -22,8 +23,7 @@ from gigaevo.memory.v2.evidence import (
     TerminalRow,
     decision_key_id,
 )
-from gigaevo.memory.v2.reader import CausalReader
-from gigaevo.memory.v2.store import LocalMemoryStore
+from gigaevo.memory.v2.read.reader import CausalReader
 
 OFFER = 0.7
 RHO = 0.5

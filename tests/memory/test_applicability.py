@@ -14,16 +14,16 @@ from gigaevo.llm.offline_applicability import code_vocabulary, condition_overlap
 from gigaevo.llm.offline_memory import OfflineMemoryLLM
 from gigaevo.memory.base import MutationContext
 from gigaevo.memory.v2 import CardBankMemory, HashingEmbedder, LocalMemoryStore
-from gigaevo.memory.v2.agents import AgentUsage, TaskView
-from gigaevo.memory.v2.applicability import (
+from gigaevo.memory.v2.causal.features import RAG_CONTRAST
+from gigaevo.memory.v2.errors import MemoryConfigError
+from gigaevo.memory.v2.evidence import Observation, SelectionEvidence
+from gigaevo.memory.v2.read.applicability import (
     ApplicabilityAssessor,
     ApplicabilitySettings,
     Assessment,
 )
-from gigaevo.memory.v2.causal.features import RAG_CONTRAST
-from gigaevo.memory.v2.errors import MemoryConfigError
-from gigaevo.memory.v2.events import EVENTS_FILE, read_events
-from gigaevo.memory.v2.evidence import Observation, SelectionEvidence
+from gigaevo.memory.v2.read.events import EVENTS_FILE, read_events
+from gigaevo.memory.v2.write.agents import AgentUsage, TaskView
 from gigaevo.pipeline.build import STORE_FILE, ConfigError, run_from_config
 from tests.conftest import program_ids, run_py
 from tests.memory.fakes import ScriptedMemoryLLM

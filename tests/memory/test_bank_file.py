@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gigaevo.memory.v2 import CorruptBankError, LocalMemoryStore
-from gigaevo.memory.v2.bankfile import FORMAT, read_bank, read_header
+from gigaevo.memory.v2.bank.bankfile import FORMAT, read_bank, read_header
 from tests.memory.helpers import open_store
 from tests.memory.test_card_model import card
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from gigaevo.memory.v2 import Card, CardFormatError, Evidence, Representative, payload_digest
-from gigaevo.memory.v2.cards import (
+from gigaevo.memory.v2.bank.cards import (
     MAX_EVIDENCE,
     MAX_PROVENANCE,
     new_card_id,
@@ -159,7 +159,7 @@ def test_rendered_card_starts_with_its_id_for_the_mutator() -> None:
 
 def test_use_trials_are_compact_and_bounded() -> None:
     from gigaevo.memory.v2 import UseTrial
-    from gigaevo.memory.v2.cards import MAX_USE_TRIALS, with_use_trial
+    from gigaevo.memory.v2.bank.cards import MAX_USE_TRIALS, with_use_trial
 
     c = card()
     for i in range(MAX_USE_TRIALS + 10):

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gigaevo.memory.v2.bankfile import read_bank
+from gigaevo.memory.v2.bank.bankfile import read_bank
 from tests.conftest import ROOT
 from tests.memory.helpers import open_store
 from tests.memory.test_card_model import card

@@ -16,21 +16,21 @@ from omegaconf import OmegaConf
 
 from gigaevo.memory.base import MemoryRuntime
 from gigaevo.memory.v2 import STATS_FILE, read_bank, read_ledger
-from gigaevo.memory.v2.cards import Card, Evidence, UseTrial, with_use_trial
+from gigaevo.memory.v2.bank.cards import Card, Evidence, UseTrial, with_use_trial
+from gigaevo.memory.v2.bank.store import LocalMemoryStore
+from gigaevo.memory.v2.bank.tombstones import Tombstones
 from gigaevo.memory.v2.causal import context_features
 from gigaevo.memory.v2.errors import MemoryConfigError
-from gigaevo.memory.v2.events import EVENTS_FILE, read_events
-from gigaevo.memory.v2.evictor import (
+from gigaevo.memory.v2.read.events import EVENTS_FILE, read_events
+from gigaevo.memory.v2.read.evictor import (
     CardAdmissionGate,
     CausalEvictor,
     EvictorSettings,
     foreign_veto,
 )
-from gigaevo.memory.v2.ledger import LEDGER_FILE, WriteLedger
-from gigaevo.memory.v2.librarian import retire_cards
-from gigaevo.memory.v2.reader import CausalReader
-from gigaevo.memory.v2.store import LocalMemoryStore
-from gigaevo.memory.v2.tombstones import Tombstones
+from gigaevo.memory.v2.read.reader import CausalReader
+from gigaevo.memory.v2.write.ledger import LEDGER_FILE, WriteLedger
+from gigaevo.memory.v2.write.librarian import retire_cards
 from gigaevo.pipeline.build import resolve_problem, run_from_config
 from tests.conftest import compose_config
 from tests.memory.helpers import open_store, runtime

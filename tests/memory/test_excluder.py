@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gigaevo.memory.v2.evidence import DecisionRow
-from gigaevo.memory.v2.reader import CausalReader, ReaderSettings
+from gigaevo.memory.v2.read.reader import CausalReader, ReaderSettings
 from gigaevo.memory.v2.settings import ExcluderSettings
 from gigaevo.pipeline.build import build_run
 from tests.conftest import compose_config

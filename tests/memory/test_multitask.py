@@ -17,8 +17,9 @@ from hydra.utils import instantiate
 
 from gigaevo.memory.base import MutationContext, MutationResult
 from gigaevo.memory.v2 import CardBankMemory, HashingEmbedder, MemoryConfigError, read_bank
-from gigaevo.memory.v2.bankfile import card_line
-from gigaevo.memory.v2.cards import Card, UseTrial
+from gigaevo.memory.v2.bank.bankfile import card_line
+from gigaevo.memory.v2.bank.cards import Card, UseTrial
+from gigaevo.memory.v2.bank.store import BANK_FILE
 from gigaevo.memory.v2.causal import DesignSpace
 from gigaevo.memory.v2.causal.transfer import (
     TransferConfig,
@@ -30,9 +31,8 @@ from gigaevo.memory.v2.causal.transfer import (
     trial_digest,
 )
 from gigaevo.memory.v2.evidence import SelectionEvidence, usefulness_eligible
-from gigaevo.memory.v2.leases import LEASE_FILE
-from gigaevo.memory.v2.store import BANK_FILE
-from gigaevo.memory.v2.trials import owner_id, stamp_trial, trial_of
+from gigaevo.memory.v2.read.leases import LEASE_FILE
+from gigaevo.memory.v2.read.trials import owner_id, stamp_trial, trial_of
 from tests.conftest import compose_config, run_py
 from tests.memory.evidence.factories import make_decision, make_terminal
 from tests.memory.helpers import open_store, result, runtime

@@ -8,8 +8,8 @@ from gigaevo.llm.offline import OfflineMutatorLLM, card_tactic
 from gigaevo.llm.offline_memory import OfflineMemoryLLM, card_key, sections, strategy_family
 from gigaevo.llm.offline_tactics import TACTICS
 from gigaevo.memory.v2 import AuthoredCard, CardAuthor, EquivalenceJudge, writer_outcome
-from gigaevo.memory.v2.agents import AgentUsage, TaskView, template
-from gigaevo.memory.v2.cards import render_card
+from gigaevo.memory.v2.bank.cards import render_card
+from gigaevo.memory.v2.write.agents import AgentUsage, TaskView, template
 from tests.memory.helpers import METRICS, program, result
 from tests.memory.test_card_model import card
 

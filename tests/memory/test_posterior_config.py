@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from gigaevo.memory.v2 import CardBankMemory
-from gigaevo.memory.v2.reader import CausalReader
+from gigaevo.memory.v2.read.reader import CausalReader
 from gigaevo.pipeline.build import BuiltRun, ConfigError, build_run
 from tests.conftest import CONFIG_DIR, compose_config, run_py
 from tests.memory.ledger_rows import context, decision, fast_dir, observe, put_card

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gigaevo.memory.base import MutationResult
 from gigaevo.memory.v2 import Representative, read_ledger, writer_outcome
-from gigaevo.memory.v2.edits import admit, pool
+from gigaevo.memory.v2.write.edits import admit, pool
 from tests.memory.helpers import METRICS, librarian, result
 from tests.memory.test_card_model import card, evidence
 

@@ -8,9 +8,9 @@ from pathlib import Path
 from gigaevo.memory.base import MutationContext
 from gigaevo.memory.v2 import CardBankMemory
 from gigaevo.memory.v2.evidence import DecisionRow
-from gigaevo.memory.v2.leases import LEASE_FILE
-from gigaevo.memory.v2.outcomes import OPE_FILE
-from gigaevo.memory.v2.reader import CausalReader
+from gigaevo.memory.v2.read.leases import LEASE_FILE
+from gigaevo.memory.v2.read.outcomes import OPE_FILE
+from gigaevo.memory.v2.read.reader import CausalReader
 from tests.memory.helpers import memory_provider, result
 from tests.memory.ledger_rows import commit_delivered
 

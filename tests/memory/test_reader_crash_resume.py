@@ -29,8 +29,8 @@ from gigaevo.memory.base import Decision, MutationContext, ground_citations
 from gigaevo.memory.v2 import CardBankMemory
 from gigaevo.memory.v2.evidence import STARTUP_ORPHAN, SelectionEvidence
 from gigaevo.memory.v2.evidence.queries import usefulness_eligible
-from gigaevo.memory.v2.leases import LEASE_FILE
-from gigaevo.memory.v2.outcomes import LOST_OUTCOME
+from gigaevo.memory.v2.read.leases import LEASE_FILE
+from gigaevo.memory.v2.read.outcomes import LOST_OUTCOME
 from gigaevo.mutation.response import parse_answer
 from gigaevo.pipeline.build import STORE_FILE
 from tests.conftest import ROOT, committed_count, program_ids, run_py

@@ -88,8 +88,8 @@ def test_cached_fit_is_reused_until_the_evidence_or_the_cards_move(tmp_path: Pat
 
 def test_pending_counts_follow_leases_on_ids_and_aliases() -> None:
     from gigaevo.memory.v2.evidence import CardSnapshot
-    from gigaevo.memory.v2.leases import Lease
-    from gigaevo.memory.v2.snapshots import lease_counts
+    from gigaevo.memory.v2.read.leases import Lease
+    from gigaevo.memory.v2.read.snapshots import lease_counts
 
     def snap(card_id: str, *aliases: str) -> CardSnapshot:
         return CardSnapshot(card_id, aliases, "insight", "t", "d")

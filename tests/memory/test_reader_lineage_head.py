@@ -16,7 +16,7 @@ import pytest
 
 from gigaevo.memory.v2.causal import DesignSpace
 from gigaevo.memory.v2.evidence import DecisionRow
-from gigaevo.memory.v2.reader import CausalReader, ReaderSettings
+from gigaevo.memory.v2.read.reader import CausalReader, ReaderSettings
 from gigaevo.memory.v2.settings import PosteriorSettings
 from tests.memory.helpers import open_store, runtime
 from tests.memory.ledger_rows import context, decision, fast_dir, lineage, observe, put_card

@@ -12,10 +12,10 @@ import pytest
 from omegaconf import DictConfig
 
 from gigaevo.evolution.store import ProgramStore
-from gigaevo.memory.v2.events import EVENTS_FILE, read_events
 from gigaevo.memory.v2.evidence import SelectionEvidence
-from gigaevo.memory.v2.leases import LEASE_FILE
-from gigaevo.memory.v2.outcomes import OPE_FILE
+from gigaevo.memory.v2.read.events import EVENTS_FILE, read_events
+from gigaevo.memory.v2.read.leases import LEASE_FILE
+from gigaevo.memory.v2.read.outcomes import OPE_FILE
 from gigaevo.pipeline.build import STORE_FILE, run_from_config
 
 N = 70

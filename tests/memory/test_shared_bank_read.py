@@ -20,7 +20,7 @@ from gigaevo.llm.offline_memory import OfflineMemoryLLM
 from gigaevo.memory.base import MutationContext
 from gigaevo.memory.v2 import CardBankMemory, HashingEmbedder
 from gigaevo.memory.v2.evidence import SelectionEvidence
-from gigaevo.memory.v2.leases import (
+from gigaevo.memory.v2.read.leases import (
     LEASE_FILE,
     Lease,
     LeaseFile,

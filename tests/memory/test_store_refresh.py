@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gigaevo.memory.v2 import LocalMemoryStore
-from gigaevo.memory.v2.cards import pool_into
+from gigaevo.memory.v2.bank.cards import pool_into
 from tests.memory.helpers import open_store
 from tests.memory.test_card_model import card, evidence
 

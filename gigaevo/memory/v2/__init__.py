@@ -1,26 +1,32 @@
-"""Memory v2: the causal card memory. This package holds its write side.
+"""Memory v2: the causal card memory (``memory=v2``).
 
-- ``cards``: the card model (insight and program cards, pooled evidence,
-  representatives, compact use trials), ids and payload digests.
-- ``store``: ``LocalMemoryStore``, the durable ``cards.json`` bank with its
-  locks and atomic replace, and its process-local faiss index (``index``,
-  ``embed``); ``bankfile`` is the file format.
-- ``librarian``: the writer: author DROP or one card, retrieve same-kind
-  neighbours, judge NEW or EQUIVALENT, admit or pool (``edits``); program
-  exemplars bounded per task; ``agents`` holds the LLM agents and their
-  prompts (``prompts/*.txt``).
-- ``ledger``: ``write_ledger.jsonl``; ``tombstones``: retired ids and payloads.
-- ``provider``: ``CardBankMemory``, the memory=v2 provider; with
-  ``selection="causal"`` it delegates to ``reader`` (``CausalReader``: head
-  fits, randomised offer/withhold, decision rows, leases) and ``outcomes``
-  (``OutcomeRecorder``: terminals, edges, lineage rows, ``ope_summary.json``);
-  with ``selection="none"`` its ``decide`` abstains.
+Map of the package (imports point down this list only; ``tests/test_layering.py``
+checks it):
+
+- ``errors``, ``records``: named error conditions; strict record <-> JSON conversion.
+- ``causal/``: the pure statistics (no I/O): context features and designs, the
+  utility, lineage and invalidity heads, the chance constraint, the policy and
+  its propensities, OPE, retirement, multitask transfer.
+- ``evidence/``: the causal ledger ``memory_v2_selection_evidence.sqlite3``:
+  immutable decision, terminal, edge and lineage rows, hash-checked, and the views
+  over them that train the heads.
+- ``settings``: the ``memory.*`` settings and their start-up validation.
+- ``bank/``: the card bank shared between runs: the card model (``cards``), the
+  ``cards.json`` file format (``bankfile``), ``LocalMemoryStore`` with its locks and
+  faiss index (``store``, ``index``, ``embed``), tombstones of retired cards.
+- ``write/``: the write side: the librarian (author DROP or one card, judge NEW or
+  EQUIVALENT, admit or pool, program exemplars), its LLM agents and their prompts
+  (``prompts/*.txt``), ``write_ledger.jsonl``, the duplicate audit.
+- ``read/``: the read side: ``CausalReader`` (head fits, randomised offer or
+  withhold, decision rows), applicability labels, selection leases, the outcome
+  recorder (terminals, edges, lineage rows, ``ope_summary.json``), use-trial
+  stamps, causal retirement (``evictor``) and ``memory_events.jsonl``.
+- ``provider``: ``CardBankMemory``, the provider the engine talks to; it wires the
+  write and read sides (``selection="none"``: its ``decide`` abstains).
 """
 
-from gigaevo.memory.v2.agents import AuthoredCard, CardAuthor, EquivalenceJudge, Verdict
-from gigaevo.memory.v2.audit import DuplicateAudit, audit_duplicates
-from gigaevo.memory.v2.bankfile import BankHeader, read_bank
-from gigaevo.memory.v2.cards import (
+from gigaevo.memory.v2.bank.bankfile import BankHeader, read_bank
+from gigaevo.memory.v2.bank.cards import (
     Card,
     Evidence,
     Representative,
@@ -29,7 +35,9 @@ from gigaevo.memory.v2.cards import (
     payload_digest,
     render_card,
 )
-from gigaevo.memory.v2.embed import Embedder, HashingEmbedder
+from gigaevo.memory.v2.bank.embed import Embedder, HashingEmbedder
+from gigaevo.memory.v2.bank.store import LocalMemoryStore
+from gigaevo.memory.v2.bank.tombstones import Tombstones
 from gigaevo.memory.v2.errors import (
     AgentAnswerError,
     BankLockTimeout,
@@ -38,13 +46,13 @@ from gigaevo.memory.v2.errors import (
     IngestTimeout,
     MemoryConfigError,
 )
-from gigaevo.memory.v2.ledger import OUTCOMES, LedgerRow, WriteLedger, read_ledger
-from gigaevo.memory.v2.librarian import Librarian
-from gigaevo.memory.v2.outcome import WriterOutcome, is_strictly_valid, writer_outcome
 from gigaevo.memory.v2.provider import STATS_FILE, CardBankMemory
 from gigaevo.memory.v2.settings import MemorySettings
-from gigaevo.memory.v2.store import LocalMemoryStore
-from gigaevo.memory.v2.tombstones import Tombstones
+from gigaevo.memory.v2.write.agents import AuthoredCard, CardAuthor, EquivalenceJudge, Verdict
+from gigaevo.memory.v2.write.audit import DuplicateAudit, audit_duplicates
+from gigaevo.memory.v2.write.ledger import OUTCOMES, LedgerRow, WriteLedger, read_ledger
+from gigaevo.memory.v2.write.librarian import Librarian
+from gigaevo.memory.v2.write.outcome import WriterOutcome, is_strictly_valid, writer_outcome
 
 __all__ = [
     "OUTCOMES",

@@ -34,32 +34,32 @@ from threadpoolctl import ThreadpoolController
 
 from gigaevo.llm.base import LLMClient
 from gigaevo.memory.base import Decision, MemoryRuntime, MutationContext, MutationResult
-from gigaevo.memory.v2.agents import AgentUsage, CardAuthor, EquivalenceJudge, TaskView
-from gigaevo.memory.v2.applicability import ApplicabilityAssessor, ApplicabilitySettings
-from gigaevo.memory.v2.audit import DuplicateAudit, audit_duplicates
-from gigaevo.memory.v2.cards import KINDS, bounded_context
-from gigaevo.memory.v2.embed import Embedder
+from gigaevo.memory.v2.bank.cards import KINDS, bounded_context
+from gigaevo.memory.v2.bank.embed import Embedder
+from gigaevo.memory.v2.bank.store import LocalMemoryStore
+from gigaevo.memory.v2.bank.tombstones import Tombstones
 from gigaevo.memory.v2.errors import (
     BankLockTimeout,
     CorruptBankError,
     MemoryConfigError,
 )
-from gigaevo.memory.v2.evictor import CausalEvictor, EvictorSettings, Retire
 from gigaevo.memory.v2.evidence import LeaseLockTimeoutError, decision_key_id
-from gigaevo.memory.v2.ledger import LEDGER_FILE, WriteLedger
-from gigaevo.memory.v2.librarian import Librarian, retire_cards
-from gigaevo.memory.v2.outcome import is_strictly_valid, writer_outcome
-from gigaevo.memory.v2.outcomes import OutcomeRecorder
-from gigaevo.memory.v2.reader import SELECTION_MODES, CausalReader, ReaderSettings
-from gigaevo.memory.v2.settings import MemorySettings, ReadSideSettings
-from gigaevo.memory.v2.store import LocalMemoryStore
-from gigaevo.memory.v2.tombstones import Tombstones
-from gigaevo.memory.v2.trials import (
+from gigaevo.memory.v2.read.applicability import ApplicabilityAssessor, ApplicabilitySettings
+from gigaevo.memory.v2.read.evictor import CausalEvictor, EvictorSettings, Retire
+from gigaevo.memory.v2.read.outcomes import OutcomeRecorder
+from gigaevo.memory.v2.read.reader import SELECTION_MODES, CausalReader, ReaderSettings
+from gigaevo.memory.v2.read.trials import (
     TrialStamper,
     check_bank_writable,
     check_shared_bank,
     parse_transfer,
 )
+from gigaevo.memory.v2.settings import MemorySettings, ReadSideSettings
+from gigaevo.memory.v2.write.agents import AgentUsage, CardAuthor, EquivalenceJudge, TaskView
+from gigaevo.memory.v2.write.audit import DuplicateAudit, audit_duplicates
+from gigaevo.memory.v2.write.ledger import LEDGER_FILE, WriteLedger
+from gigaevo.memory.v2.write.librarian import Librarian, retire_cards
+from gigaevo.memory.v2.write.outcome import is_strictly_valid, writer_outcome
 from gigaevo.util import atomic_write_json
 
 log = logging.getLogger(__name__)

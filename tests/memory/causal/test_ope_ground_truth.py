@@ -28,7 +28,7 @@ from gigaevo.memory.base import MutationContext
 from gigaevo.memory.v2 import CardBankMemory, HashingEmbedder
 from gigaevo.memory.v2.causal import gate_value, itt_summary, offer_gate_report
 from gigaevo.memory.v2.causal.ope import ONE_RUN_SE
-from gigaevo.memory.v2.outcomes import OPE_FILE
+from gigaevo.memory.v2.read.outcomes import OPE_FILE
 from tests.memory.evidence.factories import make_decision, make_terminal
 from tests.memory.helpers import result, runtime
 

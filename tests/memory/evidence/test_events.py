@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gigaevo.memory.v2.events import EVENTS_FILE, MemoryEvents, read_events
+from gigaevo.memory.v2.read.events import EVENTS_FILE, MemoryEvents, read_events
 from tests.memory.evidence.factories import make_decision, make_terminal
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gigaevo.memory.v2.evidence import LeaseCapReachedError, LeaseFileCorruptError
-from gigaevo.memory.v2.leases import LEASE_FILE, SelectionLeases
+from gigaevo.memory.v2.read.leases import LEASE_FILE, SelectionLeases
 from tests.memory.evidence.workers import churn_leases, hold_lease, kill, race_for_lease
 
 

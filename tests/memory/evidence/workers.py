@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gigaevo.memory.v2.evidence import EdgeRow, LeaseCapReachedError, SelectionEvidence
-from gigaevo.memory.v2.leases import SelectionLeases
+from gigaevo.memory.v2.read.leases import SelectionLeases
 from tests.memory.evidence.factories import make_decision, make_terminal
 
 

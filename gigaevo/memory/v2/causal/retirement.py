@@ -1,6 +1,6 @@
 """Causal retirement (MODEL section 8): practical threshold, eligibility, viability, verdict.
 
-Pure and I/O-free. The caller (``gigaevo.memory.v2.evictor``) gathers, per card, the
+Pure and I/O-free. The caller (``gigaevo.memory.v2.read.evictor``) gathers, per card, the
 support of its lineage from the ledger (``CardSupport``) and hands over the fitted heads
 (``RetirementHeads``); ``judge_card`` returns either a keep reason (the first failing
 check, in the order of MODEL 8.2) or "retire" with every (context, RAG state) evaluation.

@@ -15,7 +15,7 @@
 - ``queries``: which rows train which head (MODEL.md section 1), OPE rows and
   the evidence version V.
 - ``errors``: ``LedgerIntegrityError`` and the other named conditions (also
-  those of the selection leases, ``gigaevo.memory.v2.leases``).
+  those of the selection leases, ``gigaevo.memory.v2.read.leases``).
 """
 
 from gigaevo.memory.v2.evidence.build import (

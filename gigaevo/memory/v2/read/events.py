@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from gigaevo.memory.v2.bankfile import utc_now
+from gigaevo.memory.v2.bank.bankfile import utc_now
 from gigaevo.memory.v2.evidence.rows import DecisionRow, TerminalRow
 from gigaevo.util import append_jsonl
 

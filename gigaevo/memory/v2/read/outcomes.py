@@ -58,7 +58,7 @@ from gigaevo.memory.v2.evidence import (
 )
 from gigaevo.memory.v2.evidence.errors import LeaseFileCorruptError, LeaseLockTimeoutError
 from gigaevo.memory.v2.evidence.validate import check_terminal
-from gigaevo.memory.v2.reader import CausalReader
+from gigaevo.memory.v2.read.reader import CausalReader
 from gigaevo.util import atomic_write_json
 
 log = logging.getLogger(__name__)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
 
-from gigaevo.memory.v2.bankfile import utc_now
+from gigaevo.memory.v2.bank.bankfile import utc_now
 from gigaevo.memory.v2.records import from_json, to_json
 from gigaevo.util import append_jsonl
 

@@ -37,7 +37,7 @@ from typing import TypeVar
 
 import filelock
 
-from gigaevo.memory.v2.bankfile import (
+from gigaevo.memory.v2.bank.bankfile import (
     EMPTY,
     BankHeader,
     FileSignature,
@@ -47,10 +47,10 @@ from gigaevo.memory.v2.bankfile import (
     signature,
     utc_now,
 )
-from gigaevo.memory.v2.cards import Card
-from gigaevo.memory.v2.embed import Embedder
+from gigaevo.memory.v2.bank.cards import Card
+from gigaevo.memory.v2.bank.embed import Embedder
+from gigaevo.memory.v2.bank.index import CardIndex
 from gigaevo.memory.v2.errors import BankLockTimeout, CorruptBankError
-from gigaevo.memory.v2.index import CardIndex
 from gigaevo.util import atomic_write_text
 
 T = TypeVar("T")

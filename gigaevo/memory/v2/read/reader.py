@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from gigaevo.memory.base import Decision, MemoryRuntime, MutationContext
-from gigaevo.memory.v2.applicability import ApplicabilityAssessor, Assessment, RagLabel
-from gigaevo.memory.v2.cards import Card
+from gigaevo.memory.v2.bank.cards import Card
+from gigaevo.memory.v2.bank.store import LocalMemoryStore
 from gigaevo.memory.v2.causal import (
     CandidateCard,
     Selection,
@@ -44,7 +44,6 @@ from gigaevo.memory.v2.causal import RewardDefinition as CausalReward
 from gigaevo.memory.v2.causal.features import behaviour_features
 from gigaevo.memory.v2.causal.policy import PENDING_LIMIT, Draw, abstain_proposal
 from gigaevo.memory.v2.causal.transfer import TransferConfig, TransferFit
-from gigaevo.memory.v2.events import MemoryEvents
 from gigaevo.memory.v2.evidence import (
     CandidateTable,
     CardSnapshot,
@@ -57,13 +56,14 @@ from gigaevo.memory.v2.evidence import (
     frozen_context,
     reward_definition,
 )
-from gigaevo.memory.v2.heads import HeadFit, HeadFitter
-from gigaevo.memory.v2.leases import Lease, SelectionLeases
+from gigaevo.memory.v2.read.applicability import ApplicabilityAssessor, Assessment, RagLabel
+from gigaevo.memory.v2.read.events import MemoryEvents
+from gigaevo.memory.v2.read.heads import HeadFit, HeadFitter
+from gigaevo.memory.v2.read.leases import Lease, SelectionLeases
+from gigaevo.memory.v2.read.snapshots import SnapshotCache, lease_counts
 from gigaevo.memory.v2.settings import (
     ReaderSettings,
 )
-from gigaevo.memory.v2.snapshots import SnapshotCache, lease_counts
-from gigaevo.memory.v2.store import LocalMemoryStore
 
 log = logging.getLogger(__name__)
 

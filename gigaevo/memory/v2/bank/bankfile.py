@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gigaevo.memory.v2.cards import Card
+from gigaevo.memory.v2.bank.cards import Card
 from gigaevo.memory.v2.errors import CardFormatError, CorruptBankError
 from gigaevo.memory.v2.records import from_json, to_json
 

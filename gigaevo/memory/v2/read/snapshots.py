@@ -13,9 +13,9 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from gigaevo.memory.v2.cards import Card, render_card
+from gigaevo.memory.v2.bank.cards import Card, render_card
 from gigaevo.memory.v2.evidence import CardSnapshot
-from gigaevo.memory.v2.leases import Lease
+from gigaevo.memory.v2.read.leases import Lease
 
 
 def card_snapshot(card: Card) -> CardSnapshot:

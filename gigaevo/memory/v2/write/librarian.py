@@ -27,8 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from gigaevo.memory.v2.agents import AuthoredCard, CardAuthor, EquivalenceJudge, Verdict
-from gigaevo.memory.v2.cards import (
+from gigaevo.memory.v2.bank.cards import (
     Card,
     CardKind,
     Representative,
@@ -37,14 +36,15 @@ from gigaevo.memory.v2.cards import (
     founding_card,
     new_card_id,
 )
-from gigaevo.memory.v2.deadline import Deadline, call_before
-from gigaevo.memory.v2.edits import Edit, admit, pool, retire
+from gigaevo.memory.v2.bank.store import LocalMemoryStore
+from gigaevo.memory.v2.bank.tombstones import Tombstones
 from gigaevo.memory.v2.errors import AgentAnswerError, BankLockTimeout, IngestTimeout
-from gigaevo.memory.v2.ledger import CandidateText, LedgerRow, WriteLedger, stamp
-from gigaevo.memory.v2.outcome import WriterOutcome, evidence_of
 from gigaevo.memory.v2.settings import ExemplarSettings, WriterSettings
-from gigaevo.memory.v2.store import LocalMemoryStore
-from gigaevo.memory.v2.tombstones import Tombstones
+from gigaevo.memory.v2.write.agents import AuthoredCard, CardAuthor, EquivalenceJudge, Verdict
+from gigaevo.memory.v2.write.deadline import Deadline, call_before
+from gigaevo.memory.v2.write.edits import Edit, admit, pool, retire
+from gigaevo.memory.v2.write.ledger import CandidateText, LedgerRow, WriteLedger, stamp
+from gigaevo.memory.v2.write.outcome import WriterOutcome, evidence_of
 from gigaevo.scratchpad import NoteWriter
 from gigaevo.util import derive_seed
 

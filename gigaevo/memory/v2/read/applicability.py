@@ -25,18 +25,18 @@ from typing import Any, Literal, cast
 
 from gigaevo.llm.base import LLMClient
 from gigaevo.memory.base import MutationContext
-from gigaevo.memory.v2.agents import AgentUsage, TaskView, _Agent, _card_block, template
-from gigaevo.memory.v2.cards import Card
-from gigaevo.memory.v2.deadline import Deadline, call_before
+from gigaevo.memory.v2.bank.cards import Card
+from gigaevo.memory.v2.bank.store import LocalMemoryStore
 from gigaevo.memory.v2.errors import (
     AgentAnswerError,
     CardFormatError,
     IngestTimeout,
     MemoryConfigError,
 )
-from gigaevo.memory.v2.outcome import clip
 from gigaevo.memory.v2.records import from_json
-from gigaevo.memory.v2.store import LocalMemoryStore
+from gigaevo.memory.v2.write.agents import AgentUsage, TaskView, _Agent, _card_block, template
+from gigaevo.memory.v2.write.deadline import Deadline, call_before
+from gigaevo.memory.v2.write.outcome import clip
 from gigaevo.util import derive_seed
 
 APPLICABLE = "applicable"

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gigaevo.memory.v2.agents import AuthoredCard, EquivalenceJudge
+from gigaevo.memory.v2.bank.store import LocalMemoryStore
 from gigaevo.memory.v2.errors import AgentAnswerError
-from gigaevo.memory.v2.store import LocalMemoryStore
+from gigaevo.memory.v2.write.agents import AuthoredCard, EquivalenceJudge
 from gigaevo.util import derive_seed
 
 

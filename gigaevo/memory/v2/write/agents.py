@@ -18,9 +18,9 @@ from typing import Any
 from gigaevo.llm.base import LLMClient, Message
 from gigaevo.llm.errors import LLMAuthenticationError
 from gigaevo.llm.structured import StructuredResult, request_json
-from gigaevo.memory.v2.cards import Card
+from gigaevo.memory.v2.bank.cards import Card
 from gigaevo.memory.v2.errors import AgentAnswerError
-from gigaevo.memory.v2.outcome import WriterOutcome, bounded_diff, clip, number
+from gigaevo.memory.v2.write.outcome import WriterOutcome, bounded_diff, clip, number
 
 _CARD_SCHEMA: dict[str, Any] = {
     "type": ["object", "null"],

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from gigaevo.memory.v2.cards import Card
-from gigaevo.memory.v2.embed import Embedder
+from gigaevo.memory.v2.bank.cards import Card
+from gigaevo.memory.v2.bank.embed import Embedder
 
 Scope = tuple[str, str]  # (kind, task_key)
 

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gigaevo.memory.v2.cards import Card, Evidence, Representative, pool_into, with_representative
+from gigaevo.memory.v2.bank.cards import (
+    Card,
+    Evidence,
+    Representative,
+    pool_into,
+    with_representative,
+)
 
 
 @dataclass(frozen=True)

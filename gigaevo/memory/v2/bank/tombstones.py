@@ -10,7 +10,7 @@ durable compatibility registry.
 
 from __future__ import annotations
 
-from gigaevo.memory.v2.cards import Card, payload_digest
+from gigaevo.memory.v2.bank.cards import Card, payload_digest
 
 
 class Tombstones:

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gigaevo.memory.base import MemoryRuntime
-from gigaevo.memory.v2.cards import Card, UseTrial, with_use_trial
+from gigaevo.memory.v2.bank.cards import Card, UseTrial, with_use_trial
+from gigaevo.memory.v2.bank.store import BANK_FILE, LocalMemoryStore
 from gigaevo.memory.v2.causal.transfer import TransferConfig, TransferTrial
 from gigaevo.memory.v2.errors import BankLockTimeout, CardFormatError, MemoryConfigError
 from gigaevo.memory.v2.evidence import (
@@ -37,10 +38,9 @@ from gigaevo.memory.v2.evidence import (
     TerminalRow,
     usefulness_eligible,
 )
-from gigaevo.memory.v2.leases import LEASE_FILE
+from gigaevo.memory.v2.read.leases import LEASE_FILE
 from gigaevo.memory.v2.records import from_json
 from gigaevo.memory.v2.settings import MemorySettings
-from gigaevo.memory.v2.store import BANK_FILE, LocalMemoryStore
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 
 from gigaevo.memory.base import MutationResult
-from gigaevo.memory.v2.cards import Evidence
+from gigaevo.memory.v2.bank.cards import Evidence
 from gigaevo.problems.spec import MetricsSpec
 
 # ProgramStatus values of valid, evaluated, archived children

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gigaevo.memory.v2.cards import Card
+from gigaevo.memory.v2.bank.cards import Card
 from gigaevo.memory.v2.causal import (
     BayesianLinearHead,
     BlockDesign,
@@ -41,8 +41,8 @@ from gigaevo.memory.v2.evidence import (
     SelectionEvidence,
     lineage_rows,
 )
+from gigaevo.memory.v2.read.trials import transfer_trials
 from gigaevo.memory.v2.settings import PosteriorSettings
-from gigaevo.memory.v2.trials import transfer_trials
 
 log = logging.getLogger(__name__)
 

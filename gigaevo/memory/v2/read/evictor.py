@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from gigaevo.memory.v2.cards import Card
+from gigaevo.memory.v2.bank.cards import Card
 from gigaevo.memory.v2.causal.retirement import (
     CardSupport,
     RetirementConfig,
@@ -42,9 +42,9 @@ from gigaevo.memory.v2.causal.retirement import (
     practical_threshold,
 )
 from gigaevo.memory.v2.errors import CardFormatError, MemoryConfigError
-from gigaevo.memory.v2.events import retired_event
 from gigaevo.memory.v2.evidence import Observation, usefulness_eligible
-from gigaevo.memory.v2.reader import CausalReader
+from gigaevo.memory.v2.read.events import retired_event
+from gigaevo.memory.v2.read.reader import CausalReader
 from gigaevo.memory.v2.records import from_json, to_json
 
 log = logging.getLogger(__name__)

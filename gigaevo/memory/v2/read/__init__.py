@@ -1,0 +1,1 @@
+"""The read side of memory v2: decisions, outcomes, leases, trials, retirement, events."""
