@@ -12,9 +12,12 @@ class EvaluationResult:
 
     ``metrics`` is empty for invalid programs; ``reason`` says why a program is
     invalid (timeout, memory, output limit, exception with its type and
-    message, validator rejection, non-finite metric). ``run_seconds`` is the
-    wall time of the child process itself; ``overhead_seconds`` is the rest of
-    the round trip (fork, pipes, validation).
+    message, validator rejection, non-finite metric, a sandbox step).
+    Measurements are taken by the trusted side, never reported by the
+    program: ``run_seconds`` is the child's wall time from fork to exit,
+    ``cpu_seconds`` and ``peak_memory_bytes`` its CPU time and peak resident
+    memory according to the kernel; ``overhead_seconds`` is the rest of the
+    round trip (pipes, validation, clean-up).
     """
 
     valid: bool
@@ -23,6 +26,8 @@ class EvaluationResult:
     run_seconds: float = 0.0
     overhead_seconds: float = 0.0
     stdout_tail: str = ""
+    cpu_seconds: float = 0.0
+    peak_memory_bytes: int = 0
 
 
 class Evaluator(Protocol):

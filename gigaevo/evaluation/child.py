@@ -13,7 +13,6 @@ import linecache
 import os
 import signal
 import sys
-import time
 import traceback
 import types
 from dataclasses import dataclass
@@ -21,18 +20,26 @@ from typing import Any, NoReturn
 
 from gigaevo.evaluation.guard import ProcessCreationGuard
 from gigaevo.evaluation.isolation import drop_capabilities
-from gigaevo.evaluation.limits import apply_rlimits, die_with_parent
+from gigaevo.evaluation.limits import apply_rlimits, die_with_parent, point_home_at
+from gigaevo.evaluation.seccomp import ChildFilter
 
 PROGRAM_FILENAME = "<program>"
 PROGRAM_MODULE = "program"
 RESULT_FD = 3
+MAX_FD = 1 << 20
 _TRACEBACK_FRAMES = 8
 _WRITE_CHUNK = 1 << 16
 
 
 @dataclass(frozen=True)
 class ChildSpec:
-    """Everything the forked child needs; built by the worker before ``fork``."""
+    """Everything the forked child needs; built by the worker before ``fork``.
+
+    ``output_fd`` is the write end of the pipe that becomes stdout and
+    stderr; ``result_fd`` the write end of the result pipe (fd 3 in the
+    child). ``run_as_uid`` (root only) is the dedicated uid to switch to.
+    ``seccomp`` is installed last; None where the machine has no filter.
+    """
 
     code: str
     entry_function: str
@@ -41,8 +48,11 @@ class ChildSpec:
     result_fd: int
     memory_mb: int
     cpu_seconds: float
-    max_output_bytes: int
+    max_file_bytes: int
+    max_tasks: int
+    max_files: int
     run_as_uid: int | None = None
+    seccomp: ChildFilter | None = None
 
 
 class NotSerialisableError(TypeError):
@@ -93,11 +103,12 @@ class ChunkedTextWriter(io.TextIOWrapper):
 
 
 def _confine(spec: ChildSpec, guard: ProcessCreationGuard) -> None:
-    """Own session, closed stdin, output to the capped file, limits, no capabilities.
+    """Own session, closed stdin, output to the worker's pipe, its scratch, its uid, limits.
 
-    Also blocks process creation at the Python level. The capabilities go
-    after ``setuid`` and the rlimits (both need them) and before the
-    parent-death signal, which a credential change would clear.
+    Then no capabilities, the parent-death signal, the Python-level block on
+    process creation and, last, the seccomp filter. The capabilities go after
+    ``setuid`` and the rlimits (both need them) and before the parent-death
+    signal, which a credential change would clear.
     """
     os.setsid()
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -105,14 +116,9 @@ def _confine(spec: ChildSpec, guard: ProcessCreationGuard) -> None:
     os.dup2(spec.output_fd, 1)
     os.dup2(spec.output_fd, 2)
     os.dup2(spec.result_fd, RESULT_FD)
-    for name in os.listdir("/proc/self/fd"):
-        fd = int(name)
-        if fd > RESULT_FD:
-            try:
-                os.close(fd)
-            except OSError:
-                continue
+    os.closerange(RESULT_FD + 1, MAX_FD)
     os.chdir(spec.workdir)
+    point_home_at(spec.workdir)
     if spec.run_as_uid is not None:
         os.setgroups([])
         os.setgid(spec.run_as_uid)
@@ -120,7 +126,9 @@ def _confine(spec: ChildSpec, guard: ProcessCreationGuard) -> None:
     apply_rlimits(
         memory_mb=spec.memory_mb,
         cpu_seconds=spec.cpu_seconds,
-        max_file_bytes=spec.max_output_bytes + 1,
+        max_file_bytes=spec.max_file_bytes,
+        max_tasks=spec.max_tasks,
+        max_files=spec.max_files,
     )
     drop_capabilities()  # also: the rlimits can no longer be raised
     die_with_parent()  # after setuid: a credential change clears the death signal
@@ -132,6 +140,8 @@ def _confine(spec: ChildSpec, guard: ProcessCreationGuard) -> None:
         raw = io.BufferedWriter(io.FileIO(fd, "w", closefd=False))
         setattr(sys, name, ChunkedTextWriter(raw, line_buffering=True))
     guard.block()
+    if spec.seccomp is not None:
+        spec.seccomp.install()
 
 
 def _describe(exc: BaseException) -> str:
@@ -191,20 +201,19 @@ def _flush_streams() -> None:
 
 
 def _execute(spec: ChildSpec) -> str:
-    """Run the program; return the JSON payload for the result pipe."""
-    start = time.perf_counter()
+    """Run the program; return the JSON payload for the result pipe.
+
+    The payload carries no timing: the worker measures the child itself.
+    """
     try:
         output = encode_output(_run_program(spec))
     except NotSerialisableError as exc:
-        failure = {"ok": False, "reason": str(exc), "seconds": time.perf_counter() - start}
-        return json.dumps(failure)
+        return json.dumps({"ok": False, "reason": str(exc)})
     except BaseException as exc:  # the untrusted program's boundary: record and report
-        seconds = time.perf_counter() - start
         _flush_streams()
         _print_traceback(exc)
-        return json.dumps({"ok": False, "reason": _describe(exc), "seconds": seconds})
-    seconds = time.perf_counter() - start
-    return f'{{"ok": true, "seconds": {seconds!r}, "output": {output}}}'
+        return json.dumps({"ok": False, "reason": _describe(exc)})
+    return f'{{"ok": true, "output": {output}}}'
 
 
 def run_child(spec: ChildSpec, guard: ProcessCreationGuard) -> NoReturn:

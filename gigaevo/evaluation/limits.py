@@ -1,4 +1,4 @@
-"""OS-level confinement helpers: scrubbed environments, rlimits, prctl, process sweeps.
+"""OS-level confinement helpers: the allow-listed environment, rlimits, prctl, process sweeps.
 
 Linux only. Imported by the worker process, so it depends on the standard
 library alone.
@@ -12,10 +12,17 @@ import math
 import os
 import resource
 import signal
-from collections.abc import Mapping
 
-SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
-THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+THREAD_VARIABLES = (
+    "OPENBLAS_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "BLIS_NUM_THREADS",
+)
+CHILD_PATH = "/usr/local/bin:/usr/bin:/bin"
+LOCALE = "C.UTF-8"
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -25,26 +32,23 @@ class ConfinementError(OSError):
     """A kernel facility the sandbox relies on (prctl, rlimits) is unavailable."""
 
 
-def is_secret_name(name: str) -> bool:
-    """True when an environment variable's name suggests a credential."""
-    upper = name.upper()
-    return any(marker in upper for marker in SECRET_MARKERS)
+def sandbox_environment(home: str) -> dict[str, str]:
+    """The whole environment of workers and children, built from an allow-list.
 
-
-def scrubbed_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """Copy of ``environ`` without credential-like names, with BLAS pinned to one thread."""
-    clean = {name: value for name, value in environ.items() if not is_secret_name(name)}
+    ``PATH``, ``HOME`` and ``TMPDIR`` (the child's scratch), a UTF-8 locale and
+    every BLAS/OpenMP thread count pinned to one. Nothing of the engine's own
+    environment is copied: no credential can reach a child, whatever its name.
+    """
+    env = {"PATH": CHILD_PATH, "HOME": home, "TMPDIR": home, "LANG": LOCALE, "LC_ALL": LOCALE}
     for name in THREAD_VARIABLES:
-        clean[name] = "1"
-    return clean
+        env[name] = "1"
+    return env
 
 
-def scrub_os_environ() -> None:
-    """Remove credential-like variables from this process's ``os.environ`` in place."""
-    for name in [name for name in os.environ if is_secret_name(name)]:
-        del os.environ[name]
-    for name in THREAD_VARIABLES:
-        os.environ[name] = "1"
+def point_home_at(directory: str) -> None:
+    """Set ``HOME`` and ``TMPDIR`` of this process (a child) to its scratch directory."""
+    os.environ["HOME"] = directory
+    os.environ["TMPDIR"] = directory
 
 
 # CDLL(None) resolves libc from the running interpreter; find_library would shell out.
@@ -80,8 +84,14 @@ def cpu_limit_seconds(cpu_seconds: float) -> int:
     return max(1, math.ceil(cpu_seconds))
 
 
-def apply_rlimits(*, memory_mb: int, cpu_seconds: float, max_file_bytes: int) -> None:
-    """Cap address space, CPU time and file size of the calling process; no core dumps.
+def apply_rlimits(
+    *, memory_mb: int, cpu_seconds: float, max_file_bytes: int, max_tasks: int, max_files: int
+) -> None:
+    """Cap the calling process: address space, CPU time, file size, tasks, open files; no cores.
+
+    ``max_tasks`` (``RLIMIT_NPROC``) counts every thread and process of the
+    caller's user (in its user namespace); under a dedicated uid that is the
+    child alone.
 
     Raises:
         ValueError: a limit is above the current hard limit.
@@ -93,6 +103,15 @@ def apply_rlimits(*, memory_mb: int, cpu_seconds: float, max_file_bytes: int) ->
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NPROC, (max_tasks, max_tasks))
+    _lower(resource.RLIMIT_NOFILE, max_files)
+
+
+def _lower(limit: int, value: int) -> None:
+    """Set soft and hard ``limit`` to at most ``value`` (never raising either)."""
+    soft, hard = resource.getrlimit(limit)
+    capped = [value if v == resource.RLIM_INFINITY else min(v, value) for v in (soft, hard)]
+    resource.setrlimit(limit, (capped[0], capped[1]))
 
 
 def kill_group(pgid: int) -> None:

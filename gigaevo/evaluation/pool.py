@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import gigaevo
-from gigaevo.evaluation.limits import kill_group, scrubbed_environment
+from gigaevo.evaluation.limits import kill_group, sandbox_environment
 from gigaevo.evaluation.protocol import (
     FrameTimeoutError,
     PipeClosedError,
@@ -22,8 +22,8 @@ from gigaevo.evaluation.protocol import (
     write_frame,
 )
 
-WORKER_MODULE = "gigaevo.evaluation.worker"
 _LOG_TAIL_BYTES = 4000
+WORKER_HOME = "/tmp"
 
 
 class SandboxError(RuntimeError):
@@ -34,13 +34,19 @@ class WorkerLostError(SandboxError):
     """A worker died or stopped answering during an evaluation (it has been killed)."""
 
 
-def worker_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Scrubbed environment for worker processes, with this ``gigaevo`` on ``PYTHONPATH``."""
-    env = scrubbed_environment(os.environ if environ is None else environ)
+def worker_command() -> list[str]:
+    """``python -I -c <bootstrap>`` running ``gigaevo.evaluation.worker`` from this ``gigaevo``.
+
+    Isolated mode (``-I``): no ``PYTHON*`` variable, no user site-packages and
+    no working directory on ``sys.path``; the bootstrap puts exactly the
+    directory holding the engine's own ``gigaevo`` package first.
+    """
     root = str(Path(gigaevo.__file__).resolve().parent.parent)
-    existing = env.get("PYTHONPATH")
-    env["PYTHONPATH"] = root if not existing else root + os.pathsep + existing
-    return env
+    bootstrap = (
+        f"import sys; sys.path.insert(0, {root!r}); "
+        "from gigaevo.evaluation.worker import main; sys.exit(main())"
+    )
+    return [sys.executable, "-I", "-c", bootstrap]
 
 
 class WorkerProcess:
@@ -50,13 +56,12 @@ class WorkerProcess:
     a time. ``kill`` may be called from another thread (on close).
     """
 
-    def __init__(self, config: Mapping[str, Any], env: Mapping[str, str], log_path: Path) -> None:
+    def __init__(self, config: Mapping[str, Any], log_path: Path) -> None:
         self.config = dict(config)
-        self.env = dict(env)
         self.log_path = log_path
         self._proc: subprocess.Popen[bytes] | None = None
         self._child_pid: int | None = None
-        self.pid_namespace = False
+        self.layers: dict[str, Any] = {}
 
     @property
     def alive(self) -> bool:
@@ -67,7 +72,7 @@ class WorkerProcess:
     def pid(self) -> int | None:
         """The pid of the process this handle started, if any.
 
-        With a PID namespace (``pid_namespace``) that process only waits for
+        With namespaces (``layers["namespaces"]``) that process only waits for
         its child, the real worker; killing its process group kills both, and
         with them the whole namespace.
         """
@@ -79,15 +84,20 @@ class WorkerProcess:
         Raises:
             SandboxError: the interpreter could not be started.
         """
-        with open(self.log_path, "ab") as log:
+        try:  # a program may have removed the scratch root (without namespaces): recreate it
+            os.makedirs(self.config["work_dir"], mode=0o700, exist_ok=True)
+            log = open(self.log_path, "ab")  # noqa: SIM115 (closed below, after the fork)
+        except OSError as exc:
+            raise SandboxError(f"cannot prepare a sandbox worker: {exc}") from exc
+        with log:
             try:
                 self._proc = subprocess.Popen(
-                    [sys.executable, "-m", WORKER_MODULE],
+                    worker_command(),
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=log,
-                    env=self.env,
-                    cwd=self.config["temp_root"],
+                    env=sandbox_environment(WORKER_HOME),
+                    cwd="/",
                     start_new_session=True,
                     close_fds=True,
                     bufsize=0,
@@ -124,7 +134,7 @@ class WorkerProcess:
             error = frame.get("error", frame) if isinstance(frame, dict) else frame
             what = "cannot import validator" if stage == "validator" else f"{stage} failed for"
             raise SandboxError(f"sandbox worker start-up: {what} {validator}:\n{error}")
-        self.pid_namespace = bool(frame.get("pid_namespace"))
+        self.layers = dict(frame.get("layers") or {})
         return frame
 
     def start(self, timeout_s: float) -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import shutil
+import contextlib
+import logging
 import tempfile
 import threading
 import time
@@ -14,8 +15,11 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from gigaevo.evaluation.base import EvaluationResult
-from gigaevo.evaluation.isolation import set_non_dumpable
-from gigaevo.evaluation.pool import SandboxError, WorkerLostError, WorkerProcess, worker_environment
+from gigaevo.evaluation.isolation import can_switch_uid, set_non_dumpable
+from gigaevo.evaluation.layers import dedicated_uids, describe_gaps
+from gigaevo.evaluation.pool import SandboxError, WorkerLostError, WorkerProcess
+from gigaevo.evaluation.scratch import remove_tree
+from gigaevo.evaluation.trusted import TrustedFile
 
 if TYPE_CHECKING:  # only for annotations: keeps worker start-up free of the problems layer
     from gigaevo.problems.spec import Problem
@@ -25,6 +29,8 @@ TAIL_BYTES = 2048
 MEMORY_HEADROOM_BYTES = 64 * 2**20
 CLOSED_DURING_RUN = "the sandbox evaluator was closed during the evaluation"
 
+log = logging.getLogger("gigaevo.sandbox")
+
 
 def _shutdown(workers: list[WorkerProcess], temp_root: str) -> None:
     """Kill every worker, close its pipes and remove the scratch directory.
@@ -33,43 +39,60 @@ def _shutdown(workers: list[WorkerProcess], temp_root: str) -> None:
     """
     for worker in workers:
         worker.discard()
-    shutil.rmtree(temp_root, ignore_errors=True)
+    _remove_quietly(temp_root)
+
+
+def _remove_quietly(path: str) -> None:
+    """Remove the evaluator's directory; what a child left there must not fail the run."""
+    with contextlib.suppress(OSError):
+        remove_tree(path)
 
 
 class SandboxEvaluator:
     """Runs untrusted programs for one problem in confined, forked child processes.
 
-    ``max_workers`` warm worker processes (scrubbed environment, ``preload_modules``
-    and the validator already imported) each fork one child per program. The
-    child gets its own session, a fresh temporary working directory, stdin on
-    ``/dev/null``, ``RLIMIT_AS``/``RLIMIT_CPU``/``RLIMIT_FSIZE`` caps, no Linux
-    capabilities at all (and ``no_new_privs``), and a Python-level block on
-    process creation; its process group is SIGKILLed when it finishes or times
-    out, and the worker (a child subreaper, or the init of its PID namespace)
-    kills any escaped descendants. The worker, not the child, validates the
-    output.
+    ``max_workers`` warm worker processes each build the sandbox once and then
+    fork one child per program (no interpreter start-up per child). What a
+    child gets, by default, whether the engine runs as root or not (details
+    and the reasons for each choice in docs/sandbox.md):
 
-    Credentials: worker environments are scrubbed of every variable whose name
-    contains KEY, TOKEN, SECRET or PASSWORD, but the engine's own initial
-    environment block (``/proc/<pid>/environ``) keeps them for the life of the
-    process, whatever is later deleted from ``os.environ``. So the constructor
-    **marks the calling process non-dumpable** (``prctl(PR_SET_DUMPABLE, 0)``,
-    for the rest of its life): it writes no core dumps, and reading its
-    ``/proc/<pid>/environ`` or ``mem`` or attaching a debugger (gdb, py-spy)
-    needs ``CAP_SYS_PTRACE``, which children never have. Workers mark
-    themselves the same way. With ``pid_namespace`` (the default) each worker
-    is also the init of its own PID and mount namespace with a private
-    ``/proc``, so a child cannot even name the engine, another worker or any
-    process outside: no signals, no ptrace, no ``/proc/<pid>`` (see
-    ``gigaevo.evaluation.isolation``). That needs root or unprivileged user
-    namespaces; ``uses_pid_namespaces`` tells whether the workers got one.
+    * Filesystem: its worker's own mount namespace, with a read-only root that
+      holds only the system directories, the Python installation, the
+      ``gigaevo`` package and the problem directory; the checkpoint
+      directory, the card bank, home directories and the rest of the machine
+      do not exist for it. Its one writable place is a fresh tmpfs of
+      ``scratch_mb`` on ``/tmp``, which is also its working directory and
+      ``HOME``; it is detached after the child, whatever is in it.
+    * Trusted code: workers start in isolated mode with ``/`` as working
+      directory and import only from read-only locations; the validator is
+      compiled from the source read and hashed here (``validator_sha256``),
+      and a change of the file on disk stops the run (``ValidatorChangedError``).
+    * Network: a new network namespace per worker (only loopback, down);
+      ``network=True`` opts out. Without the network, seccomp also refuses
+      ``socket()``.
+    * Identity: no capabilities and ``no_new_privs``; under root, a dedicated
+      random uid per worker (``run_as_uid="auto"``) that owns nothing.
+    * Limits over the whole tree: seccomp refuses every new process (threads
+      are allowed), so address space (``memory_mb``), CPU time
+      (``cpu_seconds``), tasks (``max_threads``), open files and the scratch
+      size bound everything the child can hold.
+    * Environment: an allow-list (PATH, HOME and TMPDIR in the scratch, a
+      UTF-8 locale, BLAS/OpenMP pinned to one thread); nothing of the
+      engine's environment is copied.
+    * Its own session and PID namespace, stdin closed, output capped, a
+      wall-clock timeout; the evaluator and workers are non-dumpable.
+
+    Where the kernel refuses a layer, ``isolation_gaps`` holds one line
+    saying so, logged once as a warning (see docs/sandbox.md for what is
+    then unprotected).
 
     Thread-safe: ``evaluate`` blocks until a worker is free, so at most
     ``max_workers`` programs run at once. Use as a context manager or call
     ``close``.
 
     Args:
-        problem: supplies ``entry_function``, ``validator_path``,
+        problem: supplies ``entry_function``, ``validator_path`` (and
+            ``validator_sha256`` when the loader recorded one),
             ``metrics.primary`` and the default ``timeout_s``.
         max_workers: number of warm workers (parallel evaluations).
         timeout_s: wall-clock limit per program; ``None`` uses ``problem.timeout_s``.
@@ -79,15 +102,23 @@ class SandboxEvaluator:
         preload_modules: imported by each worker once, before any fork.
         max_result_bytes: cap on the JSON of the entry function's return value.
         watchdog_grace_s: a worker silent for ``timeout + grace`` is killed and restarted.
-        run_as_uid: when running as root, switch each child to this uid/gid (for
-            example 65534, ``nobody``) so it can neither signal the workers nor
-            read other processes' ``/proc/<pid>/environ``.
-        pid_namespace: run each worker in its own PID and mount namespace when
-            the kernel allows it; False keeps workers in the caller's namespace.
+        run_as_uid: ``"auto"`` (a dedicated uid per worker when root; the
+            engine's uid inside a user namespace otherwise) or a fixed uid
+            (root only).
+        namespaces: run each worker in its own namespaces when the kernel
+            allows it; False keeps workers in the caller's (a gap, reported).
+        network: True gives children the host's network (opt-out).
+        scratch_mb: size of each child's tmpfs scratch, also its largest file.
+        max_threads: threads a child may run (``RLIMIT_NPROC``, a few more
+            under a user namespace).
+        seccomp: False leaves out the seccomp filter (a gap, reported; for
+            testing the layers behind it).
 
     Raises:
-        ValueError: a limit is not positive.
-        SandboxError: a worker failed to start (the message names the validator file).
+        ValueError: a limit is not positive, or a bad ``run_as_uid``.
+        SandboxError: the validator cannot be read or differs from the hash
+            recorded at load time, or a worker failed to start (the message
+            names the validator file).
     """
 
     def __init__(
@@ -102,8 +133,12 @@ class SandboxEvaluator:
         preload_modules: Sequence[str] = ("numpy",),
         max_result_bytes: int = 32_000_000,
         watchdog_grace_s: float = 5.0,
-        run_as_uid: int | None = None,
-        pid_namespace: bool = True,
+        run_as_uid: int | str = "auto",
+        namespaces: bool = True,
+        network: bool = False,
+        scratch_mb: int = 256,
+        max_threads: int = 64,
+        seccomp: bool = True,
     ) -> None:
         self.problem = problem
         self.max_workers = max_workers
@@ -114,16 +149,21 @@ class SandboxEvaluator:
         self.preload_modules = tuple(preload_modules)
         self.max_result_bytes = max_result_bytes
         self.watchdog_grace_s = watchdog_grace_s
-        self.run_as_uid = run_as_uid
-        self.pid_namespace = pid_namespace
+        self.namespaces = namespaces
+        self.network = network
+        self.scratch_mb = scratch_mb
+        self.max_threads = max_threads
+        self.seccomp = seccomp
         self._check_limits()
+        child_uids = _child_uids(run_as_uid, max_workers)
+        self.validator = TrustedFile(problem.validator_path, problem.validator_sha256)
         set_non_dumpable()  # the initial environ block still holds the launch credentials
         self._cond = threading.Condition()
         self._closed = False
         self._temp_root = tempfile.mkdtemp(prefix="gigaevo-sandbox-")
         self._workers = [
-            WorkerProcess(self._worker_config(), worker_environment(), self._log_path(i))
-            for i in range(max_workers)
+            WorkerProcess(self._worker_config(i, uid), Path(self._temp_root) / f"worker-{i}.log")
+            for i, uid in enumerate(child_uids)
         ]
         self._idle = list(self._workers)
         self._finalizer = weakref.finalize(self, _shutdown, self._workers, self._temp_root)
@@ -134,7 +174,16 @@ class SandboxEvaluator:
         except SandboxError:
             self.close()
             raise
+        self.isolation = dict(self._workers[0].layers)
+        self.isolation_gaps = describe_gaps(self.isolation, network=network)
+        if self.isolation_gaps is not None:
+            log.warning("%s", self.isolation_gaps)
         self._warn_if_memory_is_tight(max(int(frame.get("vm_bytes", 0)) for frame in ready))
+
+    @property
+    def validator_sha256(self) -> str:
+        """SHA-256 of the validator source every worker compiled (fixed at start-up)."""
+        return self.validator.sha256
 
     def _warn_if_memory_is_tight(self, worker_bytes: int) -> None:
         """Children inherit the worker's address space; a cap near it starves every program."""
@@ -155,6 +204,8 @@ class SandboxEvaluator:
             "cpu_seconds": self.cpu_seconds,
             "max_output_bytes": self.max_output_bytes,
             "max_result_bytes": self.max_result_bytes,
+            "scratch_mb": self.scratch_mb,
+            "max_threads": self.max_threads,
         }
         for name, value in positive.items():
             if not value > 0:
@@ -162,39 +213,41 @@ class SandboxEvaluator:
         if self.watchdog_grace_s < 0:
             raise ValueError(f"watchdog_grace_s must be >= 0, got {self.watchdog_grace_s!r}")
 
-    def _worker_config(self) -> dict[str, Any]:
+    def _worker_config(self, index: int, child_uid: int | None) -> dict[str, Any]:
         return {
-            "validator_path": str(Path(self.problem.validator_path).resolve()),
+            "validator_path": self.validator.path,
+            "validator_source": self.validator.text,
             "entry_function": self.problem.entry_function,
             "primary_metric": self.problem.metrics.primary,
             "preload_modules": list(self.preload_modules),
-            "temp_root": self._temp_root,
+            "work_dir": str(Path(self._temp_root) / f"worker-{index}"),
             "timeout_s": self.timeout_s,
             "memory_mb": self.memory_mb,
             "cpu_seconds": self.cpu_seconds,
             "max_output_bytes": self.max_output_bytes,
             "max_result_bytes": self.max_result_bytes,
             "tail_bytes": TAIL_BYTES,
-            "run_as_uid": self.run_as_uid,
-            "pid_namespace": self.pid_namespace,
+            "scratch_mb": self.scratch_mb,
+            "max_threads": self.max_threads,
+            "run_as_uid": child_uid,
+            "namespaces": self.namespaces,
+            "network": self.network,
+            "seccomp": self.seccomp,
         }
-
-    def _log_path(self, index: int) -> Path:
-        return Path(self._temp_root) / f"worker-{index}.log"
 
     @property
     def worker_pids(self) -> list[int]:
         """Pids of the live worker processes (for monitoring and tests).
 
-        With PID namespaces these are the processes the evaluator started;
-        each has one child, the namespace's init, that does the work.
+        With namespaces these are the processes the evaluator started; each
+        has one child, the namespace's init, that does the work.
         """
         return [pid for w in self._workers if w.alive and (pid := w.pid) is not None]
 
     @property
     def uses_pid_namespaces(self) -> bool:
-        """True when every worker started as init of its own PID namespace."""
-        return all(worker.pid_namespace for worker in self._workers)
+        """True when every worker started as init of its own namespaces."""
+        return all(worker.layers.get("namespaces") for worker in self._workers)
 
     def evaluate(self, code: str) -> EvaluationResult:
         """Run ``code``'s entry function in a confined child and validate its output.
@@ -203,9 +256,12 @@ class SandboxEvaluator:
         does: failures come back as ``valid=False`` with a ``reason``.
 
         Raises:
+            ValidatorChangedError: the validator file changed on disk since
+                start-up (nothing was run).
             SandboxError: the evaluator is closed, or a dead worker could not be
                 restarted.
         """
+        self.validator.check()
         worker = self._acquire()
         try:
             if not worker.alive:
@@ -268,7 +324,7 @@ class SandboxEvaluator:
                     worker.discard()
                 else:  # busy: its evaluating thread sees the death and closes the pipes
                     worker.kill()
-            shutil.rmtree(self._temp_root, ignore_errors=True)
+            _remove_quietly(self._temp_root)
 
     def __enter__(self) -> SandboxEvaluator:
         return self
@@ -280,6 +336,22 @@ class SandboxEvaluator:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _child_uids(run_as_uid: int | str, count: int) -> list[int | None]:
+    """The uid each worker's children switch to (None: keep the engine's, as non-root must).
+
+    Raises:
+        ValueError: ``run_as_uid`` is neither ``"auto"`` nor a uid, or a fixed
+            uid was asked for without root.
+    """
+    if run_as_uid == "auto":
+        return list(dedicated_uids(count)) if can_switch_uid() else [None] * count
+    if isinstance(run_as_uid, bool) or not isinstance(run_as_uid, int) or run_as_uid <= 0:
+        raise ValueError(f"run_as_uid must be 'auto' or a positive uid, got {run_as_uid!r}")
+    if not can_switch_uid():
+        raise ValueError(f"run_as_uid={run_as_uid} needs root; leave it at 'auto'")
+    return [run_as_uid] * count
 
 
 def _to_result(frame: dict[str, Any], elapsed: float) -> EvaluationResult:
@@ -294,4 +366,6 @@ def _to_result(frame: dict[str, Any], elapsed: float) -> EvaluationResult:
         run_seconds=run_seconds,
         overhead_seconds=max(0.0, elapsed - run_seconds),
         stdout_tail=str(frame.get("stdout_tail", "")),
+        cpu_seconds=float(frame.get("cpu_seconds", 0.0)),
+        peak_memory_bytes=int(frame.get("peak_rss_bytes", 0)),
     )

@@ -17,7 +17,12 @@ _CRASH_SIGNALS = {signal.SIGKILL, signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT}
 
 @dataclass(frozen=True)
 class ChildRun:
-    """Raw facts about one child: exit status, timing, result bytes, output size and tail."""
+    """Raw facts about one child, all measured by the worker or the kernel.
+
+    ``wall_seconds`` runs from the fork to the exit (or the kill);
+    ``cpu_seconds`` and ``peak_rss_bytes`` come from ``wait4``;
+    ``sandbox_error`` says what the worker could not prepare or clean up.
+    """
 
     status: int
     wall_seconds: float
@@ -26,6 +31,10 @@ class ChildRun:
     result_too_large: bool
     output_bytes: int
     tail: str
+    output_too_large: bool = False
+    cpu_seconds: float = 0.0
+    peak_rss_bytes: int = 0
+    sandbox_error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -41,15 +50,18 @@ class MetricsError(ValueError):
     """The validator's answer is not a usable metrics dict."""
 
 
-def invalid(reason: str, run: ChildRun, run_seconds: float | None = None) -> dict[str, Any]:
-    """Fields of an invalid verdict."""
+def _measured(run: ChildRun) -> dict[str, Any]:
     return {
-        "valid": False,
-        "metrics": {},
-        "reason": reason[:_MAX_REASON_CHARS],
-        "run_seconds": run.wall_seconds if run_seconds is None else run_seconds,
+        "run_seconds": run.wall_seconds,
+        "cpu_seconds": run.cpu_seconds,
+        "peak_rss_bytes": run.peak_rss_bytes,
         "stdout_tail": run.tail,
     }
+
+
+def invalid(reason: str, run: ChildRun) -> dict[str, Any]:
+    """Fields of an invalid verdict."""
+    return {"valid": False, "metrics": {}, "reason": reason[:_MAX_REASON_CHARS], **_measured(run)}
 
 
 def check_metrics(raw: Any, primary: str) -> dict[str, float]:
@@ -89,8 +101,12 @@ def _process_reason(run: ChildRun, limits: Limits) -> str | None:
     """Why the child failed at the process level, or None when it reported normally."""
     signalled = os.WIFSIGNALED(run.status)
     signum = os.WTERMSIG(run.status) if signalled else 0
-    if run.output_bytes > limits.max_output_bytes or signum == signal.SIGXFSZ:
-        return "output limit exceeded"
+    if run.sandbox_error is not None:
+        return f"sandbox: {run.sandbox_error}"
+    if run.output_too_large or run.output_bytes > limits.max_output_bytes:
+        return f"output limit exceeded (more than {limits.max_output_bytes} bytes)"
+    if signum == signal.SIGXFSZ:
+        return "file size limit exceeded (SIGXFSZ)"
     if run.timed_out:
         return f"timeout after {limits.timeout_s:g} s"
     if run.result_too_large:
@@ -113,39 +129,25 @@ def _parse_payload(data: bytes) -> dict[str, Any] | None:
     return payload
 
 
-def _reported_seconds(payload: Mapping[str, Any], wall: float) -> float:
-    seconds = payload.get("seconds")
-    if isinstance(seconds, int | float) and math.isfinite(seconds):
-        return min(max(float(seconds), 0.0), wall)
-    return wall
-
-
 def judge(
     run: ChildRun, limits: Limits, primary: str, validate: Callable[[Any], Any]
 ) -> dict[str, Any]:
-    """Verdict fields (valid, metrics, reason, run_seconds, stdout_tail) for one child."""
+    """Verdict fields (valid, metrics, reason, measurements, stdout_tail) for one child."""
     reason = _process_reason(run, limits)
     if reason is not None:
         return invalid(reason, run)
     payload = _parse_payload(run.result or b"")
     if payload is None:
         return invalid("malformed result from the program", run)
-    seconds = _reported_seconds(payload, run.wall_seconds)
     if not payload["ok"]:
-        return invalid(str(payload.get("reason", "program failed")), run, seconds)
+        return invalid(str(payload.get("reason", "program failed")), run)
     try:
         raw = validate(payload.get("output"))
     except Exception as exc:  # trusted validator on untrusted output: record and survive
         message = str(exc) or type(exc).__name__
-        return invalid(f"validator: {message}", run, seconds)
+        return invalid(f"validator: {message}", run)
     try:
         metrics = check_metrics(raw, primary)
     except MetricsError as exc:
-        return invalid(str(exc), run, seconds)
-    return {
-        "valid": True,
-        "metrics": metrics,
-        "reason": None,
-        "run_seconds": seconds,
-        "stdout_tail": run.tail,
-    }
+        return invalid(str(exc), run)
+    return {"valid": True, "metrics": metrics, "reason": None, **_measured(run)}

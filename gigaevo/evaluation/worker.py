@@ -1,62 +1,58 @@
-"""Warm worker process: pre-imports, forks one confined child per program, validates.
+"""Warm worker process: builds the sandbox once, forks one confined child per program, validates.
 
-Run as ``python -m gigaevo.evaluation.worker`` by ``SandboxEvaluator``. The
-worker speaks length-prefixed JSON over its stdin/stdout (see ``protocol``):
-first a config frame (answered with ``ready`` or ``error``), then one ``run``
-frame per program, answered by a ``started`` frame carrying the child's pid
-(``None`` inside a PID namespace, where the pid means nothing to the
-evaluator) and a ``result`` frame. It is the trusted side: it reads the
-child's JSON output with a size cap and calls the problem's validator itself.
+Started by ``SandboxEvaluator`` as ``python -I -c <bootstrap>`` (isolated
+mode: no environment-driven imports, no working directory on ``sys.path``),
+with ``/`` as working directory and an allow-listed environment. The worker
+speaks length-prefixed JSON over its stdin/stdout (see ``protocol``): first a
+config frame (answered with ``ready``, which lists the isolation layers in
+place, or ``error``), then one ``run`` frame per program, answered by a
+``started`` frame carrying the child's pid (``None`` inside a PID namespace,
+where the pid means nothing to the evaluator) and a ``result`` frame.
 
-The worker is non-dumpable and, when the kernel allows it, runs as init of
-its own PID and mount namespace (see ``isolation``); the process the
-evaluator started then only waits for it.
+Start-up order: non-dumpable; new namespaces (``isolation``); a read-only
+root holding only what the worker imports and the problem directory
+(``mounts``); then the preloads and the validator, compiled from the exact
+source the evaluator hashed (never re-read from disk). Per program: a fresh
+scratch (``scratch``), a fork, the child's confinement (``child``), the
+supervision of its pipes (``supervise``), the sweep of anything left, the
+scratch discarded, and only then the validator (``verdict``).
 
 This module imports only the standard library and the small sandbox modules.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib
-import importlib.util
 import os
-import select
-import shutil
 import sys
-import tempfile
 import time
 import traceback
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from gigaevo.evaluation.child import ChildSpec, run_child
 from gigaevo.evaluation.guard import ProcessCreationGuard
 from gigaevo.evaluation.isolation import (
-    enter_pid_namespace,
+    Namespaces,
+    can_switch_uid,
+    enter_namespaces,
     kill_namespace_members,
+    mount_private_proc,
     set_non_dumpable,
 )
-from gigaevo.evaluation.limits import (
-    become_child_subreaper,
-    kill_all_descendants,
-    kill_group,
-    scrub_os_environ,
-)
+from gigaevo.evaluation.limits import become_child_subreaper, kill_all_descendants, kill_group
+from gigaevo.evaluation.mounts import enter_readonly_root
 from gigaevo.evaluation.protocol import PipeClosedError, ProtocolError, read_frame, write_frame
+from gigaevo.evaluation.scratch import DirectoryScratch, TmpfsScratch
+from gigaevo.evaluation.seccomp import ChildFilter
+from gigaevo.evaluation.supervise import collect, reap
 from gigaevo.evaluation.verdict import ChildRun, Limits, judge
 
-_READ_CHUNK = 1 << 16
-
-
-@dataclass(frozen=True)
-class _Collected:
-    wall_seconds: float
-    timed_out: bool
-    result: bytes | None
-    result_too_large: bool
+VALIDATOR_MODULE = "gigaevo_problem_validator"
+MAX_OPEN_FILES = 1024
+_TASK_SLACK = 4  # RLIMIT_NPROC also counts the worker side of a user namespace
 
 
 @dataclass(frozen=True)
@@ -64,18 +60,24 @@ class WorkerConfig:
     """Settings sent by the evaluator in the first frame."""
 
     validator_path: str
+    validator_source: str
     entry_function: str
     primary_metric: str
     preload_modules: tuple[str, ...]
-    temp_root: str
+    work_dir: str
     timeout_s: float
     memory_mb: int
     cpu_seconds: float
     max_output_bytes: int
     max_result_bytes: int
     tail_bytes: int
+    scratch_mb: int = 256
+    max_threads: int = 64
     run_as_uid: int | None = None
-    pid_namespace: bool = True
+    namespaces: bool = True
+    network: bool = False
+    seccomp: bool = True
+    legacy_remount: bool = False
 
     @classmethod
     def from_message(cls, message: dict[str, Any]) -> WorkerConfig:
@@ -89,167 +91,215 @@ class WorkerConfig:
         return cls(**fields)
 
 
-def load_validator(path: str) -> Callable[[Any], Any]:
-    """Import ``validate`` from the validator file (its directory joins ``sys.path``).
+def load_validator(path: str, source: str) -> Callable[[Any], Any]:
+    """Compile ``validate`` from ``source`` (the text of ``path``, already hashed).
+
+    The file's directory joins ``sys.path`` so that the validator can import
+    modules beside it; the file itself is not read again.
 
     Raises:
-        ImportError: the file cannot be loaded or defines no callable ``validate``.
-        Exception: whatever the validator module raises while importing.
+        ImportError: the source defines no callable ``validate``.
+        Exception: whatever the validator module raises while executing.
     """
-    file = Path(path)
-    spec = importlib.util.spec_from_file_location("gigaevo_problem_validator", file)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {file}")
-    sys.path.insert(0, str(file.parent))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    module = types.ModuleType(VALIDATOR_MODULE)
+    module.__file__ = path
+    sys.path.insert(0, os.path.dirname(path))
+    sys.modules[VALIDATOR_MODULE] = module
+    exec(compile(source, path, "exec"), module.__dict__)
     validate = getattr(module, "validate", None)
     if not callable(validate):
-        raise ImportError(f"{file} defines no callable validate(output)")
+        raise ImportError(f"{path} defines no callable validate(output)")
     return validate
+
+
+@dataclass
+class Sandbox:
+    """The layers one worker put in place (reported in ``ready``) and its per-child parts."""
+
+    namespaces: Namespaces
+    filesystem: bool
+    filesystem_error: str | None
+    child_uid: int | None
+    scratch: TmpfsScratch | DirectoryScratch
+    seccomp: ChildFilter | None
+    engine_root: bool = False
+
+    def layers(self) -> dict[str, Any]:
+        return {
+            "namespaces": self.namespaces.pid,
+            "filesystem": self.filesystem,
+            "network_namespace": self.namespaces.network,
+            "user_namespace": self.namespaces.user,
+            "seccomp": self.seccomp is not None,
+            "uid": os.geteuid() if self.child_uid is None else self.child_uid,
+            "dedicated_uid": self.child_uid is not None,
+            "engine_root": self.engine_root,
+            "refused": self.namespaces.refused,
+            "filesystem_error": self.filesystem_error,
+        }
 
 
 class Worker:
     """Forks, supervises and judges one child per ``run`` request."""
 
-    def __init__(
-        self, config: WorkerConfig, validate: Callable[[Any], Any], *, namespaced: bool = False
-    ) -> None:
+    def __init__(self, config: WorkerConfig, validate: Callable[[Any], Any], box: Sandbox) -> None:
         self.config = config
         self.validate = validate
-        self.namespaced = namespaced
+        self.box = box
         self.guard = ProcessCreationGuard()
 
     def evaluate(self, code: str, announce: Callable[[int], None]) -> dict[str, Any]:
         """Run ``code`` in a fresh confined child and return the ``result`` frame."""
-        workdir = tempfile.mkdtemp(prefix="child-", dir=self.config.temp_root)
         try:
-            # Anonymous (O_TMPFILE where supported): gone once closed, whatever the child does.
-            with tempfile.TemporaryFile(dir=self.config.temp_root, buffering=0) as output:
-                if self.config.run_as_uid is not None:
-                    os.chown(workdir, self.config.run_as_uid, self.config.run_as_uid)
-                run = self._fork_and_wait(code, workdir, output.fileno(), announce)
-        finally:
-            shutil.rmtree(workdir, ignore_errors=True)
+            workdir = self.box.scratch.prepare()
+        except OSError as exc:
+            run = ChildRun(0, 0.0, False, None, False, 0, "", sandbox_error=f"no scratch: {exc}")
+        else:
+            run = self._fork_and_wait(code, workdir, announce)
         config = self.config
         limits = Limits(config.timeout_s, config.max_output_bytes, config.max_result_bytes)
         verdict = judge(run, limits, config.primary_metric, self.validate)
         return {"type": "result", **verdict}
 
-    def _fork_and_wait(
-        self, code: str, workdir: str, output_fd: int, announce: Callable[[int], None]
-    ) -> ChildRun:
+    def _spec(self, code: str, workdir: str, output_fd: int, result_fd: int) -> ChildSpec:
         config = self.config
-        read_fd, write_fd = os.pipe()
-        spec = ChildSpec(
+        return ChildSpec(
             code=code,
             entry_function=config.entry_function,
             workdir=workdir,
             output_fd=output_fd,
-            result_fd=write_fd,
+            result_fd=result_fd,
             memory_mb=config.memory_mb,
             cpu_seconds=config.cpu_seconds,
-            max_output_bytes=config.max_output_bytes,
-            run_as_uid=config.run_as_uid,
+            max_file_bytes=config.scratch_mb * 2**20,
+            max_tasks=config.max_threads + _TASK_SLACK,
+            max_files=MAX_OPEN_FILES,
+            run_as_uid=self.box.child_uid,
+            seccomp=self.box.seccomp,
         )
+
+    def _fork_and_wait(self, code: str, workdir: str, announce: Callable[[int], None]) -> ChildRun:
+        config = self.config
+        result_r, result_w = os.pipe()
+        output_r, output_w = os.pipe()
+        spec = self._spec(code, workdir, output_w, result_w)
         self.guard.refresh()
         sys.stdout.flush()
         sys.stderr.flush()
-        start = time.monotonic()
+        started = time.monotonic()
         pid = os.fork()
         if pid == 0:
             run_child(spec, self.guard)
-        os.close(write_fd)
+        os.close(result_w)
+        os.close(output_w)
         try:
             announce(pid)
-            run = self._supervise(pid, read_fd, start)
+            seen = collect(
+                pid,
+                result_fd=result_r,
+                output_fd=output_r,
+                started=started,
+                timeout_s=config.timeout_s,
+                max_result_bytes=config.max_result_bytes,
+                max_output_bytes=config.max_output_bytes,
+                tail_bytes=config.tail_bytes,
+            )
         finally:
-            kill_group(pid)  # always: grandchildren in the child's group die too
-            os.close(read_fd)
-        _, status = os.waitpid(pid, 0)
+            kill_group(pid)  # always: anything left in the child's group dies too
+            os.close(result_r)
+            os.close(output_r)
+        status, cpu, rss = reap(pid)
         # Escaped descendants were re-parented to us (subreaper or namespace init).
-        if self.namespaced:
+        if self.box.namespaces.pid:
             kill_namespace_members()
         else:
             kill_all_descendants()
-        size = os.fstat(output_fd).st_size
-        tail = os.pread(output_fd, config.tail_bytes, max(0, size - config.tail_bytes))
+        problem = self.box.scratch.discard()
         return ChildRun(
             status=status,
-            wall_seconds=run.wall_seconds,
-            timed_out=run.timed_out,
-            result=run.result,
-            result_too_large=run.result_too_large,
-            output_bytes=size,
-            tail=tail.decode("utf-8", errors="replace"),
+            wall_seconds=seen.wall_seconds,
+            timed_out=seen.timed_out,
+            result=None if seen.result_too_large else seen.result,
+            result_too_large=seen.result_too_large,
+            output_bytes=seen.output_bytes,
+            tail=seen.tail.decode("utf-8", errors="replace"),
+            output_too_large=seen.output_too_large,
+            cpu_seconds=cpu,
+            peak_rss_bytes=rss,
+            sandbox_error=problem,
         )
 
-    def _supervise(self, pid: int, read_fd: int, start: float) -> _Collected:
-        """Collect the child's result bytes until it exits, the cap trips, or time runs out."""
-        cap = self.config.max_result_bytes
-        deadline = start + self.config.timeout_s
-        buffer = bytearray()
-        timed_out = too_large = False
-        pidfd = os.pidfd_open(pid)
-        poller = select.poll()
-        poller.register(read_fd, select.POLLIN)
-        poller.register(pidfd, select.POLLIN)
-        try:
-            exited = False
-            while not exited:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    timed_out = True
-                    break
-                for fd, _ in poller.poll(max(1, int(remaining * 1000) + 1)):
-                    if fd == pidfd:
-                        exited = True
-                    elif not self._read_into(read_fd, buffer, poller):
-                        too_large = len(buffer) > cap
-                        if too_large:
-                            break
-                if too_large:
-                    break
-            wall = time.monotonic() - start
-            if exited and not too_large:
-                os.set_blocking(read_fd, False)
-                while self._read_into(read_fd, buffer, poller) and len(buffer) <= cap:
-                    pass
-                too_large = len(buffer) > cap
-        finally:
-            os.close(pidfd)
-        result = None if too_large else bytes(buffer)
-        return _Collected(wall, timed_out, result, too_large)
 
-    def _read_into(self, fd: int, buffer: bytearray, poller: select.poll) -> bool:
-        """Read one chunk; False at end of file, when nothing is ready, or past the cap."""
+def visible_paths(validator_path: str) -> list[str]:
+    """What the read-only root must hold: the Python installation, ``sys.path``, the problem.
+
+    The project root that holds ``gigaevo`` (a source checkout) is not shown
+    whole: only the package itself is, so run outputs, ``.git`` or a ``.env``
+    beside it stay invisible.
+    """
+    import gigaevo
+
+    package = os.path.dirname(os.path.abspath(gigaevo.__file__))
+    project = os.path.dirname(package)
+    prefixes = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
+    inside_prefix = any(project == p or project.startswith(p.rstrip("/") + "/") for p in prefixes)
+    paths = [*prefixes, package, os.path.dirname(validator_path)]
+    paths += [e for e in sys.path if e and (inside_prefix or os.path.abspath(e) != project)]
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str) and os.path.isabs(file) and not file.startswith(project + "/"):
+            paths.append(os.path.dirname(file))
+    return paths
+
+
+def build_sandbox(config: WorkerConfig, close_in_parent: tuple[int, ...]) -> Sandbox:
+    """Enter the namespaces and the read-only root; choose the child's uid and scratch.
+
+    Raises:
+        OSError: the root became unusable half-way (never silently weaker).
+    """
+    engine_root = os.geteuid() == 0
+    ns = Namespaces(refused="disabled by evaluator.namespaces=false")
+    if config.namespaces:
+        ns = enter_namespaces(network=config.network, close_in_parent=close_in_parent)
+    filesystem, error = False, None
+    if ns.mount:
+        base = os.path.join(config.work_dir, "root")
+        os.makedirs(base, exist_ok=True)
         try:
-            chunk = os.read(fd, _READ_CHUNK)
-        except BlockingIOError:
-            return False
-        if not chunk:
-            with contextlib.suppress(KeyError):
-                poller.unregister(fd)
-            return False
-        buffer += chunk
-        return len(buffer) <= self.config.max_result_bytes
+            enter_readonly_root(
+                base, visible_paths(config.validator_path), legacy_remount=config.legacy_remount
+            )
+            filesystem = True
+        except OSError as exc:
+            error = str(exc)
+            mount_private_proc()
+    child_uid = config.run_as_uid if can_switch_uid() and not ns.user else None
+    uid = os.geteuid() if child_uid is None else child_uid
+    size = config.scratch_mb * 2**20
+    scratch: TmpfsScratch | DirectoryScratch
+    if filesystem:
+        scratch = TmpfsScratch(size, uid, os.getegid() if child_uid is None else child_uid)
+    else:
+        scratch = DirectoryScratch(os.path.join(config.work_dir, "scratch"), child_uid)
+    seccomp = ChildFilter.for_machine(network=config.network) if config.seccomp else None
+    return Sandbox(ns, filesystem, error, child_uid, scratch, seccomp, engine_root)
 
 
 def _prepare_process() -> tuple[int, int]:
     """Move the protocol pipes off fds 0 and 1; return ``(in_fd, out_fd)``.
 
     Stray prints (the validator's) then go to /dev/null instead of corrupting
-    frames. The working directory leaves ``sys.path``: it is the scratch root
-    children write into.
+    frames. The working directory is ``/`` and ``sys.path`` holds no relative
+    entry: nothing a child writes is ever imported.
     """
     in_fd, out_fd = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)
     os.close(devnull)
-    cwd = os.getcwd()
-    sys.path[:] = [entry for entry in sys.path if entry not in ("", cwd)]
+    os.chdir("/")
+    sys.path[:] = [entry for entry in sys.path if os.path.isabs(entry)]
     return in_fd, out_fd
 
 
@@ -271,44 +321,37 @@ def _read_config(in_fd: int, out_fd: int) -> WorkerConfig | None:
         return None
 
 
-def _start(config: WorkerConfig, out_fd: int, namespaced: bool) -> Worker | None:
-    """Pre-import, load the validator; answer ``ready`` or ``error``."""
-    stage = "preload"
+def _start(config: WorkerConfig, out_fd: int, in_fd: int) -> Worker | None:
+    """Build the sandbox, pre-import, load the validator; answer ``ready`` or ``error``."""
+    stage = "isolation"
     try:
+        box = build_sandbox(config, close_in_parent=(in_fd, out_fd))
+        become_child_subreaper()
+        stage = "preload"
         for name in config.preload_modules:
             importlib.import_module(name)
         stage = "validator"
-        validate = load_validator(config.validator_path)
+        validate = load_validator(config.validator_path, config.validator_source)
     except BaseException as exc:  # startup boundary: report what broke, then exit
         detail = "".join(traceback.format_exception(exc, limit=-3))
         write_frame(out_fd, {"type": "error", "stage": stage, "error": detail.strip()})
         return None
-    ready = {
-        "type": "ready",
-        "pid": os.getpid(),
-        "vm_bytes": _address_space(),
-        "pid_namespace": namespaced,
-    }
-    write_frame(out_fd, ready)
-    return Worker(config, validate, namespaced=namespaced)
+    ready = {"type": "ready", "pid": os.getpid(), "vm_bytes": _address_space()}
+    write_frame(out_fd, {**ready, "layers": box.layers()})
+    return Worker(config, validate, box)
 
 
 def main() -> int:
     """Serve ``run`` requests until the evaluator closes the pipe; return the exit status."""
     set_non_dumpable()  # before anything else: exec made us dumpable again
     in_fd, out_fd = _prepare_process()
-    scrub_os_environ()
     config = _read_config(in_fd, out_fd)
     if config is None:
         return 1
-    namespaced = config.pid_namespace and enter_pid_namespace(
-        close_in_parent=(in_fd, out_fd),
-        allow_user_namespace=config.run_as_uid is None,
-    )
-    become_child_subreaper()
-    worker = _start(config, out_fd, namespaced)
+    worker = _start(config, out_fd, in_fd)
     if worker is None:
         return 1
+    namespaced = worker.box.namespaces.pid
     while True:
         try:
             request = read_frame(in_fd)

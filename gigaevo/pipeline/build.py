@@ -124,7 +124,11 @@ def _open_store(cfg: DictConfig, ckpt: Path, problem: Problem) -> ProgramStore:
         store = ProgramStore(path)
     except StoreError as exc:
         raise ConfigError(str(exc)) from exc
-    identity = {"problem": problem.name, "seed": int(cfg.seed)}
+    identity = {
+        "problem": problem.name,
+        "seed": int(cfg.seed),
+        "validator_sha256": problem.validator_sha256,
+    }
     if not existed or store.count() == 0:
         store.set_meta("identity", identity)
         return store
@@ -136,6 +140,8 @@ def _open_store(cfg: DictConfig, ckpt: Path, problem: Problem) -> ProgramStore:
         )
     stored = store.get_meta("identity") or {}
     for key, value in identity.items():
+        if key == "validator_sha256" and key not in stored:
+            continue  # a run made before the hash was recorded
         if stored.get(key) != value:
             store.close()
             raise ConfigError(
@@ -283,6 +289,7 @@ def build_run(cfg: DictConfig, *, show_progress: bool = True) -> BuiltRun:
     evo = cfg.evolution
     memory = _build_memory(cfg, problem, ckpt, notes, store)
     evaluator = instantiate(cfg.evaluator)(problem=problem)
+    store.set_meta("sandbox", getattr(evaluator, "isolation", None))
     mutator = instantiate(cfg.pipeline.mutator, llm=llm)
     engine = EvolutionEngine(
         problem=problem,

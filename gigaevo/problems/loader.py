@@ -10,6 +10,7 @@ are read and parsed, never imported or run), and every failure raises
 from __future__ import annotations
 
 import ast
+import hashlib
 import math
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ EVOLVE_START = "# EVOLVE-BLOCK-START"
 EVOLVE_END = "# EVOLVE-BLOCK-END"
 DEFAULT_TIMEOUT_S = 10.0
 
-_TOP_KEYS = frozenset({"name", "entry_function", "timeout_s", "metrics"})
+_TOP_KEYS = frozenset({"name", "entry_function", "timeout_s", "metrics", "validator_sha256"})
 _METRIC_KEYS = frozenset(
     {"primary", "higher_is_better", "lower_bound", "upper_bound", "sentinel", "best_known", "extra"}
 )
@@ -83,6 +84,7 @@ def load_problem(name: str | None = None, directory: str | Path | None = None) -
     programs = tuple(_check_program(p, entry) for p in _initial_program_paths(root))
     validator_path = root / "validator.py"
     _check_validator(validator_path)
+    digest = _validator_digest(validator_path, raw, spec_path)
     return Problem(
         name=_optional_str(raw, "name", spec_path) or root.name,
         directory=root,
@@ -93,6 +95,7 @@ def load_problem(name: str | None = None, directory: str | Path | None = None) -
         metrics=metrics,
         timeout_s=_timeout(raw, spec_path),
         extra_metrics=extra,
+        validator_sha256=digest,
     )
 
 
@@ -296,3 +299,21 @@ def _check_validator(path: Path) -> None:
     _, tree = _parse_python(path)
     if _top_level_function(tree, "validate") is None:
         raise ProblemError(f"{path}: no top-level 'def validate(output)'")
+
+
+def _validator_digest(path: Path, raw: dict[str, Any], spec_path: Path) -> str:
+    """SHA-256 of ``validator.py``, checked against ``validator_sha256`` when problem.yaml pins it.
+
+    The sandbox compiles exactly these bytes and refuses a file that changes
+    afterwards; the pin also catches a change made between runs (the
+    built-in problems pin theirs).
+    """
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    pinned = _optional_str(raw, "validator_sha256", spec_path)
+    if pinned is not None and pinned.lower() != digest:
+        raise ProblemError(
+            f"{path}: sha256 {digest[:12]}... does not match validator_sha256 "
+            f"{pinned[:12]}... in {spec_path.name} (the validator changed on disk; "
+            "restore it, or update the pin if the change is yours)"
+        )
+    return digest

@@ -67,6 +67,9 @@ class Problem:
         timeout_s: suggested wall-clock limit for one evaluation.
         extra_metrics: names of further metrics the validator reports (usable
             as behaviour descriptors).
+        validator_sha256: hex SHA-256 of ``validator.py`` as loaded (None for
+            problems built in code); the sandbox refuses a validator that no
+            longer matches it, and a run records it.
     """
 
     name: str
@@ -78,3 +81,4 @@ class Problem:
     metrics: MetricsSpec
     timeout_s: float = 10.0
     extra_metrics: tuple[str, ...] = ()
+    validator_sha256: str | None = None

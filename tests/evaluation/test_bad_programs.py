@@ -88,7 +88,7 @@ def test_printing_gigabytes_stops_at_the_output_cap(shared_evaluator: SandboxEva
     started = time.monotonic()
     result = shared_evaluator.evaluate(code)
     assert not result.valid
-    assert result.reason == "output limit exceeded"
+    assert result.reason.startswith("output limit exceeded")
     assert time.monotonic() - started < 1.0
     assert len(result.stdout_tail) <= 2048
 
@@ -105,7 +105,7 @@ def test_stderr_flood_is_capped_too(shared_evaluator: SandboxEvaluator) -> None:
     )
     result = shared_evaluator.evaluate(code)
     assert not result.valid
-    assert result.reason == "output limit exceeded"
+    assert result.reason.startswith("output limit exceeded")
 
 
 def test_non_serialisable_return(shared_evaluator: SandboxEvaluator) -> None:
@@ -177,7 +177,7 @@ def test_one_huge_print_is_stopped_by_the_output_cap(shared_evaluator: SandboxEv
     # 300 MB string under a 512 MB cap: encoding it whole would need another 300 MB
     result = shared_evaluator.evaluate("def solve():\n    print('x' * 300_000_000)\n")
     assert not result.valid
-    assert result.reason == "output limit exceeded"
+    assert result.reason.startswith("output limit exceeded")
 
 
 def test_output_before_a_timeout_is_kept(shared_evaluator: SandboxEvaluator) -> None:
