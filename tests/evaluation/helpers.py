@@ -90,3 +90,42 @@ def is_worker(pid: int) -> bool:
 def stray_processes(worker_pids: list[int]) -> list[int]:
     """Live descendants of the workers that are not workers themselves (programs, escapees)."""
     return [pid for worker in worker_pids for pid in descendants(worker) if not is_worker(pid)]
+
+
+ORDINARY_UID = 43210  # no account needed: the process only needs a uid that owns nothing
+
+
+def _blocked_ancestor(path: Path) -> Path | None:
+    """The outermost ancestor of ``path`` that other users cannot search, if any."""
+    parts = path.resolve().parts
+    for i in range(1, len(parts)):
+        ancestor = Path(*parts[:i])
+        if ancestor != Path("/") and not ancestor.stat().st_mode & 0o001:
+            return ancestor
+    return None
+
+
+def as_ordinary_user(command: list[str], needed: list[Path], hold: Path) -> list[str]:
+    """``command`` run by a root test as uid ``ORDINARY_UID``, without any capability.
+
+    The interpreter may live under a directory closed to other users (pyenv
+    under a 0700 ``/root``): in a private mount namespace, each such directory
+    is covered by an empty tmpfs into which only the ``needed`` paths are
+    bound back, so the ordinary user reaches them and nothing else there.
+    ``hold`` is an empty directory for the temporary binds.
+    """
+    steps = ["set -e"]
+    for i, path in enumerate(sorted({p.resolve() for p in needed})):
+        blocked = _blocked_ancestor(path)
+        if blocked is None:
+            continue
+        keep = hold / str(i)
+        steps += [f"mkdir -p '{keep}'", f"mount --bind '{path}' '{keep}'"]
+        steps += [f"mountpoint -q '{blocked}' || mount -t tmpfs -o mode=0755 tmpfs '{blocked}'"]
+        steps += [f"mkdir -p '{path}'", f"mount --bind '{keep}' '{path}'"]
+    drop = (
+        f"exec setpriv --reuid={ORDINARY_UID} --regid={ORDINARY_UID} --clear-groups "
+        '--inh-caps=-all --bounding-set=-all "$@"'
+    )
+    script = "\n".join([*steps, drop])
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *command]
