@@ -18,6 +18,9 @@ answers like a model would, with ``usage`` token counts:
 - ``unauthorized``: HTTP 401 (its message echoes the bearer token, as a
   careless proxy might, so tests can check that nothing repeats it);
 - ``forbidden``: HTTP 403; ``not_found``: HTTP 404 (an unknown model).
+- ``program``: the next of the ``programs`` given to the server, whole, in a
+  fenced block (the new content of the parent's EVOLVE block): how the
+  red-team tests feed attack programs into a run.
 
 Every request is recorded (``requests``: path, headers, JSON body, the
 behaviour used) for assertions.
@@ -47,6 +50,7 @@ BEHAVIOURS = (
     "unauthorized",
     "forbidden",
     "not_found",
+    "program",
 )
 _NUMBER = re.compile(r"(?<![\w.])-?\d+\.\d+|(?<![\w.])-?\d+(?![\w.])")
 _PARENT = re.compile(r"## Parent program.*?```python\n(.*?)```", re.DOTALL)
@@ -107,6 +111,7 @@ class OpenAIServer:
         slow_seconds: how long ``slow`` waits before answering.
         retry_after: the ``Retry-After`` header value of a 429.
         json_payload: the content of ``json`` answers.
+        programs: the code ``program`` answers return, in order of arrival.
     """
 
     def __init__(
@@ -117,6 +122,7 @@ class OpenAIServer:
         slow_seconds: float = 2.0,
         retry_after: str = "0",
         json_payload: Any = None,
+        programs: Iterable[str] = (),
     ) -> None:
         for name in [*script, default]:
             if name not in BEHAVIOURS:
@@ -126,6 +132,7 @@ class OpenAIServer:
         self.slow_seconds = slow_seconds
         self.retry_after = retry_after
         self.json_payload = json_payload if json_payload is not None else {"ok": True}
+        self.programs: deque[str] = deque(programs)
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
@@ -213,6 +220,10 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
             if behaviour == "json":
                 text = json.dumps(server.json_payload)
+            elif behaviour == "program":
+                with server._lock:
+                    code = server.programs.popleft() if server.programs else "pass\n"
+                text = _report(f"```python\n{code}```\n")
             else:
                 text = mutation_answer(prompt, "diff" if behaviour == "slow" else behaviour, k)
             self._send(200, _completion(body.get("model", "model"), text, prompt, k))
