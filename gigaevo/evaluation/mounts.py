@@ -3,7 +3,8 @@
 Runs in the worker, as the (namespace) root of its own mount namespace;
 standard library alone. ``enter_readonly_root`` is called once, at start-up:
 it builds a new root on a small tmpfs from read-only bind mounts of the
-system directories (``/usr``, ``/etc``, the ``/lib`` family, ``/sys``), the
+system directories (``/usr``, the ``/lib`` family, an allow-list of ``/etc``
+and the CPU part of ``/sys``), the
 Python installation and the paths the worker imports from, the problem
 directory, a few device nodes and a private ``/proc``, then pivots into it.
 Everything else (the checkpoint directory, the card bank, home
@@ -49,7 +50,22 @@ _KEPT_FLAGS = (
     (os.ST_RELATIME, MS_RELATIME),
 )
 
-SYSTEM_PATHS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys")
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# Only what programs and libraries read from /etc and /sys: world-readable files
+# there sometimes carry secrets (/etc/environment, pip or git configuration), and
+# a child could print them into the output the engine keeps and shows the model.
+SYSTEM_ENTRIES = (
+    *(
+        f"/etc/{name}"
+        for name in (
+            "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "timezone",
+            "passwd", "group", "nsswitch.conf", "host.conf", "hosts", "gai.conf", "protocols",
+            "services", "mime.types", "locale.alias", "os-release", "ssl", "ca-certificates",
+            "fonts", "matplotlibrc",
+        )
+    ),
+    "/sys/devices/system/cpu",  # CPU counts and topology (os.cpu_count, BLAS)
+)  # fmt: skip
 DEVICES = ("null", "zero", "full", "random", "urandom")
 DEV_LINKS = {
     "fd": "/proc/self/fd",
@@ -121,7 +137,7 @@ def plan_root(paths: Iterable[str]) -> RootPlan:
             links.append((path, os.readlink(path)))
         elif os.path.exists(path):
             wanted.append((path, path))
-    for path in paths:
+    for path in [*SYSTEM_ENTRIES, *paths]:
         named = os.path.abspath(path)
         real = os.path.realpath(named)
         if not os.path.exists(real):

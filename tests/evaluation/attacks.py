@@ -500,6 +500,32 @@ ATTACKS = [
             os._exit(0)
         """,
     ),
+    _attack(
+        "read_secret_files",
+        r"no secret file readable",
+        """
+        import glob, os
+
+        WIN = [0.0] * 6
+
+        def candidate():
+            targets = ["/etc/environment", "/etc/pip.conf", "/etc/gitconfig", "/etc/shadow"]
+            targets += ["$home/.netrc", "$home/.ssh/id_ed25519", "$home/.bashrc"]
+            targets += glob.glob("/root/.*") + glob.glob("/home/*/.*")
+            readable = []
+            for path in targets:
+                try:
+                    with open(path, "rb") as handle:
+                        handle.read(1)
+                    readable.append(path)
+                except OSError:
+                    pass
+            if readable:
+                print(readable)
+                return WIN
+            raise PermissionError(f"no secret file readable among {len(targets)}")
+        """,
+    ),
 ]
 
 
