@@ -38,13 +38,16 @@ def worker_command() -> list[str]:
     """``python -I -c <bootstrap>`` running ``gigaevo.evaluation.worker`` from this ``gigaevo``.
 
     Isolated mode (``-I``): no ``PYTHON*`` variable, no user site-packages and
-    no working directory on ``sys.path``; the bootstrap puts exactly the
-    directory holding the engine's own ``gigaevo`` package first.
+    no working directory on ``sys.path``. The bootstrap imports the engine's
+    own ``gigaevo`` from the directory that holds it, then takes that
+    directory off ``sys.path`` again (submodules resolve through the
+    package), so nothing else is ever imported from a source checkout.
     """
     root = str(Path(gigaevo.__file__).resolve().parent.parent)
     bootstrap = (
         f"import sys; sys.path.insert(0, {root!r}); "
-        "from gigaevo.evaluation.worker import main; sys.exit(main())"
+        "import gigaevo.evaluation.worker as w; "
+        f"sys.path.remove({root!r}); sys.exit(w.main())"
     )
     return [sys.executable, "-I", "-c", bootstrap]
 

@@ -166,7 +166,7 @@ class ChildFilter:
         for name in _SELF_ONLY:
             program += self._self_only(arch.calls[name], len(program))
         program.append((_RET_K, 0, 0, _RET_ALLOW))
-        self._filters = (_SockFilter * len(program))(*program)
+        self._filters = (_SockFilter * len(program))(*(_SockFilter(*row) for row in program))
         self._prog = _SockFprog(len(program), self._filters)
         self._prctl = ctypes.CDLL(None, use_errno=True).prctl
 
