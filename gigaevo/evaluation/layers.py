@@ -36,13 +36,13 @@ def describe_gaps(layers: Mapping[str, Any], *, network: bool) -> str | None:
     gaps: list[str] = []
     namespaced = bool(layers.get("namespaces"))
     if not namespaced:
-        host = "filesystem, processes" + ("" if network else " and abstract sockets")
-        gaps.append(f"no namespaces: children see the host's {host}")
+        gaps.append("no namespaces: children see the host's filesystem and processes")
     elif not layers.get("filesystem"):
         detail = layers.get("filesystem_error") or "refused"
         gaps.append(f"no read-only root: children see the host's filesystem ({detail})")
     if namespaced and not network and not layers.get("network_namespace"):
-        gaps.append("no network namespace (seccomp still refuses sockets)")
+        still = " (seccomp still refuses sockets)" if layers.get("seccomp") else ""
+        gaps.append(f"no network namespace{still}")
     if layers.get("engine_root") and not layers.get("dedicated_uid"):
         gaps.append("children run as uid 0 without capabilities, not as a dedicated uid")
     if not layers.get("seccomp"):

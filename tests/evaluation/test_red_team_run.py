@@ -20,7 +20,6 @@ Run once as the test's own user (root in CI) and once as an ordinary user.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -126,7 +125,7 @@ def _rows(checkpoint: Path) -> list[dict[str, Any]]:
         con.close()
 
 
-def _genuine_fitness(problem: Path, code: str) -> float:
+def _genuine_fitness(code: str) -> float:
     """The initial program scored outside any sandbox, with the pristine built-in validator."""
     namespace: dict[str, Any] = {}
     exec(compile(code, "initial", "exec"), namespace)
@@ -179,13 +178,12 @@ def _check_no_child_left() -> None:
         assert uid < 1 << 30, f"a child of uid {uid} outlived the run: {entry}"
 
 
-def _red_team(as_user: bool, bank: Path) -> None:
-    world = _world(as_user, bank)
+def _attack_run(world: dict[str, Path], as_user: bool) -> tuple[str, list[dict[str, Any]], int]:
+    """The run whose model answers the attacks; returns its output, the requests, trap hits."""
+    trap = Trap()
     try:
-        trap = Trap()
         with OpenAIServer(["diff", "diff"], default="program") as server:
             server.programs.extend(_programs(world, int(server.url.split(":")[2][:-3]), trap.port))
-            n = len(PLAN) + 2
             done = _run(
                 world,
                 as_user,
@@ -197,7 +195,7 @@ def _red_team(as_user: bool, bank: Path) -> None:
                 "llm.timeout_s=5",
                 f"checkpoint_dir={world['checkpoint']}",
                 f"memory_bank_dir={world['bank']}",
-                f"max_mutants={n}",
+                f"max_mutants={len(PLAN) + 2}",
                 "evolution.max_in_flight=2",
                 "evaluator.max_workers=2",
                 "evaluator.memory_mb=1024",
@@ -205,52 +203,66 @@ def _red_team(as_user: bool, bank: Path) -> None:
                 "progress=false",
             )
             requests = list(server.requests)
+    finally:
         trap.close()
-        output = done.stdout + done.stderr
-        assert done.returncode == 0, output[-4000:]
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-4000:]
+    return output, requests, trap.hits
+
+
+def _check_every_attack_failed(rows: list[dict[str, Any]]) -> None:
+    expected = {attack.name: attack.expect for attack in PLAN}
+    attacked = set()
+    for row in rows[1:]:
+        name = re.search(r"# red-team: (\w+)", row["code"])
+        if name is None:  # one of the two ordinary diffs
+            continue
+        attacked.add(name.group(1))
+        assert not row["valid"], f"{name.group(1)} was scored valid"
+        reason = row["invalid_reason"] or ""
+        assert re.search(expected[name.group(1)], reason), (name.group(1), reason)
+    assert attacked == set(expected)
+
+
+def _check_clean_run(world: dict[str, Path], as_user: bool) -> float:
+    """A fresh run of the same problem; returns its initial fitness."""
+    clean = _run(
+        world,
+        as_user,
+        f"problem.dir={world['problem_dir']}",
+        f"checkpoint_dir={world['clean']}",
+        "max_mutants=0",
+        "memory=none",
+        "progress=false",
+    )
+    assert clean.returncode == 0, clean.stderr[-3000:]
+    return float(json.loads((world["clean"] / "summary.json").read_text())["initial_fitness"])
+
+
+def _red_team(as_user: bool, bank: Path) -> None:
+    world = _world(as_user, bank)
+    try:
+        output, requests, trap_hits = _attack_run(world, as_user)
         assert "sandbox weaker than configured" not in output, output[-2000:]
         rows = _rows(world["checkpoint"])
-        assert len(rows) == n + 1
-        expected = {attack.name: attack.expect for attack in PLAN}
-        for row in rows[1:]:
-            name = re.search(r"# red-team: (\w+)", row["code"])
-            if name is None:  # one of the two ordinary diffs
-                continue
-            assert not row["valid"], f"{name.group(1)} was scored valid"
-            reason = row["invalid_reason"] or ""
-            assert re.search(expected[name.group(1)], reason), (name.group(1), reason)
-        attacked = {m.group(1) for r in rows if (m := re.search(r"# red-team: (\w+)", r["code"]))}
-        assert attacked == set(expected)
+        assert len(rows) == len(PLAN) + 3
+        _check_every_attack_failed(rows)
         _check_store_matches_events(world["checkpoint"], rows)
-        validator = world["problem_dir"] / "validator.py"
-        pristine = builtin_root() / "rastrigin" / "validator.py"
-        assert (
-            hashlib.sha256(validator.read_bytes()).digest()
-            == hashlib.sha256(pristine.read_bytes()).digest()
-        )
+        pristine = (builtin_root() / "rastrigin" / "validator.py").read_bytes()
+        assert (world["problem_dir"] / "validator.py").read_bytes() == pristine
         cards = json.loads((world["bank"] / "cards.json").read_text())  # the engine's JSON
         assert cards["format"] == "gigaevo.cards/1" and cards["n_cards"] > 0
-        assert trap.hits == 0
-        assert len(requests) == n and all(r["body"]["model"] == "test-model" for r in requests)
+        assert trap_hits == 0
+        assert len(requests) == len(PLAN) + 2  # the engine's own calls, nothing else
+        assert all(r["body"]["model"] == "test-model" for r in requests)
         assert all(r["headers"]["authorization"] == f"Bearer {KEY}" for r in requests)
         assert all(v not in output for v in CANARIES.values())
         _check_no_trace_outside(world)
         _check_no_child_left()
-
-        clean = _run(
-            world,
-            as_user,
-            f"problem.dir={world['problem_dir']}",
-            f"checkpoint_dir={world['clean']}",
-            "max_mutants=0",
-            "memory=none",
-            "progress=false",
-        )
-        assert clean.returncode == 0, clean.stderr[-3000:]
-        summary = json.loads((world["clean"] / "summary.json").read_text())
-        genuine = _genuine_fitness(world["problem_dir"], rows[0]["code"])
-        assert summary["initial_fitness"] == pytest.approx(genuine, rel=1e-12)
+        genuine = _genuine_fitness(rows[0]["code"])
         assert rows[0]["fitness"] == pytest.approx(genuine, rel=1e-12)
+        initial = _check_clean_run(world, as_user)
+        assert initial == pytest.approx(genuine, rel=1e-12)
     finally:
         shutil.rmtree(world["root"], ignore_errors=True)
 
