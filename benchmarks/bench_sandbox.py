@@ -7,7 +7,9 @@ Run from the repository root::
 Each program times its own work with ``perf_counter`` and returns that time,
 which the validator passes through as a metric, so the overhead (round trip
 minus the program's own time) is measured the same way for any version of
-the sandbox. Configurations: a trivial program and a ~10 ms CPU-bound one,
+the sandbox. ``start ms`` is the time to build the evaluator (workers
+started, namespaces and read-only root built, numpy and the validator
+loaded). Configurations: a trivial program and a ~10 ms CPU-bound one,
 with one worker and with two (driven by two threads).
 
 ``--baseline DIR`` runs the same rows against another checkout (for example
@@ -75,7 +77,9 @@ MEASURE = textwrap.dedent(
         metrics=MetricsSpec("score", True, 0.0, 1.0, 0.0), timeout_s=5.0,
     )
     workers, n = int(workers), int(n)
+    begun = time.perf_counter()
     with SandboxEvaluator(problem, max_workers=workers, **json.loads(extra)) as ev:
+        start_ms = (time.perf_counter() - begun) * 1e3
         for _ in range(5):
             ev.evaluate(code)
 
@@ -95,6 +99,7 @@ MEASURE = textwrap.dedent(
         "round_trip": [t * 1e3 for t, _ in samples],
         "own": [r.metrics["own_ms"] for _, r in samples],
         "per_second": n / wall,
+        "start_ms": start_ms,
     }))
     """
 )
@@ -123,7 +128,7 @@ def _row(label: str, data: dict) -> tuple[str, float]:
     overhead = [t - o for t, o in zip(data["round_trip"], data["own"], strict=True)]
     line = (
         f"{label:<44} {_stats(data['round_trip'])} {_stats(data['own'])} "
-        f"{_stats(overhead)} {data['per_second']:8.1f}"
+        f"{_stats(overhead)} {data['per_second']:8.1f} {data['start_ms']:8.0f}"
     )
     return line, statistics.median(overhead)
 
@@ -158,7 +163,7 @@ def main() -> None:
     print(f"load average before: {os.getloadavg()}")
     header = (
         f"{'configuration':<44} {'round trip ms':^23} {'program own ms':^23} "
-        f"{'overhead ms':^23} {'eval/s':>8}"
+        f"{'overhead ms':^23} {'eval/s':>8} {'start ms':>8}"
     )
     print(header)
     print(f"{'':<44}" + " ".join(f"{'mean':>7} {'median':>7} {'p95':>7}" for _ in range(3)))

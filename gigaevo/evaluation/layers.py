@@ -12,17 +12,61 @@ from collections.abc import Mapping
 from typing import Any
 
 # Dedicated child uids are drawn from a range no distribution allocates (2^30 to 2^30 + 2^24):
-# no file on the machine belongs to them, and no other process runs under them.
+# no file on the machine belongs to them, and no other process runs under them. Inside a
+# user namespace with a narrower id map (a rootless container), from the top of what is mapped.
 UID_BASE = 1 << 30
 UID_SPAN = 1 << 24
+_FIRST_FREE = 1000  # below: system accounts
+_NOBODY = (65534, 65535)
 DOC = "docs/sandbox.md"
 
 
-def dedicated_uids(count: int) -> list[int]:
-    """``count`` distinct random uids for the children of ``count`` workers (root only)."""
+def mapped_ranges(uid_map: str, gid_map: str) -> list[tuple[int, int]]:
+    """Half-open id ranges ``[start, end)`` mapped as both uid and gid in this user namespace."""
+
+    def parse(text: str) -> list[tuple[int, int]]:
+        rows = [line.split() for line in text.splitlines() if line.strip()]
+        return [(int(inside), int(inside) + int(count)) for inside, _, count in rows]
+
+    both = []
+    for u_start, u_end in parse(uid_map):
+        for g_start, g_end in parse(gid_map):
+            start, end = max(u_start, g_start), min(u_end, g_end)
+            if start < end:
+                both.append((start, end))
+    return both
+
+
+def _read_maps() -> tuple[str, str]:
+    try:
+        with open("/proc/self/uid_map") as uids, open("/proc/self/gid_map") as gids:
+            return uids.read(), gids.read()
+    except OSError:
+        return "0 0 4294967295\n", "0 0 4294967295\n"
+
+
+def dedicated_uids(count: int, maps: tuple[str, str] | None = None) -> list[int] | None:
+    """``count`` distinct random uids (also usable as gids) for the children of ``count`` workers.
+
+    Root only. From 2^30 up when this user namespace maps them (the machine's
+    own namespace does), else from the top of the largest mapped range above
+    the system accounts. None when fewer than ``count`` ids are available.
+    """
+    ranges = mapped_ranges(*(maps or _read_maps()))
+    if any(start <= UID_BASE and end >= UID_BASE + UID_SPAN for start, end in ranges):
+        low, high = UID_BASE, UID_BASE + UID_SPAN
+    else:
+        spans = [(max(start, _FIRST_FREE), end) for start, end in ranges]
+        low, high = max(spans, key=lambda span: span[1] - span[0], default=(0, 0))
+        low = max(low, high - UID_SPAN)
+    pool = high - low - sum(low <= n < high for n in _NOBODY)
+    if pool < count:
+        return None
     chosen: set[int] = set()
     while len(chosen) < count:
-        chosen.add(UID_BASE + secrets.randbelow(UID_SPAN))
+        uid = low + secrets.randbelow(high - low)
+        if uid not in _NOBODY:
+            chosen.add(uid)
     return sorted(chosen)
 
 

@@ -175,6 +175,7 @@ class SandboxEvaluator:
             self.close()
             raise
         self.isolation = dict(self._workers[0].layers)
+        self.isolation["child_uids"] = sorted({int(w.layers.get("uid", -1)) for w in self._workers})
         self.isolation_gaps = describe_gaps(self.isolation, network=network)
         if self.isolation_gaps is not None:
             log.warning("%s", self.isolation_gaps)
@@ -346,7 +347,8 @@ def _child_uids(run_as_uid: int | str, count: int) -> list[int | None]:
             uid was asked for without root.
     """
     if run_as_uid == "auto":
-        return list(dedicated_uids(count)) if can_switch_uid() else [None] * count
+        chosen = dedicated_uids(count) if can_switch_uid() else None
+        return [None] * count if chosen is None else list(chosen)
     if isinstance(run_as_uid, bool) or not isinstance(run_as_uid, int) or run_as_uid <= 0:
         raise ValueError(f"run_as_uid must be 'auto' or a positive uid, got {run_as_uid!r}")
     if not can_switch_uid():

@@ -275,6 +275,8 @@ def build_sandbox(config: WorkerConfig, close_in_parent: tuple[int, ...]) -> San
             error = str(exc)
             mount_private_proc()
     child_uid = config.run_as_uid if can_switch_uid() and not ns.user else None
+    if child_uid is not None and not _uid_usable(child_uid):
+        child_uid = None  # e.g. not mapped in this user namespace: reported as a gap
     uid = os.geteuid() if child_uid is None else child_uid
     size = config.scratch_mb * 2**20
     scratch: TmpfsScratch | DirectoryScratch
@@ -284,6 +286,21 @@ def build_sandbox(config: WorkerConfig, close_in_parent: tuple[int, ...]) -> San
         scratch = DirectoryScratch(os.path.join(config.work_dir, "scratch"), child_uid)
     seccomp = ChildFilter.for_machine(network=config.network) if config.seccomp else None
     return Sandbox(ns, filesystem, error, child_uid, scratch, seccomp, engine_root)
+
+
+def _uid_usable(uid: int) -> bool:
+    """True when a child could switch to ``uid`` (tried once, in a throwaway fork)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+        except BaseException:
+            os._exit(1)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
 
 
 def _prepare_process() -> tuple[int, int]:

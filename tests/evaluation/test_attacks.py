@@ -213,7 +213,8 @@ def test_layers_match_the_engine_identity(evaluator: SandboxEvaluator) -> None:
     assert layers["namespaces"] and layers["filesystem"] and layers["network_namespace"]
     if os.geteuid() == 0:
         assert layers["dedicated_uid"] and not layers["user_namespace"]
-        assert layers["uid"] >= 1 << 30
+        assert len(layers["child_uids"]) == 2  # one per worker, owning nothing
+        assert all(uid >= 1 << 30 for uid in layers["child_uids"])
     else:
         assert layers["user_namespace"] and not layers["dedicated_uid"]
-        assert layers["uid"] == os.geteuid()
+        assert layers["uid"] == os.geteuid() and layers["child_uids"] == [os.geteuid()]

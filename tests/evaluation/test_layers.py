@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gigaevo.evaluation import SandboxEvaluator
-from gigaevo.evaluation.layers import describe_gaps
+from gigaevo.evaluation.layers import UID_BASE, dedicated_uids, describe_gaps, mapped_ranges
 from gigaevo.evaluation.scratch import DirectoryScratch, remove_tree
 
 from .conftest import MakeProblem
@@ -51,6 +51,19 @@ def test_describe_gaps_names_each_missing_layer() -> None:
     assert "no seccomp" in str(describe_gaps({**FULL, "seccomp": False}, network=False))
     no_root = {**FULL, "filesystem": False, "filesystem_error": "mount /usr: EPERM"}
     assert "no read-only root" in str(describe_gaps(no_root, network=False))
+
+
+def test_dedicated_uids_come_from_what_the_user_namespace_maps() -> None:
+    host = ("0 0 4294967295\n", "0 0 4294967295\n")
+    uids = dedicated_uids(4, host)
+    assert uids is not None and len(set(uids)) == 4
+    assert all(UID_BASE <= uid < UID_BASE + (1 << 24) for uid in uids)
+    rootless = ("0 1000 1\n1 100000 65536\n", "0 1000 1\n1 100000 65536\n")
+    assert mapped_ranges(*rootless) == [(0, 1), (1, 65537)]
+    uids = dedicated_uids(8, rootless)
+    assert uids is not None and all(1000 <= uid < 65537 for uid in uids)
+    assert not {65534, 65535} & set(uids)
+    assert dedicated_uids(2, ("0 1000 1\n", "0 1000 1\n")) is None  # only root is mapped
 
 
 def test_a_refused_layer_is_said_once_in_one_line(

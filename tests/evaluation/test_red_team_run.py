@@ -169,13 +169,21 @@ def _check_no_trace_outside(world: dict[str, Path]) -> None:
             assert MARKER.encode() not in data or path.suffix in (".sqlite3", ".jsonl", ".md")
 
 
-def _check_no_child_left() -> None:
+def _check_no_child_left(checkpoint: Path) -> None:
+    """No process runs under the uids the run's children had (the run has exited)."""
+    con = sqlite3.connect(checkpoint / "programs.sqlite3")
+    try:
+        (meta,) = con.execute("SELECT value FROM meta WHERE key = 'sandbox'").fetchone()
+    finally:
+        con.close()
+    uids = set(json.loads(meta)["child_uids"]) - {0, os.getuid()}
+    assert uids
     for entry in Path("/proc").iterdir():
         try:
             uid = int(entry.joinpath("status").read_text().split("Uid:")[1].split()[0])
         except (OSError, ValueError, IndexError):
             continue
-        assert uid < 1 << 30, f"a child of uid {uid} outlived the run: {entry}"
+        assert uid not in uids, f"a child of uid {uid} outlived the run: {entry}"
 
 
 def _attack_run(world: dict[str, Path], as_user: bool) -> tuple[str, list[dict[str, Any]], int]:
@@ -258,7 +266,7 @@ def _red_team(as_user: bool, bank: Path) -> None:
         assert all(r["headers"]["authorization"] == f"Bearer {KEY}" for r in requests)
         assert all(v not in output for v in CANARIES.values())
         _check_no_trace_outside(world)
-        _check_no_child_left()
+        _check_no_child_left(world["checkpoint"])
         genuine = _genuine_fitness(rows[0]["code"])
         assert rows[0]["fitness"] == pytest.approx(genuine, rel=1e-12)
         initial = _check_clean_run(world, as_user)
