@@ -1,0 +1,187 @@
+"""Mutation testing of the memory's statistical core with mutmut, one module at a time.
+
+Usage (mutmut lives in a scratch venv, never in the project's dependencies):
+    python3 -m venv /tmp/mutmut-venv && /tmp/mutmut-venv/bin/pip install mutmut==3.8.1
+    echo "$PWD/.venv/lib/python3.11/site-packages" \\
+        > /tmp/mutmut-venv/lib/python3.11/site-packages/project-deps.pth
+    /tmp/mutmut-venv/bin/python benchmarks/bench_mutation.py retirement chance \\
+        [--workdir /tmp/gigaevo-mutation] [--budget-s 2400] [--max-children 1] [--survivors]
+
+The ``.pth`` line lets the scratch venv import the project's dependencies (numpy, scipy,
+hydra, ...) without the project's editable install, so the tests import the mutated copy
+of ``gigaevo`` that mutmut writes under ``<workdir>/<module>/mutants/``.
+
+For each module named (see ``MODULES``; ``all`` runs every one in order) the job copies the
+tree into ``<workdir>/<module>``, configures mutmut to mutate that one file and to select
+tests among the module's own test files (mutmut then runs, per mutant, only the tests that
+reach the mutated function), runs ``nice -n 10 mutmut run`` under a wall-clock budget and
+prints killed / survived / timeout / no-tests counts and the score killed / (killed +
+survived + no tests), all mutants counted (equivalent ones are listed by hand in
+BENCHMARKS.md). ``--survivors`` re-runs only the survivors of a previous run in the same
+workdir against the current tests (kills are final: adding tests cannot revive a mutant),
+which is how the "after" column is measured. ``--tree`` copies another checkout (e.g. a
+``git archive`` of the commit before new tests) for the "before" column. The surviving mutant names go to
+``<workdir>/<module>/survivors.txt``; ``mutmut show NAME`` (run in that folder) prints one.
+
+A benchmark-style job (tens of minutes per module on 2 shared cores): never part of
+``.ci/run``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CAUSAL = "gigaevo/memory/v2/causal"
+T = "tests/memory/causal"
+
+# module -> (source file, pytest arguments selecting the tests run against its mutants)
+MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "retirement": (
+        f"{CAUSAL}/retirement.py",
+        (f"{T}/test_retirement.py",),
+    ),
+    "chance": (f"{CAUSAL}/chance.py", (f"{T}/test_chance.py", f"{T}/test_invalidity.py")),
+    "invalidity": (
+        f"{CAUSAL}/invalidity.py",
+        (f"{T}/test_invalidity.py", f"{T}/test_chance.py", f"{T}/test_arrowhead.py"),
+    ),
+    "policy": (
+        f"{CAUSAL}/policy.py",
+        (f"{T}/test_policy.py", f"{T}/test_world_fast_paths.py"),
+    ),
+    "ope": (f"{CAUSAL}/ope.py", (f"{T}/test_ope.py", f"{T}/test_ope_ground_truth.py")),
+    "transfer": (
+        f"{CAUSAL}/transfer.py",
+        ("tests/memory/test_multitask.py", "-k", "shift or p_help or strata or cache or transfer"),
+    ),
+    "lineage": (f"{CAUSAL}/lineage.py", (f"{T}/test_lineage.py",)),
+    "features": (f"{CAUSAL}/features.py", (f"{T}/test_features.py",)),
+}
+COPIED = ("gigaevo", "tests", "config", "run.py", "pyproject.toml")
+STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 36: "timeout"}
+
+
+def _mutmut_section(source: str, tests: tuple[str, ...], tree: Path = ROOT) -> str:
+    selection = [t for t in tests if not t.startswith("tests/") or (tree / t).exists()]
+    return (
+        "\n[tool.mutmut]\n"
+        'source_paths = ["gigaevo"]\n'
+        f'only_mutate = ["{source}"]\n'
+        f"pytest_add_cli_args_test_selection = {json.dumps(selection)}\n"
+        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-x", "-q"]\n'
+        'also_copy = ["config", "run.py"]\n'
+        "use_git_change_detection = false\n"
+    )
+
+
+def prepare(module: str, workdir: Path, tree: Path = ROOT) -> Path:
+    """A fresh copy of ``tree`` with mutmut configured for ``module``."""
+    source, tests = MODULES[module]
+    folder = workdir / module
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".venv", "mutants")
+    for name in COPIED:
+        src = tree / name
+        if src.is_dir():
+            shutil.copytree(src, folder / name, ignore=ignore)
+        else:
+            shutil.copy2(src, folder / name)
+    with (folder / "pyproject.toml").open("a") as fh:
+        fh.write(_mutmut_section(source, tests, tree))
+    return folder
+
+
+def refresh_tests(folder: Path, module: str) -> None:
+    """Copy the current tests and test selection into an existing run (``--survivors``)."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for target in (folder / "tests", folder / "mutants" / "tests"):
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(ROOT / "tests", target, ignore=ignore)
+    text = (ROOT / "pyproject.toml").read_text() + _mutmut_section(*MODULES[module])
+    (folder / "pyproject.toml").write_text(text)
+
+
+def statuses(folder: Path, module: str) -> dict[str, str]:
+    meta = folder / "mutants" / (MODULES[module][0] + ".meta")
+    if not meta.exists():
+        return {}
+    codes = json.loads(meta.read_text())["exit_code_by_key"]
+    return {k: STATUS.get(v, "not checked" if v is None else "suspicious") for k, v in codes.items()}
+
+
+def run(folder: Path, names: list[str], budget: float, max_children: int) -> float:
+    mutmut = shutil.which("mutmut", path=str(Path(sys.executable).parent)) or "mutmut"
+    cmd = ["nice", "-n", "10", mutmut, "run", "--max-children", str(max_children), *names]
+    started = time.monotonic()
+    with (folder / "mutmut.log").open("a") as log:
+        try:
+            subprocess.run(cmd, cwd=folder, stdout=log, stderr=log, timeout=budget, check=False)
+        except subprocess.TimeoutExpired:
+            print(f"    budget of {budget:.0f} s spent: remaining mutants not checked")
+    return time.monotonic() - started
+
+
+def report(module: str, found: dict[str, str], seconds: float, folder: Path) -> None:
+    counts = Counter(found.values())
+    checked = counts["killed"] + counts["survived"] + counts["no tests"] + counts["timeout"]
+    score = (counts["killed"] + counts["timeout"]) / checked if checked else float("nan")
+    survivors = sorted(k for k, v in found.items() if v in ("survived", "no tests"))
+    (folder / "survivors.txt").write_text("".join(f"{s}\n" for s in survivors))
+    print(
+        f"  {module:<11} mutants {len(found):>5}  killed {counts['killed']:>5}  "
+        f"timeout {counts['timeout']:>3}  survived {counts['survived']:>4}  "
+        f"no tests {counts['no tests']:>3}  unchecked {counts['not checked']:>4}  "
+        f"score {score:>6.1%}  {seconds:>7.0f} s"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("modules", nargs="+", choices=[*MODULES, "all"])
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/gigaevo-mutation"))
+    parser.add_argument("--budget-s", type=float, default=2400.0, help="per module")
+    parser.add_argument("--max-children", type=int, default=1)
+    parser.add_argument("--survivors", action="store_true", help="re-run survivors only")
+    parser.add_argument(
+        "--tree", type=Path, default=ROOT, help="the source tree to copy (default: this one)"
+    )
+    args = parser.parse_args()
+    modules = list(MODULES) if "all" in args.modules else args.modules
+    load = os.getloadavg()
+    print(
+        f"mutmut 3.8.1 over {CAUSAL}: modules={','.join(modules)}, "
+        f"max_children={args.max_children}, budget={args.budget_s:.0f} s per module, "
+        f"survivors_only={args.survivors}, load average {load[0]:.2f}"
+    )
+    for module in modules:
+        folder = args.workdir / module
+        names: list[str] = []
+        before: dict[str, str] = {}
+        if args.survivors:
+            before = statuses(folder, module)
+            names = sorted(k for k, v in before.items() if v in ("survived", "no tests"))
+            refresh_tests(folder, module)
+            if not names:
+                report(module, before, 0.0, folder)
+                continue
+        else:
+            folder = prepare(module, args.workdir, args.tree)
+        seconds = run(folder, names, args.budget_s, args.max_children)
+        found = statuses(folder, module)
+        if names:  # only the survivors were re-run: every other verdict stands
+            found = {k: (found.get(k, v) if k in names else v) for k, v in before.items()}
+        report(module, found, seconds, folder)
+
+
+if __name__ == "__main__":
+    main()
