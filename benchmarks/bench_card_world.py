@@ -11,7 +11,7 @@ U[0, 1]^2); the policy under test picks an action (abstain or deliver a card);
 the outcome is invalid with probability p (5 % without a card, the card's own
 rate with it), else the normalised gain y = 0.01 + 0.02 x_1 - 0.01 x_3 +
 effect + 0.05 N(0, 1), clipped to the feasible interval [-f, 1 - f]. The value
-of an action is the hurdle value of MODEL 6.1, q = (1 - p) E[y] + p G-, with
+of an action is the hurdle value of memory-model.md "Policy", q = (1 - p) E[y] + p G-, with
 G- = -f (an invalid child scores the worst feasible gain). Cards (default,
 K = 6): ``good`` (+0.05 gain), four ``neutral`` (0), ``harmful`` (-0.02 gain and
 35 % invalidity: +30 points).
@@ -194,7 +194,8 @@ class _Rows:
 
 
 class Causal(Oracle):
-    """The memory-v2 policy: fit the heads, ``select``, randomised offer (MODEL 3, 5, 6)."""
+    """The memory-v2 policy: fit the heads, ``select``, randomised offer (memory-model.md
+    "Immediate head" and "Invalidity head and chance constraint" and "Policy")."""
 
     def __init__(self, cards: tuple[Card, ...], seed: int, refit: int, draws: int) -> None:
         super().__init__(cards)
@@ -241,7 +242,7 @@ class Causal(Oracle):
 
     def update(self, t: int, r: Round, choice: Choice, invalid: bool, y: float) -> None:
         if choice.proposed is None:
-            return  # abstentions train nothing (MODEL 1)
+            return  # abstentions train nothing (memory-model.md "Rows and eligibility")
         self.rows.x.append(r.x)
         self.rows.card.append(choice.proposed if choice.delivered else None)
         self.rows.invalid.append(float(invalid))

@@ -20,7 +20,8 @@ survived + no tests), all mutants counted (equivalent ones are listed by hand in
 BENCHMARKS.md). ``--survivors`` re-runs only the survivors of a previous run in the same
 workdir against the current tests (kills are final: adding tests cannot revive a mutant),
 which is how the "after" column is measured. ``--tree`` copies another checkout (e.g. a
-``git archive`` of the commit before new tests) for the "before" column. The surviving mutant names go to
+``git archive`` of the commit before new tests) for the "before" column. The surviving mutant names
+go to
 ``<workdir>/<module>/survivors.txt``; ``mutmut show NAME`` (run in that folder) prints one.
 
 A benchmark-style job (tens of minutes per module on 2 shared cores): never part of
@@ -116,7 +117,9 @@ def statuses(folder: Path, module: str) -> dict[str, str]:
     if not meta.exists():
         return {}
     codes = json.loads(meta.read_text())["exit_code_by_key"]
-    return {k: STATUS.get(v, "not checked" if v is None else "suspicious") for k, v in codes.items()}
+    return {
+        k: STATUS.get(v, "not checked" if v is None else "suspicious") for k, v in codes.items()
+    }
 
 
 def run(folder: Path, names: list[str], budget: float, max_children: int) -> float:

@@ -7,8 +7,8 @@
 - ``offer_counts``: abstain / offer / withhold counts over attempts;
 - ``retirements``: retired cards (events and write ledger);
 - ``memory_counts``: the per-run numbers ``load_sweep`` puts in its columns;
-- ``itt_from_evidence``: the ITT DR recomputed from the ledger (MODEL 7), for
-  a run whose ``ope_summary.json`` is missing or stale.
+- ``itt_from_evidence``: the ITT DR recomputed from the ledger (docs/memory-model.md
+  "Off-policy evaluation"), for a run whose ``ope_summary.json`` is missing or stale.
 """
 
 from __future__ import annotations
@@ -125,7 +125,8 @@ def load_memory_events(run_dir: str | Path) -> pd.DataFrame:
 def load_ope_summary(run_dir: str | Path) -> pd.DataFrame:
     """``ope_summary.json`` as one row, nested keys dotted (``gates.logged.value``, ...).
 
-    Top-level keys are those of the ITT (probe) DR of MODEL 7: ``estimand``,
+    Top-level keys are those of the ITT (probe) DR of memory-model.md "Off-policy evaluation":
+    ``estimand``,
     ``units`` (raw oriented gain), ``n``, ``n_treated``, ``n_control``,
     ``insufficient_data``, ``dr``, ``se``, ``ci_low``, ``ci_high``, ``z``,
     ``p_value``, ``ips``, ``ips_outside_ci``, ``low_power``,
@@ -269,7 +270,8 @@ def retirement_sweeps(events: pd.DataFrame) -> int:
 
 
 def itt_from_evidence(evidence: Evidence) -> dict[str, Any]:
-    """The ITT (probe) DR of MODEL 7 recomputed from the ledger's rows.
+    """The ITT (probe) DR of memory-model.md "Off-policy evaluation" recomputed from the ledger's
+    rows.
 
     Units: randomised, non-censored decisions with a terminal (both arms, cited
     or not); Y is the raw oriented gain, or the worst feasible raw gain

@@ -210,7 +210,10 @@ def _read_side_sections(page: _Page, run: Run) -> None:
         page.table(pd.DataFrame(keys, columns=["key", "value"]))
         gates = _gates_table(row)
         if len(gates):
-            page.text("Conditional-offer AIPW of fixed offer gates (MODEL 7):")
+            page.text(
+                "Conditional-offer AIPW of fixed offer gates "
+                '(docs/memory-model.md "Off-policy evaluation"):'
+            )
             page.table(gates)
     page.heading("Memory: retirements")
     gone = run.retirements()

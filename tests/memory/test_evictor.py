@@ -1,4 +1,5 @@
-"""Causal retirement in memory=v2: sweep, one-use verdicts, the admission gate (MODEL 8.4, test 11),
+"""Causal retirement in memory=v2: sweep, one-use verdicts, the admission gate (memory-model.md
+"Verdict and gate"; "Ground-truth tests" (11)),
 tombstones, the ``retired`` rows and event, cross-task safety, config and an end-to-end run."""
 
 from __future__ import annotations

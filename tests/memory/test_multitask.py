@@ -346,7 +346,8 @@ def test_a_bad_transfer_setting_names_the_key(tmp_path: Path, bank: Path) -> Non
         _build(tmp_path, bank, "+memory.transfer.typo=1")
 
 
-# -- 3. transfer prior: ground truth (MODEL 11 test 13) ---------------------------
+# -- 3. transfer prior: ground truth (memory-model.md "Ground-truth tests" (13))
+# ---------------------------
 
 
 def _trials(

@@ -1,6 +1,7 @@
 """``memory.posterior_config.*``, ``memory/context`` and ``memory/no_card_evidence`` through the
 real Hydra config: validated at startup (one-line error naming the key) and plumbed into the
-heads the reader fits; MODEL section 11 test 4 (residual bounds [0.01, 0.02] on data sd 0.2
+heads the reader fits; memory-model.md "Ground-truth tests" (4) (residual bounds [0.01, 0.02] on
+data sd 0.2
 => at boundary => abstain) set through the config knob."""
 
 from __future__ import annotations

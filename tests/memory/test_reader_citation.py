@@ -1,4 +1,5 @@
-"""MODEL section 11 test 7 through the provider: uncited deliveries move neither V nor the draws."""
+"""memory-model.md "Ground-truth tests" (7) through the provider: uncited deliveries move neither V
+nor the draws."""
 
 from __future__ import annotations
 

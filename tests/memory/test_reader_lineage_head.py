@@ -1,4 +1,5 @@
-"""The reader's delayed-lineage head (MODEL 4.2) on synthetic ledgers with known lineage values.
+"""The reader's delayed-lineage head (memory-model.md "Delayed-lineage head") on synthetic ledgers
+with known lineage values.
 
 The lineage value of a root is y^L = g^L / R = z' beta_true (+ noise), with z the root's own
 design row. The reader must fit it from the latest matured (``outcome``) row of each

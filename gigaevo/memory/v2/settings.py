@@ -134,7 +134,8 @@ def _positive(name: str, value: float) -> None:
 
 @dataclass(frozen=True)
 class PosteriorSettings:
-    """``memory.posterior_config``: priors and measurement model of the heads (MODEL 3-5).
+    """``memory.posterior_config``: priors and measurement model of the heads (memory-model.md
+    "Immediate head" and "Invalidity head and chance constraint").
 
     Attributes:
         baseline_prior_sd, shared_effect_prior_sd, lineage_block_prior_sd: prior sds of the
@@ -199,7 +200,7 @@ class PosteriorSettings:
 
 @dataclass(frozen=True)
 class ContextSettings:
-    """``memory/context``: how the decision context x is built (MODEL section 2).
+    """``memory/context``: how the decision context x is built (memory-model.md "Context features").
 
     Attributes:
         kind: ``global`` (the only option): task-level fitness, progress and the

@@ -1,4 +1,5 @@
-"""Synthetic card worlds with known truth for the causal ground-truth tests (MODEL 11)."""
+"""Synthetic card worlds with known truth for the causal ground-truth tests (memory-model.md
+"Ground-truth tests")."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ CARD = "card-A"
 
 @dataclass(frozen=True)
 class CardWorld:
-    """One card, K = 2, contrasts off, uniform random contexts, omega = 0 (MODEL 11.3).
+    """One card, K = 2, contrasts off, uniform random contexts, omega = 0 (memory-model.md
+    "Ground-truth tests" (3)).
 
     Attributes:
         design: (n, P) design rows (a = Z for controls and cited deliveries).

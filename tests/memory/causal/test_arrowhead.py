@@ -1,4 +1,4 @@
-"""Block-arrowhead (Schur) solver against the dense reference (MODEL 3 "Computation")."""
+"""Block-arrowhead (Schur) solver against the dense reference (memory-model.md "Immediate head")."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def test_head_fit_on_block_design_equals_dense_fit() -> None:
     space, x, y, omega = _random_design(150, 6, 4, seed=3)
     v = space.utility_prior_variance()
     mu = np.zeros(space.size)
-    mu[space.shared_size] = 0.03  # a lineage intercept shift (MODEL 9)
+    mu[space.shared_size] = 0.03  # a lineage intercept shift (memory-model.md "Multitask transfer")
     dense = BayesianLinearHead(v, mu).fit(x, y, omega)
     design = BlockDesign.from_dense(x, space.shared_size, space.n_context)
     block = BayesianLinearHead(v, mu).fit(design, y, omega)

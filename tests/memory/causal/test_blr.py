@@ -1,4 +1,4 @@
-"""Ground truths 2-4 (MODEL 11.2-11.4) for the immediate-utility head."""
+"""Ground truths 2-4 (memory-model.md "Ground-truth tests") for the immediate-utility head."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def test_convergence_effect_recovered() -> None:
     mean, sd = _effect_posterior(300, 129, seed=11)
     assert abs(mean - 0.05) < 0.03
     assert abs(mean - 0.05) < 4 * sd
-    assert 0.003 < sd < 0.015  # MODEL 11.3: sd ~ 0.01
+    assert 0.003 < sd < 0.015  # memory-model.md "Ground-truth tests" (3): sd ~ 0.01
     _, sd_big = _effect_posterior(1200, 516, seed=12)
     assert sd_big / sd == pytest.approx(0.5, abs=0.12)  # sd shrinks like 1/sqrt(n)
 
@@ -145,7 +145,8 @@ def test_batched_kernel_gives_the_same_quadrature() -> None:
 
 
 def test_dense_pencil_equals_the_per_sigma_cholesky_posterior() -> None:
-    """One eigen-decomposition per fit gives the same posterior at every sigma (MODEL 3)."""
+    """One eigen-decomposition per fit gives the same posterior at every sigma (memory-model.md
+    "Immediate head")."""
     from gigaevo.memory.v2.causal.blr import conditional_posterior
     from gigaevo.memory.v2.causal.spectral import DensePencil
 

@@ -1,4 +1,5 @@
-"""The vectorised chance constraint agrees with the careful integral (MODEL section 5)."""
+"""The vectorised chance constraint agrees with the careful integral (memory-model.md "Invalidity
+head and chance constraint")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Ground truth 1 (MODEL 11.1): gains, feasible intervals, context features, design rows."""
+"""Ground truth 1 (memory-model.md "Ground-truth tests" (1)): gains, feasible intervals, context
+features, design rows."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Ground truth 5 (MODEL 11.5): invalidity head and chance constraint."""
+"""Ground truth 5 (memory-model.md "Ground-truth tests" (5)): invalidity head and chance
+constraint."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Ground truth 8 (MODEL 11.8, 10 step 5, 4.1): delayed-lineage outcomes and exclusive credit."""
+"""Ground truth 8 (memory-model.md "Ground-truth tests" (8), "Worked example" (step 6) and
+"Delayed-lineage head"): delayed-lineage outcomes and exclusive credit."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Ground truth 12 (MODEL 11.12) and the worked example step 8 (MODEL 10)."""
+"""Ground truth 12 (memory-model.md "Ground-truth tests" (12)) and the worked example step 8
+(memory-model.md "Worked example")."""
 
 from __future__ import annotations
 

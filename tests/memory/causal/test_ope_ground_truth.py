@@ -1,4 +1,5 @@
-"""OPE against known truth (MODEL 7, 11.12): ITT DR, IPS, conditional-offer AIPW, naive.
+"""OPE against known truth (memory-model.md "Off-policy evaluation" and "Ground-truth tests"): ITT
+DR, IPS, conditional-offer AIPW, naive.
 
 A simulated offer world with a context x ~ U(-1, 1), control outcome
 y0 = 0.1 x + N(0, 0.05^2) and a heterogeneous offer effect tau(x) = 0.05 + 0.04 x,

@@ -1,4 +1,5 @@
-"""Ground truth 6 (MODEL 11.6) and the worked example steps 2-3 (MODEL 10)."""
+"""Ground truth 6 (memory-model.md "Ground-truth tests" (6)) and the worked example steps 2-3
+(memory-model.md "Worked example")."""
 
 from __future__ import annotations
 
@@ -104,7 +105,8 @@ def test_same_key_same_draws_and_independent_domains() -> None:
 
 
 def _cold_worlds(n: int, key: str) -> np.ndarray:
-    """World effects (n, 2) of two exchangeable cold cards at the MODEL 10 context."""
+    """World effects (n, 2) of two exchangeable cold cards at the memory-model.md "Worked example"
+    context."""
     x = context_features(RewardDefinition(0.0, 1.0), 0.80, 50, [0.25, 0.50])
     space = DesignSpace(5, lineages=("A", "B"), kind_contrast=False)
     empty = np.zeros((0, space.size))

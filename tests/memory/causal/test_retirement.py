@@ -1,4 +1,4 @@
-"""Causal retirement statistics (MODEL section 8; ground-truth tests 9 and 10 of section 11)."""
+"""Causal retirement statistics (memory-model.md "Retirement"; "Ground-truth tests" (9, 10))."""
 
 from __future__ import annotations
 
@@ -129,7 +129,8 @@ def test_well_supported_harmful_card_is_retired(harmful: RetirementHeads) -> Non
 
 
 def test_harmful_card_at_the_minimum_size_is_retired_in_every_seed() -> None:
-    """MODEL 11.10: gain -0.05, +30 points of invalidity, 200 cited + 86 control rows."""
+    """memory-model.md "Ground-truth tests" (10): gain -0.05, +30 points of invalidity, 200 cited +
+    86 control rows."""
     for seed in range(6):
         world = card_world(200, 86, np.random.default_rng(300 + seed), effect=-0.05, p_cited=0.35)
         assert judge(fit_heads(world), support(), theta=0.0064).retire, seed
@@ -219,7 +220,8 @@ def test_an_uncertified_safety_integral_keeps_the_card(harmful: RetirementHeads)
 
 
 def test_delayed_lineage_value_rescues_an_immediately_harmful_card() -> None:
-    """Delta is lineage-inclusive (MODEL 8.3): a large delayed value keeps the card."""
+    """Delta is lineage-inclusive (memory-model.md "Viability"): a large delayed value keeps the
+    card."""
     world = card_world(220, 90, np.random.default_rng(3), effect=-0.05)  # safe, but no gain
     heads = fit_heads(world)
     assert judge(heads, support(), theta=0.0064).retire

@@ -1,4 +1,5 @@
-"""One decision end to end (MODEL 6.3-6.7) and a simulated three-card world (issue 6 judging)."""
+"""One decision end to end (memory-model.md "Policy") and a simulated three-card world (issue 6
+judging)."""
 
 from __future__ import annotations
 

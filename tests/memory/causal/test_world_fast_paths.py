@@ -1,4 +1,4 @@
-"""The decision's hot-path rewrites equal their plain references (MODEL 6.1, 6.4, 6.5).
+"""The decision's hot-path rewrites equal their plain references (memory-model.md "Policy").
 
 ``world_effects`` (in place) against ``hurdle_values(...).effect``; ``match_worlds`` on its
 caller's array (masked in place, then restored) against a copy; the O(S + J) proposal MC SE

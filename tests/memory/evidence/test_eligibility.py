@@ -1,4 +1,4 @@
-"""MODEL.md section 1's table, row by row, and the evidence version V."""
+"""memory-model.md "Rows and eligibility", row by row, and the evidence version V."""
 
 from __future__ import annotations
 

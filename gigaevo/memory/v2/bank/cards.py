@@ -21,7 +21,8 @@ KINDS: tuple[CardKind, ...] = ("insight", "program")
 # bounds that keep one card small however often it is pooled into
 MAX_EVIDENCE = 32  # the founding row plus the most recent ones; n_evidence counts all
 MAX_PROVENANCE = 64  # founding ids plus the most recent ones
-MAX_USE_TRIALS = 2048  # usefulness-eligible trials stamped per card (newest kept; MODEL 9)
+# usefulness-eligible trials stamped per card, newest kept (memory-model.md "Multitask transfer")
+MAX_USE_TRIALS = 2048
 MAX_TASK_CONTEXT = 400  # characters of the task description kept as context
 MAX_BRIEF = 1200  # characters of card_brief embedded for retrieval
 
@@ -75,7 +76,8 @@ class Representative:
 
 @dataclass(frozen=True)
 class UseTrial:
-    """One usefulness-eligible randomised use trial of a card (MODEL section 9), compact.
+    """One usefulness-eligible randomised use trial of a card (memory-model.md "Multitask
+    transfer"), compact.
 
     Stamped by the live updater (``trials.stamp_trial``) onto the owning card
     for withheld controls (``z = 0``, valid or invalid) and cited deliveries

@@ -1,26 +1,27 @@
 """Causal statistics of the card memory (memory=v2): pure, I/O-free.
 
-Modules and the MODEL.md sections they implement:
+Modules and the sections of docs/memory-model.md they implement:
 
-- ``features``: section 1 (gains, feasible intervals, measurement sd), section 2 (context
-  features), section 3 "Design" (design rows z_a, prior blocks).
-- ``quadrature``: section 3 "Residual scale" (adaptive Gauss-Legendre on tau = ln sigma).
-- ``arrowhead``: section 3 "Computation" (block-arrowhead design, Schur-complement solve,
-  factored draws and marginal variances).
-- ``blr``: section 3 (conjugate conditional posterior, sigma mixture, health, draws) on a dense
-  design (reference) or a ``BlockDesign`` (Schur path).
-- ``invalidity``: section 5 (logistic MAP + Laplace, chance constraint P_acc).
-- ``policy``: section 6 (world values, probability matching, challenger exploration, RNG streams,
-  proposal and offer draws, joint propensity).
-- ``selection``: sections 6.3-6.7 composed (gate, safe set, worlds, proposal, draws,
-  nuisances) for one decision from fitted heads.
-- ``ope``: section 7 (ITT DR / IPS, conditional-offer AIPW with ESS, max weight, clustered SE).
-- ``lineage``: section 4.1 (delayed-lineage maturity, breadth-first scan, residual g^L,
-  exclusive credit across roots).
+- ``features``: memory-model.md "Rows and eligibility" (gains, feasible intervals,
+  measurement sd), "Context features" and the design rows and prior blocks of "Immediate head".
+- ``quadrature``: the residual-scale integration of memory-model.md "Immediate head"
+  (adaptive Gauss-Legendre on tau = ln sigma).
+- ``arrowhead``, ``spectral``: the computation of memory-model.md "Immediate head"
+  (block-arrowhead design, Schur-complement solve, one pencil for all sigma nodes).
+- ``blr``: memory-model.md "Immediate head" (conditional posterior, sigma mixture, health,
+  draws) on a dense design (reference) or a ``BlockDesign`` (Schur path).
+- ``invalidity``, ``chance``: memory-model.md "Invalidity head and chance constraint"
+  (logistic MAP + Laplace, P_acc; ``chance`` integrates many cards at once).
+- ``policy``, ``selection``: memory-model.md "Policy" (world values, probability matching,
+  challenger exploration, RNG streams, proposal and offer draws, logged values).
+- ``ope``: memory-model.md "Off-policy evaluation".
+- ``lineage``: memory-model.md "Delayed-lineage head" (maturity, scan, g^L, exclusive credit).
+- ``transfer``: memory-model.md "Multitask transfer".
 
-- ``retirement``: section 8 (practical threshold, eligibility checks, viability with the Wilson
-  bound, per-card judgement); ``projection``: the exact bivariate law of a card's two arm
-  predictors under a fitted head (its retirement draws). Import them from their modules.
+- ``retirement``: memory-model.md "Retirement" (practical threshold, eligibility, viability
+  with the Wilson bound, per-card judgement); ``projection``: the exact bivariate law of a
+  card's two arm predictors under a fitted head (its retirement draws). Import them from
+  their modules.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Block-arrowhead (Schur-complement) conditional posterior of the linear heads (MODEL 3).
+"""Block-arrowhead (Schur-complement) conditional posterior of the linear heads (memory-model.md
+"Immediate head").
 
 Each design row touches the shared blocks (width P_s) and at most one lineage block (width C),
 so Lambda = diag(1/v) + X'WX is block-arrowhead. Per sigma node the cost is O(B C^3 + P_s^3)
@@ -123,7 +124,8 @@ def as_block_design(
 
 
 class BlockStatistics:
-    """Sufficient statistics of centred targets, grouped by distinct omega^2 (MODEL 3)."""
+    """Sufficient statistics of centred targets, grouped by distinct omega^2 (memory-model.md
+    "Immediate head")."""
 
     def __init__(self, design: BlockDesign, y: np.ndarray, omega: np.ndarray) -> None:
         self.n = len(y)

@@ -1,4 +1,5 @@
-"""Bayesian linear regression head with integrated residual scale (MODEL section 3).
+"""Bayesian linear regression head with integrated residual scale (memory-model.md "Immediate
+head").
 
 A dense design solves the full P x P system per sigma node (O(P^3), the reference path);
 a ``BlockDesign`` uses the block-arrowhead Schur-complement solver of ``arrowhead``.
@@ -58,7 +59,7 @@ class ConditionalPosterior:
 
 @dataclass(frozen=True)
 class FitHealth:
-    """Health flags of the residual-scale integration (MODEL section 3 "Health").
+    """Health flags of the residual-scale integration (memory-model.md "Immediate head").
 
     Attributes:
         ok: all numerical checks pass.
@@ -210,8 +211,8 @@ class BayesianLinearHead:
     ) -> BayesianLinearHead:
         """Fit on a design (dense (n, P) or ``BlockDesign``), targets y (n,), omega (n,).
 
-        A ``BlockDesign`` uses the Schur-complement solver (MODEL 3 "Computation"); so does a
-        dense design wider than ``DENSE_MAX_SIZE`` when ``block_layout`` is set.
+        A ``BlockDesign`` uses the Schur-complement solver (memory-model.md "Immediate head");
+        so does a dense design wider than ``DENSE_MAX_SIZE`` when ``block_layout`` is set.
         """
         prior_var = np.asarray(self.prior_variance, dtype=float)
         x = as_block_design(x, self.block_layout, len(prior_var))

@@ -1,4 +1,5 @@
-"""The chance constraint of many cards at once (MODEL section 5), vectorised.
+"""The chance constraint of many cards at once (memory-model.md "Invalidity head and chance
+constraint"), vectorised.
 
 ``acceptance_probability`` integrates one card with adaptive quadrature (a few ms each).
 Here every card is integrated together on two fixed composite Gauss-Legendre rules over

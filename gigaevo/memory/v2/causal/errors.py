@@ -4,7 +4,8 @@ from __future__ import annotations
 
 
 class GainOutOfBoundsError(ValueError):
-    """A normalised gain lies outside the parent's feasible interval [G-, G+] (MODEL section 1)."""
+    """A normalised gain lies outside the parent's feasible interval [G-, G+] (memory-model.md
+    "Rows and eligibility")."""
 
 
 class DesignError(ValueError):

@@ -1,4 +1,5 @@
-"""Context features, gains and design rows (MODEL sections 1, 2 and 3 "Design").
+"""Context features, gains and design rows (memory-model.md "Rows and eligibility" and "Context
+features" and "Immediate head").
 
 Everything here is pure arithmetic on plain values: no archive, no I/O.
 """
@@ -24,7 +25,7 @@ RAG_CONTRAST = {"applicable": 0.5, "not_applicable": -0.5, "unassessed": 0.0}
 
 @dataclass(frozen=True)
 class RewardDefinition:
-    """Declared metric bounds and direction of one task (MODEL section 1).
+    """Declared metric bounds and direction of one task (memory-model.md "Rows and eligibility").
 
     Attributes:
         lower: declared lower bound ``l`` of the primary metric.
@@ -84,7 +85,8 @@ def measurement_sd(
     deterministic: bool = False,
     unknown: float = UNKNOWN_MEASUREMENT_SD,
 ) -> float:
-    """Known measurement sd omega_i of a row in normalised units (MODEL section 1).
+    """Known measurement sd omega_i of a row in normalised units (memory-model.md "Rows and
+    eligibility").
 
     ``unknown`` is omega when the standard error is not known.
     """
@@ -147,7 +149,7 @@ def context_features(
     behaviour: Sequence[float],
     progress_scale: float = PROGRESS_LOG_SCALE,
 ) -> np.ndarray:
-    """x = [1, 2 f~ - 1, pi(t), 2 b_1 - 1, ..., 2 b_K - 1] (MODEL section 2).
+    """x = [1, 2 f~ - 1, pi(t), 2 b_1 - 1, ..., 2 b_K - 1] (memory-model.md "Context features").
 
     Args:
         behaviour: transformed behaviour values b_k in [0, 1], length K.
@@ -168,7 +170,7 @@ def context_features(
 
 @dataclass(frozen=True)
 class DesignSpace:
-    """Column layout of the design rows z_a of one fit (MODEL section 3).
+    """Column layout of the design rows z_a of one fit (memory-model.md "Immediate head").
 
     z_a = [x ; a (x ; kappa_j ; r ; 1_l(j) (x) x / sqrt(C))], P = 2C + [kappa] + [r] + B C.
 
@@ -250,7 +252,8 @@ class DesignSpace:
     def block_values(self, baseline: float, shared: float, lineage: float) -> np.ndarray:
         """Per-column vector (P,) with one value for the baseline, shared-effect and lineage blocks.
 
-        The contrasts take the shared-effect value (MODEL sections 3 and 5).
+        The contrasts take the shared-effect value (memory-model.md "Immediate head" and
+        "Invalidity head and chance constraint").
         """
         v = np.full(self.size, lineage, dtype=float)
         v[: self.n_context] = baseline
@@ -273,7 +276,8 @@ class DesignSpace:
         shared_sd: float = 0.20,
         lineage_sd: float = 0.60,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(mu_gamma, v_gamma) of the invalidity head (MODEL section 5), each of shape (P,).
+        """(mu_gamma, v_gamma) of the invalidity head (memory-model.md "Invalidity head and chance
+        constraint"), each of shape (P,).
 
         mu_gamma is logit(base_rate) on the baseline intercept and 0 elsewhere.
         """

@@ -1,4 +1,5 @@
-"""Invalidity head (logistic MAP + Laplace) and the chance constraint (MODEL section 5)."""
+"""Invalidity head (logistic MAP + Laplace) and the chance constraint (memory-model.md "Invalidity
+head and chance constraint")."""
 
 from __future__ import annotations
 
@@ -224,7 +225,8 @@ class _DensePrecision:
 
 
 class _BlockPrecision:
-    """F = diag(1/v) + X' diag(w) X kept in block-arrowhead form (MODEL 3 "Computation")."""
+    """F = diag(1/v) + X' diag(w) X kept in block-arrowhead form (memory-model.md "Immediate
+    head")."""
 
     def __init__(self, design: BlockDesign, w: np.ndarray, prior_var: np.ndarray) -> None:
         active, pos = design.active_positions()
@@ -350,7 +352,8 @@ def acceptance_probability(
     tolerance: float = 1e-8,
     absolute_cap: float | None = None,
 ) -> Acceptance:
-    """P(p_1 - p_0 <= delta) for (eta_0, eta_1) ~ N(eta_mean, eta_cov) (MODEL section 5).
+    """P(p_1 - p_0 <= delta) for (eta_0, eta_1) ~ N(eta_mean, eta_cov) (memory-model.md "Invalidity
+    head and chance constraint").
 
     Args:
         eta_mean: (2,) mean of (z_0'gamma, z_1'gamma).

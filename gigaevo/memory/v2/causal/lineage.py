@@ -1,4 +1,5 @@
-"""Delayed-lineage outcomes and exclusive credit (MODEL sections 4.1 and 10 step 5).
+"""Delayed-lineage outcomes and exclusive credit (memory-model.md "Delayed-lineage head" and
+"Worked example" (step 6)).
 
 Pure and I/O-free: the caller supplies the eligible roots and every mutation edge as plain
 frozen dataclasses and receives one ``LineageOutcome`` per root. Mapping to and from the

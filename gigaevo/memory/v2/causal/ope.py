@@ -1,4 +1,5 @@
-"""Off-policy evaluation of the offer gate: ITT DR / IPS and conditional-offer AIPW (MODEL 7)."""
+"""Off-policy evaluation of the offer gate: ITT DR / IPS and conditional-offer AIPW
+(memory-model.md "Off-policy evaluation")."""
 
 from __future__ import annotations
 
@@ -108,7 +109,7 @@ def itt_summary(
 
 @dataclass(frozen=True)
 class GateValue:
-    """Conditional-offer AIPW value of a target gate pi (MODEL 7).
+    """Conditional-offer AIPW value of a target gate pi (memory-model.md "Off-policy evaluation").
 
     Attributes:
         value: Psi-bar(pi); se: run-clustered SE (None with fewer than 2 runs).
@@ -174,7 +175,8 @@ def gate_value(
 
 
 ONE_RUN_SE = (
-    "one run: the run-clustered SE of the conditional-offer AIPW needs >= 2 runs (MODEL 7); "
+    "one run: the run-clustered SE of the conditional-offer AIPW needs >= 2 runs "
+    '(docs/memory-model.md "Off-policy evaluation"); '
     "pool the ledgers of several runs for an interval"
 )
 GATES: tuple[tuple[str, str], ...] = (
@@ -211,7 +213,8 @@ def offer_gate_report(
     e: Column,
     runs: Sequence[str] | None = None,
 ) -> dict[str, object]:
-    """The OPE section of ``ope_summary.json`` (MODEL 7) as plain JSON-ready values.
+    """The OPE section of ``ope_summary.json`` (memory-model.md "Off-policy evaluation") as plain
+    JSON-ready values.
 
     The ITT DR / IPS fields of ``itt_summary`` stay at the top level; ``gates``
     holds the conditional-offer AIPW of pi = 1, pi = 0 and the logged pi = e

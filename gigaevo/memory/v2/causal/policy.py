@@ -1,4 +1,5 @@
-"""World values, probability matching, challenger exploration and draws (MODEL section 6)."""
+"""World values, probability matching, challenger exploration and draws (memory-model.md
+"Policy")."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ RNG_DOMAINS = ("summary", "worlds", "proposal", "offer")
 
 
 def rng_stream(decision_key: str, domain: str, counter: int = 0) -> np.random.Generator:
-    """Independent generator seeded by SHA-256(decision key | domain | counter) (MODEL 6.6)."""
+    """Independent generator seeded by SHA-256(decision key | domain | counter) (memory-model.md
+    "Policy")."""
     if not domain:
         raise ValueError("RNG domain must be non-empty")
     digest = hashlib.sha256(f"{decision_key}\x1f{domain}\x1f{counter}".encode()).digest()
@@ -30,13 +32,14 @@ def rng_stream(decision_key: str, domain: str, counter: int = 0) -> np.random.Ge
 def eligible_candidates(
     card_ids: Sequence[str], pending: Mapping[str, int], limit: int = PENDING_LIMIT
 ) -> list[str]:
-    """Cards whose lineage has fewer than ``limit`` pending immediate outcomes (MODEL 6.2)."""
+    """Cards whose lineage has fewer than ``limit`` pending immediate outcomes (memory-model.md
+    "Policy")."""
     return [j for j in card_ids if pending.get(j, 0) < limit]
 
 
 @dataclass(frozen=True)
 class ArmValues:
-    """Per-world hurdle values (MODEL 6.1); S worlds, J cards.
+    """Per-world hurdle values (memory-model.md "Policy"); S worlds, J cards.
 
     Attributes:
         q0: (S,) control value; q1: (S, J) card values; p0: (S,); p1: (S, J) invalid probabilities.
@@ -66,7 +69,8 @@ def arm_values(
     gain_bounds: tuple[float, float],
     beta_lineage: np.ndarray | None = None,
 ) -> ArmValues:
-    """q_a = (1 - p_a) v_a + p_a G- in every world (MODEL 4.2 and 6.1), from coefficient draws.
+    """q_a = (1 - p_a) v_a + p_a G- in every world (memory-model.md "Delayed-lineage head" and
+    "Policy"), from coefficient draws.
 
     Args:
         beta, gamma: (S, P) coherent draws of the immediate and invalidity heads.
@@ -94,7 +98,8 @@ def hurdle_values(
     gain_bounds: tuple[float, float],
     lineage: Latents | None = None,
 ) -> ArmValues:
-    """q_a = (1 - p_a) v_a + p_a G- from per-world linear predictors (MODEL 4.2 and 6.1).
+    """q_a = (1 - p_a) v_a + p_a G- from per-world linear predictors (memory-model.md
+    "Delayed-lineage head" and "Policy").
 
     Each head gives (z_0'theta (S,), z_1j'theta (S, J)) drawn in the same S worlds; the
     utility is v_a = clip(z_a'beta + max(0, z_a'beta^L), G-, G+) and p_a = expit(z_a'gamma).
@@ -150,7 +155,7 @@ def world_effects(
 
 @dataclass(frozen=True)
 class WorldVotes:
-    """Probability-matching outcome over S worlds (MODEL 6.4 and 6.5).
+    """Probability-matching outcome over S worlds (memory-model.md "Policy").
 
     Attributes:
         card_ids: the safe cards in ascending id order (J,).
@@ -216,7 +221,7 @@ def match_worlds(card_ids: Sequence[str], effect: np.ndarray, threshold: float =
 
 @dataclass(frozen=True)
 class Proposal:
-    """Proposal distribution over the safe set (MODEL 6.5).
+    """Proposal distribution over the safe set (memory-model.md "Policy").
 
     Attributes:
         card_ids: safe card ids in ascending order (J,).
@@ -288,7 +293,7 @@ def _proposal_se(
 
 @dataclass(frozen=True)
 class Draw:
-    """Proposal and offer draws of one decision (MODEL 6.6 and 6.7).
+    """Proposal and offer draws of one decision (memory-model.md "Policy").
 
     Attributes:
         proposed: card id or None (abstain).
@@ -360,7 +365,8 @@ def is_normalised(proposal: Proposal, tol: float = 1e-9) -> bool:
 
 @dataclass(frozen=True)
 class CandidateRow:
-    """Per-candidate propensities logged on the decision row (MODEL sections 1 and 6.7).
+    """Per-candidate propensities logged on the decision row (memory-model.md "Rows and
+    eligibility" and "Policy").
 
     Unsafe candidates carry rho = 0 and a null offer probability.
     """
@@ -394,13 +400,14 @@ def candidate_rows(
 
 
 def head_allows_selection(health: FitHealth) -> bool:
-    """Selection proceeds only if the immediate head is OK and not at boundary (MODEL 6.3)."""
+    """Selection proceeds only if the immediate head is OK and not at boundary (memory-model.md
+    "Policy")."""
     return health.ok and not health.at_boundary
 
 
 @dataclass(frozen=True)
 class CardSummary:
-    """Summary of one card over the S_p summary draws (MODEL 6.3 and 6.7).
+    """Summary of one card over the S_p summary draws (memory-model.md "Policy").
 
     Attributes:
         effect_mean, effect_sd: mean and sd of Delta_j; p_positive: P(Delta_j > 0).

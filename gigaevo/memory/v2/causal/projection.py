@@ -1,4 +1,5 @@
-"""Exact joint law of a card's two arm predictors under a fitted head (MODEL 8.3 draws).
+"""Exact joint law of a card's two arm predictors under a fitted head (memory-model.md "Viability"
+draws).
 
 Retirement needs, in each posterior world, only z_0'theta and z_1'theta of each head at one
 context. For a Gaussian-mixture head (immediate, delayed-lineage) that pair is a mixture of

@@ -1,4 +1,4 @@
-"""Adaptive Gauss-Legendre integration of a 1-D log kernel (MODEL section 3 "Residual scale").
+"""Adaptive Gauss-Legendre integration of a 1-D log kernel (memory-model.md "Immediate head").
 
 The kernel h(tau) is integrated over [lo, hi]: scan, polish the modes, place breakpoints where h
 falls fixed amounts below each mode, then compare 8- and 16-node rules per piece and bisect.

@@ -1,9 +1,11 @@
-"""Causal retirement (MODEL section 8): practical threshold, eligibility, viability, verdict.
+"""Causal retirement (memory-model.md "Retirement"): practical threshold, eligibility, viability,
+verdict.
 
 Pure and I/O-free. The caller (``gigaevo.memory.v2.read.evictor``) gathers, per card, the
 support of its lineage from the ledger (``CardSupport``) and hands over the fitted heads
 (``RetirementHeads``); ``judge_card`` returns either a keep reason (the first failing
-check, in the order of MODEL 8.2) or "retire" with every (context, RAG state) evaluation.
+check, in the order of memory-model.md "Eligibility") or "retire" with every (context, RAG state)
+evaluation.
 
 Viability (8.3) needs only the linear predictors z_0'theta and z_1'theta of each head in
 each world, so the draws are taken from their exact joint law: for a Gaussian-mixture head
@@ -29,13 +31,14 @@ from gigaevo.memory.v2.causal.invalidity import LogisticLaplaceHead, acceptance_
 from gigaevo.memory.v2.causal.policy import rng_stream
 from gigaevo.memory.v2.causal.projection import MixtureProjector, card_columns, chol2x2
 
-RAG_STATES = ("unassessed", "applicable")  # r = 0 and r = +0.5 (MODEL 8.2 step 7)
+RAG_STATES = ("unassessed", "applicable")  # r = 0 and r = +0.5 (memory-model.md "Eligibility")
 RESIDUAL_KNOB = "memory.posterior_config.reward_residual_sd_bounds"
 
 
 @dataclass(frozen=True)
 class RetirementConfig:
-    """Retirement constants (``memory.evictor.*``; MODEL section 0 defaults).
+    """Retirement constants (``memory.evictor.*``; defaults of memory-model.md "Symbols and
+    defaults").
 
     ``delta`` and ``alpha`` are the safety constraint's (``memory.causal``); the evictor's
     ``max_viability_probability`` is tied to ``alpha`` by config interpolation.
@@ -75,7 +78,8 @@ class RetirementConfig:
 def practical_threshold(
     control_gains: Sequence[float], min_global_control: int = 2, quantile: float = 0.10
 ) -> float:
-    """theta: linear-interpolated ``quantile`` of the non-zero |y| of valid controls (MODEL 8.1).
+    """theta: linear-interpolated ``quantile`` of the non-zero |y| of valid controls
+    (memory-model.md "Practical threshold").
 
     Fewer than ``min_global_control`` non-zero magnitudes, or a non-finite / non-positive
     quantile, give 0 (harm-only retirement).
@@ -91,7 +95,7 @@ def practical_threshold(
 
 
 def wilson_upper(k: int, n: int, z: float = 1.96) -> float:
-    """Wilson score upper bound of a binomial proportion k / n (MODEL 8.3)."""
+    """Wilson score upper bound of a binomial proportion k / n (memory-model.md "Viability")."""
     if n < 1 or not 0 <= k <= n:
         raise ValueError(f"need 0 <= k <= n and n >= 1, got k={k}, n={n}")
     p, z2 = k / n, z * z
@@ -122,7 +126,7 @@ class SupportContext:
 
 @dataclass(frozen=True)
 class CardSupport:
-    """The ledger support of one card lineage (MODEL 8.2 steps 3-6).
+    """The ledger support of one card lineage (memory-model.md "Eligibility", checks 1-6).
 
     Attributes:
         card_id: the live card (domain of its RNG streams).
@@ -178,7 +182,8 @@ class RetirementHeads:
 
 
 def heads_gate(heads: RetirementHeads, alpha: float) -> str:
-    """MODEL 8.2 step 2 (and the invalidity fit): "" when retirement may run, else why not."""
+    """The sweep's gate of memory-model.md "Eligibility" (heads healthy, invalidity fitted): ""
+    when retirement may run, else why not."""
     reward = [("immediate", heads.immediate)]
     if heads.lineage is not None:
         reward.append(("lineage", heads.lineage))
@@ -197,7 +202,8 @@ def heads_gate(heads: RetirementHeads, alpha: float) -> str:
 
 
 def support_gate(card: CardSupport, n_controls: int, theta: float, cfg: RetirementConfig) -> str:
-    """MODEL 8.2 steps 3-6 in order: "" when the card is supported, else the keep reason."""
+    """The checks of memory-model.md "Eligibility", in order: "" when the card is supported, else
+    the keep reason."""
     if card.pending > 0:
         return f"pending outcomes ({card.pending})"
     if card.treated < cfg.min_treated:
@@ -256,7 +262,8 @@ def evaluate(
     evidence_version: str,
     cfg: RetirementConfig,
 ) -> Evaluation | str:
-    """Count worlds with p_1 - p_0 <= delta and Delta > theta (MODEL 8.3); a str on failure.
+    """Count worlds with p_1 - p_0 <= delta and Delta > theta (memory-model.md "Viability"); a str
+    on failure.
 
     The pair certifies deletion only if the prediction is finite, the deterministic
     safety integral is certified (error <= ``safety_tolerance``) and the Wilson bound is
@@ -302,7 +309,8 @@ def judge_card(
     evidence_version: str,
     cfg: RetirementConfig,
 ) -> Judgement:
-    """Steps 3-7 of MODEL 8.2 for one card (steps 1-2 are the sweep's: ``heads_gate``)."""
+    """memory-model.md "Eligibility" and "Viability" for one card (the sweep's own gate is
+    ``heads_gate``)."""
     reason = support_gate(card, n_controls, theta, cfg)
     if reason:
         return Judgement(card.card_id, False, reason)

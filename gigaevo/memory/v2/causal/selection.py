@@ -1,4 +1,5 @@
-"""One selection decision from fitted heads (MODEL 6.3-6.7), composed from the pure pieces.
+"""One selection decision from fitted heads (memory-model.md "Policy"), composed from the pure
+pieces.
 
 No I/O: the caller supplies fitted heads, the decision context and the candidate cards.
 """
@@ -51,7 +52,7 @@ class CandidateCard:
 
 @dataclass(frozen=True)
 class SelectionConfig:
-    """Policy constants (MODEL section 0 defaults)."""
+    """Policy constants (defaults of memory-model.md "Symbols and defaults")."""
 
     offer_probability: float = 0.7
     epsilon: float = 0.05
@@ -98,7 +99,8 @@ def select(
         x: (C,) decision context; gain_bounds: (G-, G+) of the parent.
         cards: candidates after lineage exclusion and the pending filter.
         pending: nu_j (pending immediate + lineage outcomes) per card id.
-        lineage: the delayed-lineage head when active (>= 1 lineage row, MODEL 4.2);
+        lineage: the delayed-lineage head when active (>= 1 lineage row,
+            memory-model.md "Delayed-lineage head");
             its draws share each world with the immediate and invalidity draws.
     """
     cfg = config or SelectionConfig()
@@ -113,7 +115,8 @@ def select(
     ids = [c.card_id for c in cards]
     index = {cid: i for i, cid in enumerate(ids)}
     rows = card_rows(space, x, cards)
-    # all cards at once: batched (eta-bar, Sigma_eta), vectorised integral (MODEL 5)
+    # all cards at once: batched (eta-bar, Sigma_eta), vectorised integral (memory-model.md
+    # "Invalidity head and chance constraint")
     means, covs = invalidity.linear_predictors(z0, rows)
     acceptance = dict(zip(ids, acceptance_probabilities(means, covs, delta=cfg.delta), strict=True))
     safe = sorted(cid for cid, acc in acceptance.items() if acc.admitted(cfg.alpha))
@@ -145,7 +148,8 @@ def world_latents(
     n: int,
     threads: int = 1,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The S_w world draws of every head (MODEL 6.4), head i from ``worlds`` stream i.
+    """The S_w world draws of every head (memory-model.md "Policy"), head i from ``worlds`` stream
+    i.
 
     The heads are independent given the data, so each has its own stream (counter = its
     position) and the draws do not depend on ``threads``: with more than one, and at least
@@ -196,7 +200,8 @@ def _summary(
 ) -> CardSummary:
     """S_p summary draws of the proposed card from the exact law of its arm predictors.
 
-    Per head only (z_0'theta, z_1'theta) enters the summary (MODEL 6.7), so each pair is drawn
+    Per head only (z_0'theta, z_1'theta) enters the summary (memory-model.md "Policy"), so each
+    pair is drawn
     from its bivariate law (a normal mixture over the sigma nodes, one normal for the Laplace
     head) instead of projecting full coefficient vectors: same law, O(S_p) normals.
     """

@@ -1,4 +1,5 @@
-"""Block-arrowhead posteriors at many residual scales at once, for one noise level (MODEL 3).
+"""Block-arrowhead posteriors at many residual scales at once, for one noise level (memory-model.md
+"Immediate head").
 
 When every row has the same omega, Lambda(sigma) = diag(1/v) + w H with w = 1/(sigma^2 +
 omega^2) and H = X'X fixed. Each active lineage block is diagonalised once per fit,
@@ -224,7 +225,8 @@ class NoisePencil:
 
 
 class DensePencil:
-    """Dense posteriors at many residual scales at once, for one noise level (MODEL 3).
+    """Dense posteriors at many residual scales at once, for one noise level (memory-model.md
+    "Immediate head").
 
     With Lambda(sigma) = diag(1/v) + X'X / s2, s2 = sigma^2 + omega^2, and the whitened
     Gram V^1/2 X'X V^1/2 = Q diag(e) Q' (one eigen-decomposition per fit), per sigma:

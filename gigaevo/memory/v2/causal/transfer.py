@@ -1,4 +1,5 @@
-"""Multitask transfer prior (MODEL section 9): other runs' trials shift a card's prior.
+"""Multitask transfer prior (memory-model.md "Multitask transfer"): other runs' trials shift a
+card's prior.
 
 From the compact trials stamped on shared cards by *other* runs, keep the
 strata (task, run, card) with at least ``min_trials_per_arm`` treated and as
@@ -33,7 +34,8 @@ from gigaevo.memory.v2.causal.invalidity import LogisticLaplaceHead
 
 @dataclass(frozen=True)
 class TransferConfig:
-    """``memory.transfer.*``: the multitask read side (defaults of MODEL 9).
+    """``memory.transfer.*``: the multitask read side (defaults of memory-model.md "Multitask
+    transfer").
 
     Attributes:
         enabled: shift the immediate head's lineage prior by other runs' trials

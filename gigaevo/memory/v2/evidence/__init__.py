@@ -12,7 +12,7 @@
   delta chain (schema version 3), ``RowIdSet`` in memory.
 - ``build``: rows from the engine's ``MutationContext`` / ``MutationResult``
   (grounded cited set, raw oriented gain, censoring of discarded children).
-- ``queries``: which rows train which head (MODEL.md section 1), OPE rows and
+- ``queries``: which rows train which head (memory-model.md "Rows and eligibility"), OPE rows and
   the evidence version V.
 - ``errors``: ``LedgerIntegrityError`` and the other named conditions (also
   those of the selection leases, ``gigaevo.memory.v2.read.leases``).

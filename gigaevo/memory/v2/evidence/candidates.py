@@ -1,6 +1,6 @@
 """A decision's candidates (``Candidate``) and their columnar, immutable table.
 
-A decision over a bank of J cards logs J candidates (MODEL.md section 1). Kept
+A decision over a bank of J cards logs J candidates (memory-model.md "Rows and eligibility"). Kept
 as J frozen objects per decision, they are most of the reader's memory (~400
 bytes a card, every decision kept for the heads' refits). ``CandidateTable``
 holds them as columns instead and gives back ``Candidate`` objects on demand:

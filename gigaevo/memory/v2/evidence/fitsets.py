@@ -1,7 +1,7 @@
 """The row ids a decision's heads were fitted on, stored once per fit (schema version 3).
 
-A decision logs the ids of every ledger row its heads were fitted on (MODEL.md
-section 1): O(ledger) ids, the same for every decision of one fit and nearly
+A decision logs the ids of every ledger row its heads were fitted on (memory-model.md
+"Rows and eligibility"): O(ledger) ids, the same for every decision of one fit and nearly
 the same from one fit to the next. Each distinct id set is a link of a
 content-addressed delta chain in the ``fit_sets`` table, keyed by the SHA-256
 of its body ``{"parent": <link hash> | null, "added": [...], "removed": [...]}``:

@@ -1,7 +1,7 @@
 """``SelectionEvidence``: the causal ledger ``memory_v2_selection_evidence.sqlite3``.
 
 Append-only SQLite in ``checkpoint_dir`` holding decisions, terminals,
-mutation edges and delayed-lineage rows (MODEL.md section 1). Rows are never
+mutation edges and delayed-lineage rows (memory-model.md "Rows and eligibility"). Rows are never
 updated or deleted (triggers refuse it); a lineage row changes by appending
 a higher ``version`` for the same root. Every row carries the SHA-256 of its
 canonical JSON, checked whenever it is read; a mismatch raises

@@ -1,4 +1,5 @@
-"""Which ledger rows train which head (MODEL.md section 1's table) and the evidence version V.
+"""Which ledger rows train which head (memory-model.md "Rows and eligibility") and the evidence
+version V.
 
 Usefulness eligibility is E = 1{Z = 0 or U = 1} on randomised, non-censored
 rows: withheld controls and delivered cards that were cited. A delivered but

@@ -1,4 +1,5 @@
-"""Immutable rows of the causal ledger (MODEL.md section 1) and their content hashes.
+"""Immutable rows of the causal ledger (memory-model.md "Rows and eligibility") and their content
+hashes.
 
 Every row is a frozen dataclass whose JSON form (``records.to_json``) is
 written canonically (sorted keys, no spaces); its SHA-256 is stored beside it
@@ -46,7 +47,7 @@ def decision_key_id(run_id: str, attempt: int) -> str:
 
 @dataclass(frozen=True)
 class FrozenContext:
-    """Pre-treatment context as binned at decision time (MODEL.md section 2)."""
+    """Pre-treatment context as binned at decision time (memory-model.md "Context features")."""
 
     task_key: str
     parent_id: str

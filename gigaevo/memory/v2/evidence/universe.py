@@ -1,6 +1,6 @@
 """Content-addressed card snapshots and universes of the causal ledger (schema version 2+).
 
-A decision freezes its whole eligible universe (MODEL.md section 1), which is
+A decision freezes its whole eligible universe (memory-model.md "Rows and eligibility"), which is
 nearly the same from one decision to the next. Each snapshot is stored once in
 ``snapshots`` keyed by the SHA-256 of its canonical JSON, each universe once in
 ``universes`` keyed by the SHA-256 of its body (the canonical JSON list of its

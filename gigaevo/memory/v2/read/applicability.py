@@ -1,4 +1,5 @@
-"""Agentic applicability labels (``memory/applicability=agentic``): the RAG contrast r of MODEL 3.
+"""Agentic applicability labels (``memory/applicability=agentic``): the RAG contrast r of
+memory-model.md "Immediate head".
 
 For one decision, ``ApplicabilityAssessor.assess`` labels eligible cards
 ``applicable`` or ``not_applicable`` for the parent program with one

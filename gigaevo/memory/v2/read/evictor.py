@@ -1,4 +1,4 @@
-"""Causal retirement of memory=v2 (``memory/evictor=causal``; MODEL section 8).
+"""Causal retirement of memory=v2 (``memory/evictor=causal``; memory-model.md "Retirement").
 
 ``CausalEvictor.sweep`` judges every card of this run's task with the reader's
 fitted heads (``causal.retirement``) and leaves one-use ``Verdict``s (V, the

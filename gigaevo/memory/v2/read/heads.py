@@ -1,8 +1,10 @@
-"""The read side's posterior heads, fitted on the causal ledger (MODEL sections 3, 4 and 9).
+"""The read side's posterior heads, fitted on the causal ledger (memory-model.md "Immediate head"
+and "Delayed-lineage head" and "Multitask transfer").
 
 ``HeadFitter`` fits the immediate-utility and invalidity heads on the committed,
 usefulness-eligible ledger rows, and the delayed-lineage head on the latest matured
-lineage row of each eligible root once there is one (MODEL 4.2). Fits are cached by the
+lineage row of each eligible root once there is one (memory-model.md "Delayed-lineage head"). Fits
+are cached by the
 evidence version V, the card lineages, the context width and the lineage rows; a decision
 whose inputs did not move (same V, same rows, the very same card objects) skips even the
 key. With the multitask transfer prior on, the digest of other runs' use trials joins V.
@@ -72,7 +74,7 @@ class HeadFitter:
         posterior: ``memory.posterior_config`` (priors, residual scale, contrasts).
         run_id: this run (its own use trials never feed the transfer prior).
         task_key: this run's task.
-        transfer: the multitask transfer prior (MODEL 9).
+        transfer: the multitask transfer prior (memory-model.md "Multitask transfer").
         rag_contrast: whether RAG labels enter the design (memory/applicability=agentic).
     """
 
@@ -173,7 +175,8 @@ class HeadFitter:
             valid = np.array([o.valid for o in rows], dtype=bool)
             y, omega = self.targets([o for o in rows if o.valid])
             immediate = self._utility_head(space)
-            immediate.prior_mean = self._transfer_prior(space)  # MODEL 9; None: zero mean
+            # memory-model.md "Multitask transfer"; None: zero mean
+            immediate.prior_mean = self._transfer_prior(space)
             immediate.fit(_take_rows(design, np.flatnonzero(valid)), y, omega)
             mu, var = space.invalidity_prior(
                 post.invalidity_base_rate,
@@ -220,7 +223,8 @@ class HeadFitter:
         delayed: Sequence[tuple[Observation, LineageRow]],
         alias: dict[str, str],
     ) -> BayesianLinearHead | None:
-        """The delayed-lineage head (MODEL 4.2), active once it has >= 1 matured row.
+        """The delayed-lineage head (memory-model.md "Delayed-lineage head"), active once it has >=
+        1 matured row.
 
         Each root keeps its own design row z (same arm, context and card) and trains on
         y^L = g^L / R (not clipped) with the known measurement sd omega^L; mu_0 = 0.
@@ -301,7 +305,8 @@ class HeadFitter:
         ]
         return np.asarray(y, dtype=float), np.asarray(omega, dtype=float)
 
-    # -- multitask transfer (MODEL 9) --------------------------------------------
+    # -- multitask transfer (memory-model.md "Multitask transfer")
+    # --------------------------------------------
     def _transfer_key(self, cards: Sequence[Card]) -> str:
         """Digest of other runs' trials on ``cards`` ("" when off); refits P_help when it moves."""
         if not self.transfer.enabled:

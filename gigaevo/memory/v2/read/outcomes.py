@@ -1,4 +1,5 @@
-"""``OutcomeRecorder``: the outcome side of the causal reader (MODEL sections 1, 4.1 and 7).
+"""``OutcomeRecorder``: the outcome side of the causal reader (memory-model.md "Rows and
+eligibility" and "Delayed-lineage head" and "Off-policy evaluation").
 
 On every committed mutation (``observe``, in commit order):
 
@@ -289,7 +290,8 @@ class OutcomeRecorder:
 
     # -- OPE -------------------------------------------------------------------
     def ope_summary(self) -> dict[str, Any]:
-        """MODEL 7 over the randomised, non-censored rows (both arms, cited or not).
+        """memory-model.md "Off-policy evaluation" over the randomised, non-censored rows (both
+        arms, cited or not).
 
         ITT DR / IPS (flat, as before), the conditional-offer AIPW of the gates
         pi = 1, pi = 0 and pi = e with their ESS, max weight and overlap, the

@@ -1,4 +1,5 @@
-"""``CausalReader``: the read side of memory=v2 (MODEL sections 1, 3, 5 and 6).
+"""``CausalReader``: the read side of memory=v2 (memory-model.md "Rows and eligibility" and
+"Immediate head" and "Invalidity head and chance constraint" and "Policy").
 
 One decision per mutation attempt, on the engine's main thread, before the
 LLM call:
@@ -6,7 +7,8 @@ LLM call:
 1. refresh the bank; the universe is every card of this task;
 2. fit the immediate and invalidity heads on the committed, usefulness-eligible
    ledger rows, and the delayed-lineage head on the latest matured lineage row
-   of each eligible root once there is one (MODEL 4.2); fits are cached by the
+   of each eligible root once there is one (memory-model.md "Delayed-lineage head"); fits are
+   cached by the
    evidence version V, the lineage rows and the lineage layout, so a decision
    refits only when V or the bank changed;
 3. lineage exclusion (``memory/excluder=lineage``): every card cited on the
@@ -20,7 +22,7 @@ LLM call:
 5. render the slate only when Z = 1.
 
 A head that fails or sits at its boundary makes the decision abstain
-(rho_0 = 1), as MODEL 6.3 says. Outcomes are handled by ``outcomes.OutcomeRecorder``.
+(rho_0 = 1), as memory-model.md "Policy" says. Outcomes are handled by ``outcomes.OutcomeRecorder``.
 """
 
 from __future__ import annotations
@@ -409,5 +411,5 @@ class CausalReader:
 
 
 def _abstain(reason: str) -> Selection:
-    """rho_0 = 1: no card proposed (MODEL 6.3)."""
+    """rho_0 = 1: no card proposed (memory-model.md "Policy")."""
     return Selection(abstain_proposal(), Draw(None, None, 1.0, 1.0), {}, None, reason)

@@ -1,6 +1,7 @@
 """The universe of a decision as card snapshots, rendered once per card revision.
 
-A decision freezes every eligible card as it stood (MODEL 1: id, absorbed ids, kind,
+A decision freezes every eligible card as it stood (memory-model.md "Rows and eligibility": id,
+absorbed ids, kind,
 delivered text and its digest). Rendering a thousand cards per decision costs more than
 the rest of the row, so ``SnapshotCache`` keeps each card's snapshot until the card
 changes, and hands back the very same universe tuple while nothing changed (the ledger

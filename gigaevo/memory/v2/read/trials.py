@@ -1,4 +1,5 @@
-"""Use-trial stamps: the live updater's compact usefulness trials on shared cards (MODEL 1, 9).
+"""Use-trial stamps: the live updater's compact usefulness trials on shared cards (memory-model.md
+"Rows and eligibility" and "Multitask transfer").
 
 On each usefulness-eligible terminal (a withheld control, valid or invalid, or
 a cited delivery; never an uncited delivery, an abstention or a censored
