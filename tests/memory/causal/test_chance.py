@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy.integrate import quad
+from scipy.special import expit, logit
+from scipy.stats import norm
 
 from gigaevo.memory.v2.causal import (
+    Acceptance,
     BlockDesign,
     DesignSpace,
     LogisticLaplaceHead,
@@ -131,3 +135,93 @@ def test_batched_linear_predictors_match_one_by_one(block: bool) -> None:
         m, cov = head.linear_predictor(z0, row)
         np.testing.assert_allclose(means[i], m, rtol=0, atol=1e-12)
         np.testing.assert_allclose(covs[i], cov, rtol=0, atol=1e-12)
+
+
+# -- against an independent integral, and each side of the constraint (issue 19) -------
+
+
+def _reference(mean: np.ndarray, cov: np.ndarray, delta: float, cap: float | None = None) -> float:
+    """P(expit(eta_1) - expit(eta_0) <= delta [and expit(eta_1) <= cap]) integrated over eta_0
+    (not the standardised t of the product code), with eta_1 | eta_0 normal."""
+    m0, m1 = float(mean[0]), float(mean[1])
+    s0 = np.sqrt(cov[0, 0])
+    slope = cov[0, 1] / cov[0, 0]
+    sd1 = np.sqrt(cov[1, 1] - cov[0, 1] ** 2 / cov[0, 0])
+
+    def integrand(e0: float) -> float:
+        p = float(expit(e0)) + delta
+        bound = np.inf if p >= 1.0 else float(logit(p))
+        if cap is not None:
+            bound = min(bound, float(logit(cap)))
+        return float(norm.pdf(e0, m0, s0) * norm.cdf(bound, m1 + slope * (e0 - m0), sd1))
+
+    lo, hi = m0 - 12 * s0, m0 + 12 * s0
+    value, _ = quad(integrand, lo, hi, epsabs=1e-13, epsrel=1e-12, limit=500)
+    return float(value)
+
+
+REFERENCE_CASES = [
+    ((-2.94444, -2.94444), ((0.05004, 0.05004), (0.05004, 0.29914)), 0.10),  # cold start
+    ((-2.9, -1.2), ((0.04, 0.01), (0.01, 0.09)), 0.10),  # +18 points, tight: mostly unsafe
+    ((-1.2, -2.9), ((0.04, 0.01), (0.01, 0.09)), 0.10),  # -18 points: safe
+    ((-2.0, -1.5), ((0.3, -0.2), (-0.2, 0.5)), 0.05),  # anti-correlated arms
+    ((0.5, 1.5), ((1.0, 0.9), (0.9, 1.0)), 0.20),  # strongly correlated, high rates
+    ((-3.0, -3.0), ((0.5, 0.0), (0.0, 0.5)), 0.0),  # delta = 0: P(p_1 <= p_0) = 1/2
+]
+
+
+@pytest.mark.parametrize(("mean", "cov", "delta"), REFERENCE_CASES)
+def test_acceptance_equals_an_independent_integral(
+    mean: tuple[float, float], cov: tuple[tuple[float, float], ...], delta: float
+) -> None:
+    m, c = np.array(mean), np.array(cov)
+    want = _reference(m, c, delta)
+    careful = acceptance_probability(m, c, delta=delta)
+    (batched,) = acceptance_probabilities(m[None], c[None], delta=delta)
+    for got in (careful, batched):
+        assert not got.failed and got.error <= 1e-8
+        # conservative: the integral minus its error bound, never above the truth
+        assert want - 2e-8 <= got.probability <= want + 1e-10, (got, want)
+    if delta == 0.0:
+        assert want == pytest.approx(0.5, abs=1e-9)
+
+
+def test_the_credible_cap_also_bounds_the_treated_rate() -> None:
+    m, c = np.array([-2.0, -1.6]), np.array([[0.2, 0.1], [0.1, 0.3]])
+    for cap in (0.15, 0.5):
+        want = _reference(m, c, 0.10, cap)
+        got = acceptance_probability(m, c, delta=0.10, absolute_cap=cap)
+        assert want - 2e-8 <= got.probability <= want + 1e-10
+        (batched,) = acceptance_probabilities(m[None], c[None], delta=0.10, absolute_cap=cap)
+        assert batched == got
+    assert _reference(m, c, 0.10, 0.15) < acceptance_probability(m, c, delta=0.10).probability
+
+
+TIGHT = np.array([[1e-4, 0.0], [0.0, 1e-4]])  # posterior sure of both invalid rates
+
+
+@pytest.mark.parametrize(
+    ("p0", "p1", "admitted"),
+    [
+        (0.05, 0.35, False),  # raises the invalid rate by 30 points
+        (0.35, 0.05, True),  # lowers it by 30 points: safe
+        (0.05, 0.05, True),  # no change
+        (0.05, 0.17, False),  # +12 points > delta
+        (0.05, 0.13, True),  # +8 points <= delta
+    ],
+)
+def test_the_constraint_bounds_the_rise_not_the_fall(p0: float, p1: float, admitted: bool) -> None:
+    mean = logit(np.array([p0, p1]))
+    careful = acceptance_probability(mean, TIGHT, delta=0.10)
+    (batched,) = acceptance_probabilities(mean[None], TIGHT[None], delta=0.10)
+    for got in (careful, batched):
+        assert got.admitted(0.10) is admitted
+        assert got.probability == pytest.approx(1.0 if admitted else 0.0, abs=1e-3)
+
+
+def test_admission_needs_p_acc_strictly_above_alpha() -> None:
+    assert not Acceptance(0.10, 0.0, False).admitted(0.10)
+    assert Acceptance(0.1000001, 0.0, False).admitted(0.10)
+    assert not Acceptance(0.5, 0.0, False).admitted(0.5)
+    assert Acceptance(0.11, 0.0, False).admitted()  # the default alpha is 0.10
+    assert not Acceptance(0.09, 0.0, False).admitted()

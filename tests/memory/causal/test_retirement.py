@@ -7,7 +7,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-from gigaevo.memory.v2.causal import BayesianLinearHead, BlockDesign, LogisticLaplaceHead
+from gigaevo.memory.v2.causal import (
+    BayesianLinearHead,
+    BlockDesign,
+    DesignSpace,
+    LogisticLaplaceHead,
+)
 from gigaevo.memory.v2.causal.retirement import (
     CardSupport,
     RetirementConfig,
@@ -15,11 +20,10 @@ from gigaevo.memory.v2.causal.retirement import (
     SupportContext,
     heads_gate,
     judge_card,
-    non_viable,
     practical_threshold,
     wilson_upper,
 )
-from tests.memory.causal.simulate import CARD, CardWorld, card_world
+from tests.memory.causal.simulate import CARD, CardWorld, card_world, random_contexts
 
 CFG = RetirementConfig()
 V = "evidence-version-1"
@@ -77,8 +81,7 @@ def test_practical_threshold_needs_min_global_control_nonzero_controls() -> None
 def test_wilson_boundary_at_4096_draws() -> None:
     assert wilson_upper(371, 4096) == pytest.approx(0.09975, abs=1e-5)
     assert wilson_upper(372, 4096) == pytest.approx(0.100008, abs=1e-6)
-    assert non_viable(371, 4096, 1.96, 0.10)
-    assert not non_viable(372, 4096, 1.96, 0.10)
+    assert wilson_upper(371, 4096, 1.96) <= 0.10 < wilson_upper(372, 4096, 1.96)
     assert wilson_upper(0, 4096) > 0.0 and wilson_upper(4096, 4096) == 1.0
 
 
@@ -232,3 +235,168 @@ def test_delayed_lineage_value_rescues_an_immediately_harmful_card() -> None:
     with_lineage = dataclasses.replace(heads, lineage=lineage, _projectors={})
     out = judge(with_lineage, support(), theta=0.0064)
     assert not out.retire and "viable" in out.reason
+
+
+# -- each condition of the viability test on its own (issue 19) ------------------------
+# A world counts for the card only if it is safe (p_1 - p_0 <= delta) AND useful
+# (Delta > theta); a card is retired when such worlds are rare in every context.
+
+
+@pytest.mark.parametrize(
+    ("harm", "effect", "p_control", "p_cited", "retire"),
+    [
+        ("gain harm only", -0.05, 0.05, 0.05, True),
+        ("invalidity harm only: +0.3 gain, invalid 5 % -> 40 %", 0.30, 0.05, 0.40, True),
+        ("both", -0.05, 0.05, 0.35, True),
+        ("neither", 0.05, 0.05, 0.05, False),
+        ("invalidity benefit only: invalid 30 % -> 2 %", 0.0, 0.30, 0.02, False),
+    ],
+)
+def test_each_harm_retires_on_its_own(
+    harm: str, effect: float, p_control: float, p_cited: float, retire: bool
+) -> None:
+    for seed in (400, 401):
+        world = card_world(
+            200, 86, np.random.default_rng(seed), effect=effect, p_control=p_control,
+            p_cited=p_cited,
+        )  # fmt: skip
+        out = judge(fit_heads(world), support(), theta=0.0064)
+        assert out.retire is retire, (harm, seed, out.reason)
+        if harm.startswith("invalidity harm only"):  # no world is safe, however large the gain
+            assert all(e.k <= 40 for e in out.evaluations), [e.k for e in out.evaluations]
+
+
+def test_an_invalidity_rise_within_delta_still_costs_through_the_hurdle_value() -> None:
+    """q_a = (1 - p_a) v_a + p_a G-: a gain-neutral card that adds ~7 points of invalid
+    children (safe: below delta) has Delta < 0 and is retired."""
+    for seed in (500, 501):
+        world = card_world(400, 200, np.random.default_rng(seed), effect=0.0, p_cited=0.12)
+        assert judge(fit_heads(world), support(), theta=0.0064).retire, seed
+
+
+def test_a_useful_card_below_the_practical_threshold_is_retired() -> None:
+    world = card_world(800, 400, np.random.default_rng(600), effect=0.02)
+    heads = fit_heads(world)
+    assert not judge(heads, support(), theta=0.0064).retire  # useful beyond a small theta
+    assert judge(heads, support(), theta=0.05).retire  # but never by 0.05
+
+
+def test_values_are_clipped_to_the_parents_feasible_interval() -> None:
+    """At parents on the metric's lower bound (G- = 0) both arms' negative predictions clip to
+    0: a card that is only 'less bad' than no card has Delta = 0 and is not useful."""
+    bottom = tuple(
+        SupportContext(i % 2, (i, 0), (1.0, -1.0, 0.7, 0.2 * i - 0.2, 0.1), (0.0, 1.0))
+        for i in range(3)
+    )
+    world = card_world(200, 86, np.random.default_rng(700), effect=0.05)
+    shifted = dataclasses.replace(world, y=world.y - 0.3)  # every gain far below zero
+    heads = fit_heads(shifted)
+    out = judge(heads, support(contexts=bottom), theta=0.0)
+    assert out.retire and all(e.k == 0 for e in out.evaluations)
+    assert not judge(heads, support(), theta=0.0).retire  # with room below, it is better
+
+
+def test_a_lineage_head_with_no_delayed_value_rescues_nothing() -> None:
+    world = card_world(200, 86, np.random.default_rng(800), effect=-0.1)
+    heads = fit_heads(world)
+    valid = world.d == 0
+    lineage = BayesianLinearHead(world.space.utility_prior_variance())
+    lineage.fit(world.design[valid], np.zeros(int(valid.sum())), np.full(int(valid.sum()), 0.15))
+    with_lineage = dataclasses.replace(heads, lineage=lineage, _projectors={})
+    assert judge(with_lineage, support(), theta=0.0064).retire
+
+
+def test_the_applicable_rag_state_is_judged_with_its_own_contrast() -> None:
+    """With the RAG contrast on, a card that helps when labelled applicable and harms when not
+    is viable in the 'applicable' state (r = +0.5) and so kept, though 'unassessed' is not."""
+    rng = np.random.default_rng(900)
+    space = DesignSpace(5, lineages=(CARD,), kind_contrast=False, rag_contrast=True)
+    n_cited, n_control = 300, 150
+    x = random_contexts(n_cited + n_control, rng)
+    labels = ["applicable", "not_applicable"] * (n_cited // 2) + [None] * n_control
+    arm = np.r_[np.ones(n_cited, int), np.zeros(n_control, int)]
+    design = np.array(
+        [space.row(xi, int(a), CARD, None, r) for xi, a, r in zip(x, arm, labels, strict=True)]
+    )
+    effect = np.array([{"applicable": 0.15, "not_applicable": -0.25}.get(r or "", 0.0)
+                       for r in labels])  # fmt: skip
+    y = 0.01 + 0.02 * x[:, 1] + effect + 0.05 * rng.standard_normal(len(x))
+    d = (rng.uniform(size=len(x)) < 0.05).astype(float)
+    immediate = BayesianLinearHead(space.utility_prior_variance()).fit(design[d == 0], y[d == 0])
+    mu, var = space.invalidity_prior()
+    heads = RetirementHeads(space, immediate, LogisticLaplaceHead(mu, var).fit(design, d))
+    out = judge(heads, support(), theta=0.0064)
+    assert not out.retire and "(applicable)" in out.reason, out.reason
+    states = [(e.context_index, e.state, e.non_viable) for e in out.evaluations]
+    assert states == [(0, "unassessed", True), (0, "applicable", False)]
+
+
+def test_each_context_and_state_draws_its_own_worlds() -> None:
+    """Counter 2 * context + state: without a RAG contrast the two states of one context
+    evaluate the same rows, yet on different random streams."""
+    world = card_world(30, 30, np.random.default_rng(5), effect=-0.01)
+    cfg = dataclasses.replace(CFG, max_viability_probability=0.99)  # evaluate every pair
+    out = judge_card(
+        fit_heads(world), support(), n_controls=30, theta=0.0, evidence_version=V, cfg=cfg
+    )
+    ks = [e.k for e in out.evaluations]
+    assert len(ks) == 6 and len(set(ks)) == 6, ks
+    assert [(e.context_index, e.state) for e in out.evaluations] == [
+        (i, s) for i in range(3) for s in ("unassessed", "applicable")
+    ]
+
+
+def test_heads_gate_names_the_head_and_checks_both_masses() -> None:
+    rng = np.random.default_rng(4)
+    tight = fit_heads(card_world(150, 80, rng, sigma=0.2), bounds=(0.01, 0.02))
+    assert "immediate head" in heads_gate(tight, 0.10)
+    good = fit_heads(card_world(150, 80, np.random.default_rng(6)))
+    assert heads_gate(good, 0.10) == ""
+    # an active lineage head is gated too
+    with_lineage = dataclasses.replace(good, lineage=tight.immediate, _projectors={})
+    assert "lineage head" in heads_gate(with_lineage, 0.10)
+    # the residual scale piled at the *lower* bound: not "at boundary" (that is M+), yet
+    # M- + M+ > alpha disables retirement
+    exact = fit_heads(card_world(200, 86, np.random.default_rng(7), sigma=0.0005))
+    h = exact.immediate.health_
+    assert h.ok and not h.at_boundary and h.mass_lower > 0.10
+    assert "boundary" in heads_gate(exact, 0.10)
+
+
+def test_a_failed_invalidity_head_disables_retirement() -> None:
+    good = fit_heads(card_world(150, 80, np.random.default_rng(6)))
+    space = good.space
+    mu, var = space.invalidity_prior()
+    var[0] = 1e-14  # a prior precision of 1e14 on one coefficient: cond(F) > 1e12
+    failed = LogisticLaplaceHead(mu, var).fit(np.zeros((0, space.size)), np.zeros(0))
+    assert not failed.ok_
+    reason = heads_gate(dataclasses.replace(good, invalidity=failed), 0.10)
+    assert reason.startswith("invalidity head failed")
+
+
+def test_practical_threshold_interpolates_between_order_statistics() -> None:
+    gains = (0.05, -0.01, 0.03, 0.0, 0.02)  # non-zero |y| sorted: 0.01, 0.02, 0.03, 0.05
+    assert practical_threshold(gains, quantile=0.5) == pytest.approx(0.025)
+    assert practical_threshold(gains, quantile=0.10) == pytest.approx(0.013)
+    assert practical_threshold(gains, quantile=1.0) == pytest.approx(0.05)
+    assert practical_threshold(gains, min_global_control=4) == pytest.approx(0.013)
+    assert practical_threshold(gains, min_global_control=5) == 0.0
+
+
+def _wilson_by_roots(k: int, n: int, z: float) -> float:
+    """The Wilson upper bound as the larger root of (p_hat - p)^2 = z^2 p (1 - p) / n."""
+    p_hat, c = k / n, z * z / n
+    roots = np.roots([1.0 + c, -(2.0 * p_hat + c), p_hat * p_hat])
+    return float(min(1.0, max(roots.real)))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 13, 30])
+def test_wilson_upper_bound_at_small_n_against_exact_values(n: int) -> None:
+    for k in range(n + 1):
+        for z in (1.0, 1.96, 2.5):
+            assert wilson_upper(k, n, z) == pytest.approx(_wilson_by_roots(k, n, z), abs=1e-12)
+    # textbook values: 0 of 10 and 5 of 10 at 95 %
+    assert wilson_upper(0, 10) == pytest.approx(1.96**2 / (10 + 1.96**2), abs=1e-12)
+    assert wilson_upper(5, 10) == pytest.approx(0.7634, abs=5e-5)  # Newcombe (1998), table I
+    with pytest.raises(ValueError):
+        wilson_upper(3, 2)
