@@ -19,7 +19,8 @@ prints killed / survived / timeout / no-tests counts and the score killed / (kil
 survived + no tests), all mutants counted (equivalent ones are listed by hand in
 BENCHMARKS.md). ``--survivors`` re-runs only the survivors of a previous run in the same
 workdir against the current tests (kills are final: adding tests cannot revive a mutant),
-which is how the "after" column is measured. ``--tree`` copies another checkout (e.g. a
+which is how the "after" column is measured. ``--resume`` continues an interrupted run (mutmut keeps
+every verdict it reached). ``--tree`` copies another checkout (e.g. a
 ``git archive`` of the commit before new tests) for the "before" column. The surviving mutant names
 go to
 ``<workdir>/<module>/survivors.txt``; ``mutmut show NAME`` (run in that folder) prints one.
@@ -156,6 +157,9 @@ def main() -> None:
     parser.add_argument("--max-children", type=int, default=1)
     parser.add_argument("--survivors", action="store_true", help="re-run survivors only")
     parser.add_argument(
+        "--resume", action="store_true", help="continue an interrupted run in the same workdir"
+    )
+    parser.add_argument(
         "--tree", type=Path, default=ROOT, help="the source tree to copy (default: this one)"
     )
     args = parser.parse_args()
@@ -177,7 +181,7 @@ def main() -> None:
             if not names:
                 report(module, before, 0.0, folder)
                 continue
-        else:
+        elif not (args.resume and (folder / "mutants").is_dir()):
             folder = prepare(module, args.workdir, args.tree)
         seconds = run(folder, names, args.budget_s, args.max_children)
         found = statuses(folder, module)
