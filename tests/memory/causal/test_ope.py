@@ -5,8 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy.stats import norm
 
-from gigaevo.memory.v2.causal import gate_value, itt_scores, itt_summary
+from gigaevo.memory.v2.causal import (
+    DesignError,
+    gate_value,
+    itt_scores,
+    itt_summary,
+    offer_gate_report,
+)
 
 Z = [1, 0, 1, 0]
 Y = [0.03, -0.02, -0.80, 0.01]
@@ -95,3 +102,94 @@ def test_dr_with_good_nuisances_beats_ips_and_naive_is_unbiased_too() -> None:
     for est in (dr, ips, naive):
         assert abs(est.mean() - 0.05) <= 3 * est.std(ddof=1) / np.sqrt(len(est))
     assert dr.std() < 0.8 * ips.std()  # ~0.011 vs ~0.018
+
+
+# -- the summary's statistics, flags and weights on hand-made rows (issue 19) ----------
+
+
+def test_standard_error_interval_and_p_value_of_the_worked_example() -> None:
+    psi = np.array([0.038571428571, 0.076666666667, -1.147142857143, -0.023333333333])
+    s = itt_summary(Z, Y, Q1, Q0, E)
+    se = float(np.std(psi, ddof=1) / 2.0)
+    assert s.se == pytest.approx(se, rel=1e-9)
+    assert (s.ci_low, s.ci_high) == pytest.approx((s.dr - 1.96 * se, s.dr + 1.96 * se))
+    assert s.z == pytest.approx(s.dr / se)
+    assert s.p_value == pytest.approx(2.0 * norm.sf(abs(s.dr / se)))
+    assert (s.n, s.n_treated, s.n_control) == (4, 2, 2)
+    assert not s.ips_outside_ci  # -0.2667 lies inside [-0.84, 0.31]
+
+
+@pytest.mark.parametrize(("n_treated", "n_control", "low"), [(30, 30, False), (29, 30, True),
+                                                            (30, 29, True)])  # fmt: skip
+def test_low_power_needs_thirty_rows_in_each_arm(n_treated: int, n_control: int, low: bool) -> None:
+    n = n_treated + n_control
+    z = np.r_[np.ones(n_treated), np.zeros(n_control)]
+    y = np.linspace(-0.1, 0.1, n)
+    e = np.full(n, n_treated / n)  # no propensity warning
+    s = itt_summary(z, y, np.zeros(n), np.zeros(n), e)
+    assert s.low_power is low and not s.propensity_warning
+
+
+def test_propensity_warning_beyond_five_points() -> None:
+    z = np.r_[np.ones(60), np.zeros(40)]  # 60 % shown
+    y = np.linspace(-0.1, 0.1, 100)
+    zeros = np.zeros(100)
+    assert not itt_summary(z, y, zeros, zeros, np.full(100, 0.64)).propensity_warning
+    assert itt_summary(z, y, zeros, zeros, np.full(100, 0.66)).propensity_warning
+    assert itt_summary(z, y, zeros, zeros, np.full(100, 0.54)).propensity_warning
+
+
+def test_ips_outside_the_interval_is_flagged() -> None:
+    """Good nuisances give a tight DR interval; a large common shift of Y moves IPS only."""
+    n = 200
+    z = np.r_[np.ones(148), np.zeros(52)]  # 74 % shown against e = 0.7
+    y = 5.0 + 0.01 * np.sin(np.arange(n))
+    s = itt_summary(z, y, np.full(n, 5.0), np.full(n, 5.0), np.full(n, 0.7))
+    assert s.dr == pytest.approx(0.0, abs=0.01) and s.ips is not None
+    assert s.ips_outside_ci and abs(s.ips) > 0.5
+
+
+def test_propensities_are_clipped_not_divided_by_zero() -> None:
+    psi = itt_scores([1.0], [1.0], [0.0], [0.0], [0.0])
+    assert psi[0] == pytest.approx(1.0 / 1e-6)
+    psi = itt_scores([0.0], [1.0], [0.0], [0.0], [1.0])
+    assert psi[0] == pytest.approx(-1.0 / 1e-6)
+    with pytest.raises(DesignError):
+        itt_scores([1.0, 0.0], [1.0], [0.0], [0.0], [0.5])
+
+
+def test_gate_weights_ess_and_overlap() -> None:
+    e = [0.7, 0.7, 0.6, 0.6]
+    logged = gate_value(e, Z, Y, Q1, Q0, e)  # pi = e: every weight is 1
+    assert logged.ess == pytest.approx(4.0) and logged.max_weight == pytest.approx(1.0)
+    never = gate_value(0.0, Z, Y, Q1, Q0, e)  # weights 0, 1/0.3, 0, 1/0.4
+    assert never.max_weight == pytest.approx(1 / 0.3)
+    w = np.array([0.0, 1 / 0.3, 0.0, 1 / 0.4])
+    assert never.ess == pytest.approx(w.sum() ** 2 / (w**2).sum())
+    assert never.min_overlap == pytest.approx(0.3) and never.n == 4 and never.n_runs == 1
+    half = gate_value(0.5, Z, Y, Q1, Q0, E)
+    w = np.where(np.array(Z) == 1, 0.5 / 0.7, 0.5 / 0.3)
+    psi = 0.5 * np.array(Q1) + 0.5 * np.array(Q0) + w * (np.array(Y) - np.where(Z, Q1, Q0))
+    assert half.value == pytest.approx(psi.mean())
+    for bad in ((1.5, E), (0.5, [0.7, 0.7, 0.7, 1.0]), (-0.1, E)):
+        with pytest.raises(DesignError):
+            gate_value(bad[0], Z, Y, Q1, Q0, bad[1])
+    with pytest.raises(DesignError):
+        gate_value(0.5, [], [], [], [], [])
+    with pytest.raises(DesignError):
+        gate_value(0.5, Z, Y, Q1, Q0, E, runs=["a", "b"])
+
+
+def test_report_keeps_itt_fields_flat_and_under_itt() -> None:
+    report = offer_gate_report(Z, Y, Q1, Q0, E, runs=["a", "a", "b", "b"])
+    assert report["dr"] == report["itt"]["dr"] == pytest.approx(-0.263810, abs=1e-6)  # type: ignore[index]
+    assert report["gate_difference"] == pytest.approx(report["dr"])
+    gates = report["gates"]
+    assert set(gates) == {"always_offer", "never_offer", "logged"}  # type: ignore[arg-type]
+    assert gates["always_offer"]["se"] is not None and "se_note" not in gates["always_offer"]  # type: ignore[index]
+    one_run = offer_gate_report(Z, Y, Q1, Q0, E)
+    assert one_run["gates"]["logged"]["se"] is None  # type: ignore[index]
+    assert "2 runs" in one_run["gates"]["logged"]["se_note"]  # type: ignore[index]
+    empty = offer_gate_report([1, 1], [0.1, 0.2], [0, 0], [0, 0], [0.7, 0.7])
+    assert empty["insufficient_data"] and empty["gates"] is None
+    assert str(empty["reason"]).startswith("insufficient_data")
