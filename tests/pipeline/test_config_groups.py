@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
-from hydra.utils import instantiate
+from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf
 
 from gigaevo.pipeline.build import build_run
@@ -37,11 +38,19 @@ def test_option_builds_a_run(
 
 
 def test_leaf_components_instantiate() -> None:
+    """Each leaf node builds the class its ``_target_`` names, with the configured values."""
     cfg = compose_config(["checkpoint_dir=/tmp/unused"])
     for node in ("selector", "inspirations", "scheduler", "migration"):
-        assert instantiate(cfg.evolution[node]) is not None
-    assert instantiate(cfg.memory) is not None
-    assert instantiate(cfg.llm) is not None
+        built = instantiate(cfg.evolution[node])
+        assert type(built) is get_class(cfg.evolution[node]._target_), node
+        for key, value in cfg.evolution[node].items():
+            if not str(key).startswith("_") and hasattr(built, str(key)):
+                assert getattr(built, str(key)) == value, (node, key)
+    memory = instantiate(cfg.memory)  # _partial_: the pipeline adds the runtime
+    assert isinstance(memory, functools.partial)
+    assert memory.func is get_class(cfg.memory._target_)
+    llm = instantiate(cfg.llm)
+    assert type(llm) is get_class(cfg.llm._target_)
 
 
 def test_experiment_preset() -> None:

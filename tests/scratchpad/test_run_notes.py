@@ -90,9 +90,19 @@ def test_resolved_and_obsolete_notes_are_pruned_in_a_run(tmp_path: Path) -> None
 
 
 def test_a_run_and_a_plain_scratchpad_are_note_writers(tmp_path: Path) -> None:
-    writers: list[NoteWriter] = [_notes(tmp_path / "a"), Scratchpad(tmp_path / "b.md")]
+    run = _notes(tmp_path / "a", every=1)
+    plain = Scratchpad(tmp_path / "b.md")
+    writers: list[NoteWriter] = [run, plain]
     for writer in writers:
         writer.add_hypothesis("h", "x")
+    # the plain scratchpad writes at once; the run's notes wait for its next checkpoint
+    assert "h" in Scratchpad(tmp_path / "b.md").state
+    assert "h" not in _on_disk(tmp_path / "a")
+    run.after_commit(0, 1, "p0", 1.0)
+    assert "h" in _on_disk(tmp_path / "a")
+    for writer in writers:
+        entry = writer.state.get("h")
+        assert entry is not None and entry.section == HYPOTHESES and "x" in entry.text
 
 
 def test_the_memory_gets_the_run_notes(make_cfg: Callable[..., DictConfig]) -> None:
