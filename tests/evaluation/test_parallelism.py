@@ -9,17 +9,26 @@ from gigaevo.evaluation import SandboxEvaluator
 
 from .conftest import MakeProblem
 
-SLEEP_ONE_SECOND = "import time\ndef solve():\n    time.sleep(1.0)\n    return [1]\n"
+# the score (the sum of the returned list) is the wall-clock time at which solve started
+STARTED_THEN_SLEEPS = (
+    "import time\ndef solve():\n    t = time.time()\n    time.sleep(1.0)\n    return [t]\n"
+)
 
 
 def test_two_slow_programs_overlap(make_problem: MakeProblem) -> None:
-    with SandboxEvaluator(make_problem(), max_workers=2, timeout_s=3.0, memory_mb=512) as ev:
-        started = time.monotonic()
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            results = list(pool.map(ev.evaluate, [SLEEP_ONE_SECOND] * 2))
-        elapsed = time.monotonic() - started
+    """Two 1 s programs on two workers run at once: the second starts before the first ends.
+
+    (No wall-clock bound on the total: a loaded machine may be slow without being serial.
+    The speed-up itself is measured by benchmarks/bench_timing_claims.py.)
+    """
+    with (
+        SandboxEvaluator(make_problem(), max_workers=2, timeout_s=3.0, memory_mb=512) as ev,
+        ThreadPoolExecutor(max_workers=2) as pool,
+    ):
+        results = list(pool.map(ev.evaluate, [STARTED_THEN_SLEEPS] * 2))
     assert all(r.valid for r in results)
-    assert elapsed < 1.6, f"two 1 s programs took {elapsed:.2f} s with two workers"
+    first, second = sorted(r.metrics["score"] for r in results)
+    assert second - first < 1.0, "the second program started after the first had finished"
 
 
 def test_at_most_max_workers_run_at_once(make_problem: MakeProblem) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import math
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -89,7 +88,9 @@ def test_validator_rejects_garbage(name: str, garbage: Any, validator: Validator
         validator(name)(garbage)
 
 
-def test_rastrigin_evaluates_in_milliseconds(validator: Validator, run_entry: RunEntry) -> None:
+def test_rastrigin_imports_no_numpy(validator: Validator, run_entry: RunEntry) -> None:
+    """The seed program stays cheap to start in a fresh child (its evaluation time, once a
+    "median under 5 ms" assertion here, is measured by benchmarks/bench_timing_claims.py)."""
     problem = load_problem("rastrigin")
     source = problem.initial_programs[0]
     imported = {
@@ -98,11 +99,6 @@ def test_rastrigin_evaluates_in_milliseconds(validator: Validator, run_entry: Ru
         if isinstance(node, ast.Import)
         for alias in node.names
     }
-    assert "numpy" not in imported  # keeps a fresh child process cheap to start
-    validate = validator("rastrigin")
-    timings = []
-    for _ in range(20):
-        start = time.perf_counter()
-        validate(run_entry(source, problem.entry_function))
-        timings.append(time.perf_counter() - start)
-    assert sorted(timings)[len(timings) // 2] < 0.005
+    assert "numpy" not in imported
+    metrics = validator("rastrigin")(run_entry(source, problem.entry_function))
+    assert problem.metrics.primary in metrics

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -80,14 +78,13 @@ def test_head_fit_on_block_design_equals_dense_fit() -> None:
 
 
 @pytest.mark.slow
-def test_thousand_card_fit_is_fast() -> None:
+def test_thousand_card_fit_is_healthy() -> None:
+    """A 1,000-card block fit (P = 5011) converges (its time: benchmarks/bench_timing_claims.py)."""
     space, x, y, omega = _random_design(3000, 1000, 1000, seed=4)
     design = BlockDesign.from_dense(x, space.shared_size, space.n_context)
-    start = time.perf_counter()
     head = BayesianLinearHead(space.utility_prior_variance()).fit(design, y, omega)
-    elapsed = time.perf_counter() - start
     assert head.health_.ok
-    assert elapsed < 30.0  # dense would need a 5010 x 5010 solve at every sigma node
+    assert head.coef_mean_.shape == (space.size,) and np.all(np.isfinite(head.coef_var_))
 
 
 def test_logistic_head_on_block_design_equals_dense() -> None:
