@@ -217,7 +217,7 @@ def test_labels_are_frozen_in_the_decision_and_reach_the_design_rows(tmp_path: P
         frozen = {c.card_id: c.rag for c in obs.decision.candidates}
         assert frozen[pid] == truth
         assert set(frozen.values()) <= {"applicable", "not_applicable", "unassessed"}
-        fit = reader._fitted(len(obs.decision.context.features), list(cards.values()))
+        fit = reader.heads.fitted(len(obs.decision.context.features), list(cards.values()))
         assert fit.space.rag_contrast
         r_col = fit.space.shared_size - 1  # r is the last shared column
         alias = {c: c for c in cards}

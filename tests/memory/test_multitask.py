@@ -473,6 +473,8 @@ def test_the_fit_cache_refits_only_changed_cards(monkeypatch: pytest.MonkeyPatch
     ]
     cache: dict[str, Any] = {}
     first = fit_transfer(trials, "toy", exclude_run="me", cache=cache)
+    # private on purpose: the point is which cards the cache refits, which only a spy on
+    # the per-card fit can see (the results are equal either way)
     fitted: list[str] = []
     real = transfer._card_help
 
@@ -517,7 +519,7 @@ def test_the_reader_shifts_the_immediate_prior_and_refits_on_foreign_trials(
     reader = memory.reader
     assert reader is not None
     cards = sorted(memory.store.cards(), key=lambda c: c.id)
-    fit = reader._fitted(5 - 1, cards)
+    fit = reader.heads.fitted(5 - 1, cards)
     assert fit.immediate is not None and fit.immediate.prior_mean is not None
     p = reader.transfer_fit.help_probability("ins-a")
     start = fit.space.lineage_slice("ins-a").start
@@ -525,9 +527,10 @@ def test_the_reader_shifts_the_immediate_prior_and_refits_on_foreign_trials(
     assert fit.immediate.prior_mean[fit.space.lineage_slice("ins-b").start] == 0.0
     fits = reader.fits
     own = replace(a, use_trials=(*a.use_trials, UseTrial("mine", memory.run_id, "toy", 1, True)))
-    assert reader._fitted(4, [own, cards[1]]) is fit and reader.fits == fits  # own trial: no refit
+    # this run's own trial does not move the transfer prior: no refit
+    assert reader.heads.fitted(4, [own, cards[1]]) is fit and reader.fits == fits
     other = replace(a, use_trials=(*a.use_trials, UseTrial("theirs", "r9", "toy", 1, True)))
-    reader._fitted(4, [other, cards[1]])
+    reader.heads.fitted(4, [other, cards[1]])
     assert reader.fits == fits + 1  # the trial digest joins the cache key
     # cross-task candidates: the card authored for "other" is in this task's universe
     row = reader.draft(_context(0))
@@ -546,7 +549,7 @@ def test_transfer_off_keeps_the_zero_prior_and_this_task_only(tmp_path: Path, ba
     memory = _memory(tmp_path, bank)
     reader = memory.reader
     assert reader is not None and not memory.transfer.enabled
-    fit = reader._fitted(4, [a])
+    fit = reader.heads.fitted(4, [a])
     assert fit.immediate is not None and fit.immediate.prior_mean is None
     assert {s.card_id for s in reader.draft(_context(0)).universe} == {"ins-a"}
     memory.close()

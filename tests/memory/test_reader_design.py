@@ -77,6 +77,9 @@ def test_cached_fit_is_reused_until_the_evidence_or_the_cards_move(tmp_path: Pat
     setup.new_control()  # V moves: refit
     setup.decide()
     assert reader.fits == fits + 1
+    # private on purpose: the point is the fitter's identity shortcut (same V, same row tuple,
+    # the very same card objects); new card objects must make it recompute the cache key,
+    # which no public output shows when the recomputed key still matches (no refit)
     fits, inputs = reader.fits, reader.heads._inputs
     card = reader.store.cards(task_key="toy")[0]
     reader.store.transaction(

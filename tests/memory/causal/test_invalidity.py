@@ -114,37 +114,40 @@ def _block_problem(seed: int):
     return x, d, mu, v, (space.shared_size, space.n_context)
 
 
-def test_block_condition_number_matches_dense_eigenvalues() -> None:
+def _dense_condition(head: LogisticLaplaceHead, x: np.ndarray, v: np.ndarray) -> float:
+    """cond(F) of the Laplace precision at the head's MAP, from a dense eigen-decomposition."""
+    p = expit(x @ head.coef_)
+    eig = np.linalg.eigvalsh(np.diag(1 / v) + x.T @ ((p * (1 - p))[:, None] * x))
+    return float(eig[-1] / eig[0])
+
+
+def test_block_condition_number_matches_dense_eigenvalues(monkeypatch: pytest.MonkeyPatch) -> None:
     """cond(F) of the block Laplace precision: a true upper bound while it clears the gate,
     exact (Lanczos on the block operators) when the bound does not."""
+    from gigaevo.memory.v2.causal import invalidity
+
     x, d, mu, v, layout = _block_problem(13)
     head = LogisticLaplaceHead(mu, v, layout).fit(x, d)
     assert head.ok_ and head.block_factor is not None
     p = expit(x @ head.coef_)
     fisher = np.diag(1 / v) + x.T @ ((p * (1 - p))[:, None] * x)
-    eig = np.linalg.eigvalsh(fisher)
-    exact = eig[-1] / eig[0]
+    exact = _dense_condition(head, x, v)
     bound = np.max(np.abs(fisher).sum(axis=1)) * np.max(v)  # Gershgorin / min(1/v)
     assert exact <= head.condition_ <= 1e12
     assert head.condition_ == pytest.approx(bound, rel=1e-9)
-    precision = head._precision
-    assert precision._lanczos_condition() == pytest.approx(exact, rel=1e-6)
+    # a gate between the exact value and the bound: the reported value is the exact one
+    monkeypatch.setattr(invalidity, "MAX_CONDITION", 0.5 * (exact + bound))
+    between = LogisticLaplaceHead(mu, v, layout).fit(x, d)
+    assert between.ok_ and between.condition_ == pytest.approx(exact, rel=1e-6)
 
 
-def test_an_ill_conditioned_block_fisher_is_refused() -> None:
-    """When the bound does not clear 1e12 the exact condition number decides (fail-closed)."""
+def test_an_ill_conditioned_block_fisher_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the bound does not clear the gate the exact condition number decides (fail-closed)."""
     from gigaevo.memory.v2.causal import invalidity
 
     x, d, mu, v, layout = _block_problem(14)
     well = LogisticLaplaceHead(mu, v, layout).fit(x, d)
-    exact = well._precision._lanczos_condition()
-    old = invalidity.MAX_CONDITION
-    try:  # a gate between the exact value and the bound: the exact value is computed
-        invalidity.MAX_CONDITION = 0.5 * (exact + well.condition_)
-        between = LogisticLaplaceHead(mu, v, layout).fit(x, d)
-        assert between.ok_ and between.condition_ == pytest.approx(exact, rel=1e-6)
-        invalidity.MAX_CONDITION = 0.5 * exact  # below the exact value: refused
-        refused = LogisticLaplaceHead(mu, v, layout).fit(x, d)
-        assert not refused.ok_ and "ill-conditioned" in refused.failure_
-    finally:
-        invalidity.MAX_CONDITION = old
+    exact = _dense_condition(well, x, v)
+    monkeypatch.setattr(invalidity, "MAX_CONDITION", 0.5 * exact)  # below the exact value
+    refused = LogisticLaplaceHead(mu, v, layout).fit(x, d)
+    assert not refused.ok_ and "ill-conditioned" in refused.failure_

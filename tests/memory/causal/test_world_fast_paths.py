@@ -157,6 +157,8 @@ def test_world_draws_do_not_depend_on_the_number_of_threads(monkeypatch) -> None
     from gigaevo.memory.v2.causal.selection import world_latents
 
     monkeypatch.setattr(selection, "THREADED_DRAWS", 0)  # thread even this small problem
+    # private on purpose: a spy on the pool proves the threaded path really ran, without
+    # which the equality below would be vacuous
     submitted = []
     real_pool = selection._draw_pool
 

@@ -102,9 +102,11 @@ def test_a_table_is_the_tuple_it_stands_for(cands: tuple[Candidate, ...]) -> Non
 def test_a_table_is_immutable_and_pickles(cands: tuple[Candidate, ...]) -> None:
     table = CandidateTable.of(cands)
     with pytest.raises(AttributeError, match="immutable"):
-        table._ids = ()  # type: ignore[misc]
+        table.card_ids = ()  # type: ignore[misc]
     with pytest.raises(AttributeError, match="immutable"):
-        del table._rho
+        table.extra = 1  # type: ignore[attr-defined]
+    with pytest.raises(AttributeError, match="immutable"):
+        del table.rho
     with pytest.raises(ValueError, match="read-only"):
         table.rho[0] = 1.0
     with pytest.raises(TypeError):
