@@ -2,11 +2,12 @@
 
 Usage:
     .venv/bin/python benchmarks/bench_progress.py [--problem circle_packing]
-        [--mutants 300] [--seeds 0 1 2 3 4]
+        [--mutants 300] [--seeds 0 1 2 3 4] [--set memory=none pipeline=guided ...]
 
-Runs the default pipeline (offline mutator, memory=none) once per seed and
-prints the initial and best fitness, the improvement, valid share and wall
-time per run, then the mean and range over seeds.
+Runs the default configuration (offline mutator, the default memory=v2), or the one the
+``--set`` overrides give, once per seed; prints the configuration it runs, then the
+initial and best fitness, the improvement, valid share and wall time per run, then the
+mean and range over seeds.
 """
 
 from __future__ import annotations
@@ -17,14 +18,18 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from _config import run_config
+from _config import announce, run_config
 
 from gigaevo.pipeline.build import run_from_config
 
 
-def run_once(problem: str, mutants: int, seed: int) -> dict[str, float]:
+def run_once(
+    problem: str, mutants: int, seed: int, extra: tuple[str, ...] = ()
+) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = run_config(tmp, f"problem={problem}", f"max_mutants={mutants}", f"seed={seed}")
+        overrides = (f"problem={problem}", f"max_mutants={mutants}", f"seed={seed}", *extra)
+        cfg = run_config(tmp, *overrides)
+        announce(cfg)
         run_from_config(cfg, show_progress=False)
         return dict(json.loads((Path(tmp) / "summary.json").read_text()))
 
@@ -34,12 +39,14 @@ def main() -> None:
     parser.add_argument("--problem", default="circle_packing")
     parser.add_argument("--mutants", type=int, default=300)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--set", nargs="*", default=[], help="further Hydra overrides")
     args = parser.parse_args()
-    print(f"problem={args.problem}, max_mutants={args.mutants}, llm=offline, memory=none")
-    print(f"  {'seed':>4} {'initial':>10} {'best':>10} {'gain':>10} {'valid':>6} {'seconds':>8}")
+    header = f"  {'seed':>4} {'initial':>10} {'best':>10} {'gain':>10} {'valid':>6} {'seconds':>8}"
     bests = []
-    for seed in args.seeds:
-        s = run_once(args.problem, args.mutants, seed)
+    for i, seed in enumerate(args.seeds):
+        s = run_once(args.problem, args.mutants, seed, tuple(args.set))
+        if i == 0:
+            print(header)
         gain = s["best_fitness"] - s["initial_fitness"]
         bests.append(s["best_fitness"])
         print(

@@ -7,7 +7,8 @@ Prints the time of one changing upsert and of one that changes nothing, then
 end-to-end mutants/s on the fast problem (2 workers, 8 in flight) with the
 scratchpad off, on at the default cadence (every 50 mutants) and on at every
 mutant, interleaved so that machine load affects all three alike, with the
-number of file writes of each run.
+number of file writes of each run. The runs use the default memory (memory=v2); the
+configuration of each is printed before the figures.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _config import run_config
+from _config import announce, run_config
 
 from gigaevo.pipeline.build import run_from_config
 from gigaevo.scratchpad import Scratchpad
@@ -58,6 +59,7 @@ def bench_run(n: int, overrides: tuple[str, ...]) -> tuple[float, int]:
             "evolution.max_in_flight=8",
             *overrides,
         )
+        announce(cfg)
         start = time.perf_counter()
         run_from_config(cfg, show_progress=False)
         rate = n / (time.perf_counter() - start)

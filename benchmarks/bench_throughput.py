@@ -2,6 +2,10 @@
 
 Usage:
     .venv/bin/python benchmarks/bench_throughput.py [--mutants 400] [--problem rastrigin]
+        [--set memory=none pipeline=guided ...]
+
+Each end-to-end run uses the default configuration (memory=v2) plus ``--set``; the
+configuration of every run is printed before its figures.
 
 Prints, for the chosen problem:
 - the offline mutator alone (prompt rendering, answer, parsing, applying);
@@ -18,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _config import run_config
+from _config import announce, run_config
 
 from gigaevo.llm import OfflineMutatorLLM
 from gigaevo.mutation import LLMMutator, MutationRequest
@@ -48,7 +52,9 @@ def bench_mutator(problem_name: str, n: int) -> float:
     return n / elapsed
 
 
-def bench_run(problem_name: str, n: int, workers: int, in_flight: int) -> dict[str, float]:
+def bench_run(
+    problem_name: str, n: int, workers: int, in_flight: int, extra: tuple[str, ...] = ()
+) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         cfg = run_config(
             tmp,
@@ -56,7 +62,9 @@ def bench_run(problem_name: str, n: int, workers: int, in_flight: int) -> dict[s
             f"max_mutants={n}",
             f"evaluator.max_workers={workers}",
             f"evolution.max_in_flight={in_flight}",
+            *extra,
         )
+        announce(cfg)
         start = time.perf_counter()
         run_from_config(cfg, show_progress=False)
         elapsed = time.perf_counter() - start
@@ -68,6 +76,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mutants", type=int, default=400)
     parser.add_argument("--problem", default="rastrigin")
+    parser.add_argument("--set", nargs="*", default=[], help="further Hydra overrides")
     args = parser.parse_args()
     print(f"problem={args.problem}, {args.mutants} mutants per run")
     bench_mutator(args.problem, args.mutants)
@@ -75,7 +84,7 @@ def main() -> None:
     header = ("max_workers", "max_in_flight", "seconds", "mutants/s", "best")
     print("  " + " ".join(f"{h:>{w}}" for h, w in zip(header, (11, 13, 8, 10, 10), strict=True)))
     for workers, in_flight in ((1, 1), (1, 4), (2, 4), (2, 8)):
-        r = bench_run(args.problem, args.mutants, workers, in_flight)
+        r = bench_run(args.problem, args.mutants, workers, in_flight, tuple(args.set))
         print(
             f"  {workers:>11} {in_flight:>13} {r['seconds']:>8.2f} {r['rate']:>10.1f} "
             f"{r['best']:>10.4g}"
