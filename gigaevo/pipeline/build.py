@@ -7,7 +7,6 @@ built objects.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from dataclasses import dataclass
@@ -340,8 +339,3 @@ def run_from_config(cfg: DictConfig, *, show_progress: bool = True) -> RunCounte
         built.checkpoint_dir,
     )
     return counters
-
-
-def summary_of(checkpoint_dir: str | Path) -> dict[str, Any]:
-    """The ``summary.json`` of a run directory."""
-    return dict(json.loads((Path(checkpoint_dir) / "summary.json").read_text()))
