@@ -34,7 +34,7 @@ def test_rows_round_trip_and_reopen(ledger: SelectionEvidence, tmp_path: Path) -
     assert again.lineage() == ledger.lineage()
     assert again.edges() == ledger.edges()
     assert again.verify() == 4
-    assert again.full_evidence_version() == ledger.full_evidence_version()
+    assert again.evidence_version() == ledger.evidence_version()
 
 
 @pytest.mark.parametrize("table", ["decisions", "terminals", "lineage", "edges"])

@@ -37,7 +37,7 @@ def test_orphans_of_a_dead_session_are_censored_on_open(tmp_path: Path) -> None:
     assert all(
         t.censor_reason == STARTUP_ORPHAN and t.child_id.startswith("no-child:") for t in censored
     )
-    assert ledger.pending_count({"c1"}) == 0
+    assert ledger.pending_by_proposal() == {}
     assert len(ledger.ope_rows()) == 1  # only the finished row remains evidence
     again = SelectionEvidence(tmp_path).open()  # reopening adds nothing
     assert len(again.terminals()) == 3

@@ -162,10 +162,6 @@ class LineageOutcome:
     invalid_edges: int = 0
     censor_reason: str | None = None
 
-    def normalised_residual(self, range_: float) -> float | None:
-        """y^L = g^L / R (not clipped), or None when there is no residual."""
-        return None if self.residual is None else self.residual / range_
-
 
 def maturity_ordinal(root: LineageRoot, island_ordinals: Sequence[int], budget: int) -> int | None:
     """Ordinal of the ``budget``-th island edge completed after the root edge, or None."""

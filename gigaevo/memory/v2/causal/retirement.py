@@ -103,11 +103,6 @@ def wilson_upper(k: int, n: int, z: float = 1.96) -> float:
     return min(1.0, top / (1.0 + z2 / n))
 
 
-def non_viable(k: int, n: int, z: float = 1.96, max_probability: float = 0.10) -> bool:
-    """True iff W(k / n) <= ``max_probability`` (the card cannot rescue itself here)."""
-    return wilson_upper(k, n, z) <= max_probability
-
-
 # -- inputs ----------------------------------------------------------------------------
 
 

@@ -231,7 +231,7 @@ def intercept_prior_mean(
     if lineage_sd is not None:
         c = replace(c, lineage_sd=lineage_sd)
     shifts: Sequence[tuple[str, float]] = [
-        (lin, prior_shift(fit.p_help[lin], c)) for lin in space.lineages if lin in fit.p_help
+        (lin, prior_shift(fit.help_probability(lin), c)) for lin in space.lineages
     ]
     if not any(s != 0.0 for _, s in shifts):
         return None

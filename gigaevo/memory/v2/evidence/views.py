@@ -10,11 +10,8 @@ verified rows (``_rows``) and single-row lookups.
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Collection
 from typing import Any
 
-from gigaevo.memory.v2.evidence import sqlite as db
 from gigaevo.memory.v2.evidence.owner import owner_dead
 from gigaevo.memory.v2.evidence.queries import (
     Head,
@@ -161,11 +158,6 @@ class LedgerViews:
         """All randomised, non-censored rows (both arms, cited or not)."""
         return tuple(o for o in self.observations() if ope_eligible(o))
 
-    def pending_count(self, lineage_ids: Collection[str]) -> int:
-        """Decisions proposing any of ``lineage_ids`` (card + aliases) with no terminal yet."""
-        ids = set(lineage_ids)
-        return sum(1 for d in self.open_decisions() if d.proposed_id in ids)
-
     def pending_by_proposal(self) -> dict[str, int]:
         """Pending decisions per proposed card id."""
         counts: dict[str, int] = {}
@@ -189,14 +181,6 @@ class LedgerViews:
         version = evidence_version(observations, latest)
         self._memo["version"] = (key, version)
         return version
-
-    def full_evidence_version(self) -> str:
-        """Digest of every row of every table (audit; unlike V it moves with any row)."""
-        h = hashlib.sha256(b"gigaevo.memory.v2.full-evidence.1\n")
-        for table in db.TABLES:
-            for seq, (_, sha) in sorted(self._rows(table).items()):
-                h.update(f"{table} {seq} {sha}\n".encode())
-        return h.hexdigest()
 
     # ---- internals --------------------------------------------------------------
 

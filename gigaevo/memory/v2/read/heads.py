@@ -41,7 +41,6 @@ from gigaevo.memory.v2.evidence import (
     LineageRow,
     Observation,
     SelectionEvidence,
-    lineage_rows,
 )
 from gigaevo.memory.v2.read.trials import transfer_trials
 from gigaevo.memory.v2.settings import PosteriorSettings
@@ -124,7 +123,7 @@ class HeadFitter:
             return self.current[1]
         self._inputs = (self.version, rows, n_context, tuple(cards))
         alias = {a: c.id for c in cards for a in (c.id, *c.aliases)}
-        delayed = lineage_rows(rows, self.evidence.lineage())
+        delayed = self.evidence.lineage_head_rows()
         lineages = sorted({c.id for c in cards} | {self._lineage(o, alias) for o in rows if o.z})
         version = self.version + self._transfer_key(cards)  # the trial digest joins V
         key = (version, tuple(lineages), n_context, _lineage_row_ids(delayed))
