@@ -400,3 +400,86 @@ def test_wilson_upper_bound_at_small_n_against_exact_values(n: int) -> None:
     assert wilson_upper(5, 10) == pytest.approx(0.7634, abs=5e-5)  # Newcombe (1998), table I
     with pytest.raises(ValueError):
         wilson_upper(3, 2)
+
+
+def test_support_exactly_at_each_minimum_is_enough(harmful: RetirementHeads) -> None:
+    """Every minimum is inclusive: 2 cited rows, 2 controls, 2 contexts, 2 assessable."""
+    two = support(treated=2, contexts=contexts((0.8, 0.7)))
+    out = judge(harmful, two, n_controls=2, theta=0.0064)
+    assert out.retire is True and out.card_id == CARD
+    assert out.reason == "non-viable in every context and state" and len(out.evaluations) == 4
+    # headroom G+ equal to theta is not assessable (G+ > theta is needed)
+    at_theta = support(contexts=contexts((0.8, 0.7, 0.6)))
+    out = judge(harmful, at_theta, theta=1.0 - 0.7)  # G+ = 0.2, 0.3, 0.4: only 0.4 > 0.3
+    assert out.retire is False and "assessable contexts 1 < min_assessable 2" in out.reason
+
+
+def test_a_kept_card_reports_itself_and_the_evaluations_so_far(harmful: RetirementHeads) -> None:
+    useful = fit_heads(card_world(200, 86, np.random.default_rng(11), effect=0.05))
+    out = judge(useful, support(), theta=0.0064)
+    assert out.retire is False and out.card_id == CARD and out.reason.startswith("viable in")
+    assert len(out.evaluations) == 1 and not out.evaluations[0].non_viable
+    sparse = judge(harmful, support(treated=1))
+    assert sparse.retire is False and sparse.card_id == CARD and sparse.evaluations == ()
+
+
+def test_a_card_outside_the_fitted_space_is_kept(harmful: RetirementHeads) -> None:
+    out = judge(harmful, support(lineage="never-fitted"), theta=0.0064)
+    assert out.retire is False and out.card_id == CARD
+    assert out.reason.startswith("prediction failed in context 0 (unassessed)")
+    assert "never-fitted" in out.reason
+
+
+def test_safety_moments_slice_the_right_card_among_several() -> None:
+    rng = np.random.default_rng(12)
+    space = DesignSpace(5, lineages=("A", "B", "C"), kind_contrast=True)
+    x = random_contexts(240, rng)
+    cards = rng.integers(0, 3, size=240)
+    arm = (rng.uniform(size=240) < 0.6).astype(int)
+    design = np.array(
+        [
+            space.row(xi, int(a), "ABC"[c], "insight" if c else "program")
+            for xi, a, c in zip(x, arm, cards, strict=True)
+        ]
+    )
+    d = (rng.uniform(size=240) < np.where(arm & (cards == 1), 0.4, 0.05)).astype(float)
+    mu, var = space.invalidity_prior()
+    inv = LogisticLaplaceHead(mu, var).fit(design, d)
+    immediate = BayesianLinearHead(space.utility_prior_variance()).fit(design, 0.01 * arm)
+    heads = RetirementHeads(space, immediate, inv)
+    for card, kind in (("A", "program"), ("B", "insight"), ("C", "insight")):
+        z0, z1 = space.row(x[0], 0), space.row(x[0], 1, card, kind)
+        mean, cov = heads.safety_moments(card, z0, z1)
+        want_mean, want_cov = inv.linear_predictor(z0, z1)
+        np.testing.assert_allclose(mean, want_mean, atol=1e-12)
+        np.testing.assert_allclose(cov, want_cov, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("key", "bad", "good"),
+    [
+        ("min_treated", 0, 1),
+        ("min_global_control", 0, 1),
+        ("min_contexts", 0, 1),
+        ("min_assessable", 0, 1),
+        ("practical_effect_quantile", 0.0, 0.01),
+        ("practical_effect_quantile", 1.0, 0.99),
+        ("retirement_draws", 99, 100),
+        ("wilson_z", 0.0, 0.1),
+        ("safety_tolerance", 0.0, 1e-12),
+        ("safety_tolerance", 1e-3, 9e-4),
+        ("max_viability_probability", 0.0, 0.01),
+        ("max_viability_probability", 1.0, 0.99),
+    ],
+)
+def test_config_bounds_are_exact_and_name_the_key(key: str, bad: float, good: float) -> None:
+    with pytest.raises(ValueError, match=key):
+        RetirementConfig(**{key: bad})  # type: ignore[arg-type]
+    assert getattr(RetirementConfig(**{key: good}), key) == good  # type: ignore[arg-type]
+
+
+def test_wilson_refuses_impossible_counts() -> None:
+    for k, n in ((3, 2), (-1, 5), (0, 0)):
+        with pytest.raises(ValueError, match="0 <= k <= n"):
+            wilson_upper(k, n)
+    assert wilson_upper(1, 1) == 1.0 and 0.0 < wilson_upper(0, 1) < 1.0
