@@ -18,7 +18,8 @@ reach the mutated function), runs ``nice -n 10 mutmut run`` under a wall-clock b
 prints killed / survived / timeout / no-tests counts and the score killed / (killed +
 survived + no tests), all mutants counted (equivalent ones are listed by hand in
 BENCHMARKS.md). ``--survivors`` re-runs only the survivors of a previous run in the same
-workdir against the current tests (kills are final: adding tests cannot revive a mutant),
+workdir against the current tree (kills stand for every function whose code is unchanged:
+adding tests cannot revive a mutant; mutants of removed code drop out),
 which is how the "after" column is measured. ``--resume`` continues an interrupted run (mutmut keeps
 every verdict it reached). ``--tree`` copies another checkout (e.g. a
 ``git archive`` of the commit before new tests) for the "before" column. The surviving mutant names
@@ -103,12 +104,20 @@ def prepare(module: str, workdir: Path, tree: Path = ROOT) -> Path:
     return folder
 
 
-def refresh_tests(folder: Path, module: str) -> None:
-    """Copy the current tests and test selection into an existing run (``--survivors``)."""
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for target in (folder / "tests", folder / "mutants" / "tests"):
-        shutil.rmtree(target, ignore_errors=True)
-        shutil.copytree(ROOT / "tests", target, ignore=ignore)
+def refresh_tree(folder: Path, module: str) -> None:
+    """Copy the current tree (code, tests, test selection) into an existing run for
+    ``--survivors``; mutmut regenerates the mutants of the module from the current code and
+    keeps the verdicts of every function whose code did not change."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".venv", "mutants")
+    for name in COPIED:
+        target, src = folder / name, ROOT / name
+        if src.is_dir():
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(src, target, ignore=ignore)
+        else:
+            shutil.copy2(src, target)
+    for stale in ("tests", "config"):  # mutmut copies them again
+        shutil.rmtree(folder / "mutants" / stale, ignore_errors=True)
     text = (ROOT / "pyproject.toml").read_text() + _mutmut_section(*MODULES[module])
     (folder / "pyproject.toml").write_text(text)
 
@@ -177,7 +186,7 @@ def main() -> None:
         if args.survivors:
             before = statuses(folder, module)
             names = sorted(k for k, v in before.items() if v in ("survived", "no tests"))
-            refresh_tests(folder, module)
+            refresh_tree(folder, module)
             if not names:
                 report(module, before, 0.0, folder)
                 continue
@@ -185,8 +194,9 @@ def main() -> None:
             folder = prepare(module, args.workdir, args.tree)
         seconds = run(folder, names, args.budget_s, args.max_children)
         found = statuses(folder, module)
-        if names:  # only the survivors were re-run: every other verdict stands
-            found = {k: (found.get(k, v) if k in names else v) for k, v in before.items()}
+        if names:  # only the survivors were re-run: every other verdict stands, and the
+            # mutants of code removed since the first run drop out with it
+            found = {k: (v if k in names else before.get(k, v)) for k, v in found.items()}
         report(module, found, seconds, folder)
 
 
