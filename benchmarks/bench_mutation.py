@@ -118,6 +118,8 @@ def refresh_tree(folder: Path, module: str) -> None:
             shutil.copy2(src, target)
     for stale in ("tests", "config"):  # mutmut copies them again
         shutil.rmtree(folder / "mutants" / stale, ignore_errors=True)
+    # which test reaches which function is collected afresh (new tests must be selected)
+    (folder / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
     text = (ROOT / "pyproject.toml").read_text() + _mutmut_section(*MODULES[module])
     (folder / "pyproject.toml").write_text(text)
 
