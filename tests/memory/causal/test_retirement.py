@@ -483,3 +483,46 @@ def test_wilson_refuses_impossible_counts() -> None:
         with pytest.raises(ValueError, match="0 <= k <= n"):
             wilson_upper(k, n)
     assert wilson_upper(1, 1) == 1.0 and 0.0 < wilson_upper(0, 1) < 1.0
+
+
+def test_block_fitted_heads_judge_as_the_dense_fit(harmful: RetirementHeads) -> None:
+    """Wide banks fit in block form (no dense covariance): the verdict and the safety moments
+    are those of the dense fit."""
+    world = card_world(220, 90, np.random.default_rng(3), effect=-0.05, p_cited=0.35)
+    space, valid = world.space, world.d == 0
+    block = BlockDesign.from_dense(world.design, space.shared_size, space.n_context)
+    immediate = BayesianLinearHead(space.utility_prior_variance())
+    immediate.fit(block.take(np.flatnonzero(valid)), world.y[valid], np.zeros(int(valid.sum())))
+    mu, var = space.invalidity_prior()
+    invalidity = LogisticLaplaceHead(mu, var).fit(block, world.d)
+    assert invalidity.coef_cov_ is None  # the block path keeps F factored
+    heads = RetirementHeads(space, immediate, invalidity)
+    x = np.asarray(contexts()[0].features)
+    z0, z1 = space.row(x, 0), space.row(x, 1, CARD)
+    for got, want in zip(
+        heads.safety_moments(CARD, z0, z1), harmful.safety_moments(CARD, z0, z1), strict=True
+    ):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
+    assert judge(heads, support(), theta=0.0064).retire is True
+
+
+def test_a_card_kind_is_judged_with_its_contrast() -> None:
+    """With the kind contrast on, the card's own kind enters its treated row."""
+    rng = np.random.default_rng(13)
+    space = DesignSpace(5, lineages=(CARD,), kind_contrast=True)
+    x = random_contexts(300, rng)
+    arm = (rng.uniform(size=300) < 0.6).astype(int)
+    design = np.array(
+        [space.row(xi, int(a), CARD, "program") for xi, a in zip(x, arm, strict=True)]
+    )
+    y = 0.01 - 0.05 * arm + 0.05 * rng.standard_normal(300)
+    d = (rng.uniform(size=300) < 0.05).astype(float)
+    mu, var = space.invalidity_prior()
+    heads = RetirementHeads(
+        space,
+        BayesianLinearHead(space.utility_prior_variance()).fit(design[d == 0], y[d == 0]),
+        LogisticLaplaceHead(mu, var).fit(design, d),
+    )
+    out = judge(heads, support(kind="program"), theta=0.0064)
+    assert out.retire is True and len(out.evaluations) == 6
+    assert "unknown card kind" in judge(heads, support(kind="essay")).reason
