@@ -1,4 +1,4 @@
-"""Tolerant readers for a run's JSON, JSONL and YAML files (missing or torn files never raise)."""
+"""Tolerant readers for a run's files (missing or torn files never raise), all read-only."""
 
 from __future__ import annotations
 

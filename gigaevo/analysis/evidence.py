@@ -1,7 +1,7 @@
 """The causal ledger ``memory_v2_selection_evidence.sqlite3`` as DataFrames.
 
-The ledger is opened read-only (``file:...?mode=ro``), so a run still writing
-can be read. Row bodies are parsed as plain JSON, not through the strict row
+The ledger is read without writing anything beside it (``_files.query_sqlite``),
+so a run still writing can be read. Row bodies are parsed as plain JSON, not through the strict row
 classes of ``gigaevo.memory.v2.evidence``: a ledger written by a newer (or
 older) version with extra or missing fields still loads, the extra fields as
 extra columns. Each body's SHA-256 is checked against the stored one; a
@@ -30,6 +30,7 @@ from typing import Any
 import pandas as pd
 
 from gigaevo.analysis._files import PartialRunWarning
+from gigaevo.analysis._sqlite import query_sqlite
 
 EVIDENCE_FILE = "memory_v2_selection_evidence.sqlite3"
 TABLES = ("decisions", "terminals", "edges", "lineage")
@@ -192,8 +193,8 @@ def _read_tables(
     """(rows of each table as (seq, body, sha256), body by hash of each content table)."""
     out: dict[str, list[tuple[int, str, str]]] = {t: [] for t in TABLES}
     content: dict[str, dict[str, str]] = {t: {} for t in CONTENT_TABLES}
-    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    try:
+
+    def read(con: sqlite3.Connection) -> None:
         names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         for table in TABLES:
             if table in names:
@@ -203,8 +204,8 @@ def _read_tables(
             if table in names:
                 query = f"SELECT sha256, body FROM {table}"
                 content[table] = {str(h): str(b) for h, b in con.execute(query)}
-    finally:
-        con.close()
+
+    query_sqlite(path, read)
     return out, content
 
 

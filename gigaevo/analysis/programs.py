@@ -1,7 +1,7 @@
 """The program store as DataFrames: programs, the final archive, a program's lineage.
 
-The store (``programs.sqlite3``) is opened read-only, so a run still going can
-be read while it writes.
+The store (``programs.sqlite3``) is read without writing anything beside it
+(``_files.query_sqlite``), so a run still going can be read while it writes.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from gigaevo.analysis._files import PartialRunWarning
+from gigaevo.analysis._sqlite import query_sqlite
 
 STORE_FILE = "programs.sqlite3"
 
@@ -50,10 +51,6 @@ MUTATION_FIELDS = [
 ARCHIVE_COLUMNS = ["island", "cell", "fitness", "program_id"]
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-
-
 def read_store(run_dir: str | Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The raw program dicts (``Program.to_dict()``, by ordinal) and meta values of a run.
 
@@ -63,13 +60,13 @@ def read_store(run_dir: str | Path) -> tuple[list[dict[str, Any]], dict[str, Any
     path = Path(run_dir) / STORE_FILE
     if not path.is_file():
         return [], {}
+
+    def query(con: sqlite3.Connection) -> tuple[list[Any], list[Any]]:
+        rows = con.execute("SELECT data FROM programs ORDER BY ordinal").fetchall()
+        return rows, con.execute("SELECT key, value FROM meta").fetchall()
+
     try:
-        con = _connect(path)
-        try:
-            rows = con.execute("SELECT data FROM programs ORDER BY ordinal").fetchall()
-            meta_rows = con.execute("SELECT key, value FROM meta").fetchall()
-        finally:
-            con.close()
+        rows, meta_rows = query_sqlite(path, query)
     except sqlite3.DatabaseError as exc:
         warnings.warn(f"{path}: not a readable store ({exc})", PartialRunWarning, stacklevel=2)
         return [], {}
