@@ -10,11 +10,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 
 from gigaevo.analysis.memory import offer_counts
 from gigaevo.analysis.programs import lineage
 from gigaevo.analysis.run import Run
+from gigaevo.analysis.sweep import arm_labels
 
 
 def _empty(fig: Figure, text: str) -> Figure:
@@ -66,11 +68,25 @@ def _grid_shape(run: Run) -> tuple[int, int, list[str]]:
     return rows, cols, names
 
 
+def _shared_norm(values: pd.Series) -> Normalize:
+    """One colour scale for every island: equal fitness, equal colour.
+
+    With a single value (every elite equal) the range is widened around it, as
+    imshow would otherwise widen it differently for each island.
+    """
+    lo, hi = float(values.min()), float(values.max())
+    if lo == hi:
+        pad = abs(lo) * 1e-3 or 1e-3
+        lo, hi = lo - pad, hi + pad
+    return Normalize(vmin=lo, vmax=hi)
+
+
 def archive_map(run: Run) -> Figure:
     """One heatmap per island: the elite's fitness in each MAP-Elites cell (blank: empty).
 
     Cells with more than two coordinates are shown over their first two
-    (the best elite of the cells that share them).
+    (the best elite of the cells that share them). All islands share one colour
+    scale and cells are drawn without interpolation, so equal elites have equal colours.
     """
     archive = run.archive
     n_islands = int(archive["island"].max()) + 1 if len(archive) else 0
@@ -79,7 +95,7 @@ def archive_map(run: Run) -> Figure:
         return _empty(fig, "no archive checkpoint yet")
     rows, cols, names = _grid_shape(run)
     axes = np.atleast_1d(fig.subplots(1, n_islands, squeeze=False)[0])
-    lo, hi = archive["fitness"].min(), archive["fitness"].max()
+    norm = _shared_norm(archive["fitness"])
     better = max if run.higher_is_better else min
     image: Any = None
     for island, ax in enumerate(axes):
@@ -88,7 +104,9 @@ def archive_map(run: Run) -> Figure:
             r, c = cell[0], (cell[1] if len(cell) > 1 else 0)
             grid[r, c] = fit if np.isnan(grid[r, c]) else better(grid[r, c], fit)
         cmap = "viridis" if run.higher_is_better else "viridis_r"
-        image = ax.imshow(grid, origin="lower", cmap=cmap, vmin=lo, vmax=hi, aspect="auto")
+        image = ax.imshow(
+            grid, origin="lower", cmap=cmap, norm=norm, aspect="auto", interpolation="nearest"
+        )
         n = int(np.isfinite(grid).sum())
         ax.set_title(f"island {island}: {n} cell(s)")
         ax.set_ylabel(names[0] if names else "bin 0")
@@ -244,7 +262,7 @@ def sweep_best(sweep: pd.DataFrame, by: list[str]) -> Figure:
         return _empty(fig, "no finished jobs")
     ax = fig.subplots()
     done = sweep.dropna(subset=["best_fitness"])
-    labels = done[by].astype(str).agg(", ".join, axis=1) if by else done["job"].astype(str)
+    labels = arm_labels(done, by)
     order = sorted(labels.unique())
     for x, label in enumerate(order):
         values = done.loc[labels == label, "best_fitness"].astype(float)

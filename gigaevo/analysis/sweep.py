@@ -127,11 +127,36 @@ def load_sweep(sweep_dir: str | Path) -> pd.DataFrame:
 PLACE_OVERRIDES = ("override.checkpoint_dir", "override.memory_bank_dir", "override.hydra.")
 
 
+def _text(value: Any) -> str:
+    """An override value as text; absent (NA: the job left the default) as ``default``."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "default"
+    return str(value)
+
+
 def varying_overrides(sweep: pd.DataFrame) -> list[str]:
-    """The ``override.*`` columns whose value differs between jobs (output paths excluded)."""
+    """The ``override.*`` columns whose value differs between jobs (output paths excluded).
+
+    A key that some jobs set and others leave to the default varies too.
+    """
     cols = [c for c in sweep.columns if c.startswith("override.")]
     cols = [c for c in cols if not c.startswith(PLACE_OVERRIDES)]
-    return [c for c in cols if sweep[c].astype(str).nunique() > 1]
+    return [c for c in cols if sweep[c].map(_text).nunique() > 1]
+
+
+def arm_labels(sweep: pd.DataFrame, by: list[str]) -> pd.Series:
+    """One text label per job naming its arm: the values of ``by`` (``key=value, ...``).
+
+    A job that does not set a key shows ``key=default``; with no ``by`` the label
+    is the job's name.
+    """
+    if not by:
+        return sweep["job"].astype(str)
+    parts = [c.removeprefix("override.") + "=" + sweep[c].map(_text) for c in by]
+    labels = parts[0]
+    for part in parts[1:]:
+        labels = labels + ", " + part
+    return labels.astype(str)
 
 
 def compare_arms(
