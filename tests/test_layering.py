@@ -20,6 +20,7 @@ RANK = {
     "evolution": 7,
     "analysis": 8,
     "pipeline": 9,
+    "dashboard": 9,
 }
 
 

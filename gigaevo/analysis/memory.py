@@ -66,7 +66,8 @@ RETIREMENT_COLUMNS = ["source", "card_id", "attempt", "reason", "ts"]
 Z95 = 1.959963984540054
 
 
-def _event_card_ids(row: dict[str, Any]) -> list[str]:
+def event_card_ids(row: dict[str, Any]) -> list[str]:
+    """The card ids a memory event names (``card_id``, ``card_ids``, ``retired_*``)."""
     ids: list[str] = []
     for key in ("card_id", "card_ids", "retired_card_ids", "retired_ids"):
         value = row.get(key)
@@ -111,7 +112,7 @@ def load_memory_events(run_dir: str | Path) -> pd.DataFrame:
         if row.get("event") == "assignment":
             abstain = row.get("abstain", row.get("proposed_id") is None)
             row["action"] = "abstain" if abstain else ("offer" if row.get("z") == 1 else "withhold")
-        ids = _event_card_ids(row)
+        ids = event_card_ids(row)
         if not ids and isinstance(row.get("labels"), dict):
             ids = sorted(row["labels"])
         row["card_ids"] = ids

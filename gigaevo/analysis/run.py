@@ -93,15 +93,7 @@ class Run:
     @cached_property
     def higher_is_better(self) -> bool:
         """The direction of the primary metric (summary, else the problem's files)."""
-        value = self.summary.get("higher_is_better")
-        if value is not None:
-            return bool(value)
-        problem = self.config.get("problem") or {}
-        try:
-            spec = load_problem(problem.get("name"), problem.get("dir"))
-        except (ProblemError, OSError, TypeError):
-            return True
-        return bool(spec.metrics.higher_is_better)
+        return metric_direction(self.summary.get("higher_is_better"), self.config)
 
     @property
     def best_id(self) -> str | None:
@@ -135,7 +127,20 @@ class Run:
         return df.assign(best=best).reset_index(drop=True)
 
 
-def _overrides(path: Path) -> dict[str, Any]:
+def metric_direction(summary_value: Any, config: dict[str, Any]) -> bool:
+    """Whether higher is better: the summary's word, else the configured problem's, else True."""
+    if summary_value is not None:
+        return bool(summary_value)
+    problem = config.get("problem") or {}
+    try:
+        spec = load_problem(problem.get("name"), problem.get("dir"))
+    except (ProblemError, OSError, TypeError):
+        return True
+    return bool(spec.metrics.higher_is_better)
+
+
+def read_overrides(path: Path) -> dict[str, Any]:
+    """The overrides of the run in ``path`` (``.hydra/overrides.yaml``, else ``command.json``)."""
     items = read_yaml(path / ".hydra" / "overrides.yaml")
     if not isinstance(items, list):
         command = read_json(path / "command.json")
@@ -143,7 +148,8 @@ def _overrides(path: Path) -> dict[str, Any]:
     return parse_overrides([str(i) for i in items])
 
 
-def _bank_dir(path: Path, config: dict[str, Any]) -> Path:
+def bank_dir(path: Path, config: dict[str, Any]) -> Path:
+    """Where the run's card bank is: its own folder when it holds one, else ``memory_bank_dir``."""
     configured = Path(config.get("memory_bank_dir") or path)
     if (path / "cards.json").is_file() or not configured.is_dir():
         return path
@@ -157,11 +163,9 @@ def _missing(path: Path, config: dict[str, Any]) -> list[str]:
         expected += MEMORY_FILES
         if memory.get("selection", "causal") == "causal":
             expected += READ_SIDE_FILES
-    bank_dir = _bank_dir(path, config)
+    bank = bank_dir(path, config)
     return [
-        name
-        for name in expected
-        if not ((bank_dir if name == "cards.json" else path) / name).is_file()
+        name for name in expected if not ((bank if name == "cards.json" else path) / name).is_file()
     ]
 
 
@@ -181,7 +185,7 @@ def load_run(run_dir: str | Path) -> Run:
         warnings.simplefilter("always")
         config = read_yaml(path / "config.yaml") or {}
         raw, meta = read_store(path)
-        bank = _bank_dir(path, config)
+        bank = bank_dir(path, config)
         run = Run(
             path=path,
             programs=programs_frame(raw),
@@ -194,7 +198,7 @@ def load_run(run_dir: str | Path) -> Run:
             summary=load_summary(path),
             memory_stats=load_memory_stats(path),
             config=config,
-            overrides=_overrides(path),
+            overrides=read_overrides(path),
             meta=meta,
             scratchpad=_read_text(path / ".agent" / "scratchpad.md"),
             evidence=load_evidence(path),

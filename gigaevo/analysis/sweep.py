@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 from scipy import stats
 
-from gigaevo.analysis._files import flatten, parse_overrides, read_json, read_yaml
+from gigaevo.analysis._files import flatten, read_json
 from gigaevo.analysis.evidence import EVIDENCE_FILE, load_evidence
 from gigaevo.analysis.ledgers import load_memory_stats
 from gigaevo.analysis.memory import (
@@ -20,7 +20,7 @@ from gigaevo.analysis.memory import (
     load_ope_summary,
     memory_counts,
 )
-from gigaevo.analysis.run import CORE_FILES
+from gigaevo.analysis.run import CORE_FILES, read_overrides
 
 RUN_MARKERS = ("programs.sqlite3", "summary.json", ".hydra/overrides.yaml", "config.yaml")
 
@@ -55,10 +55,6 @@ def _job_key(path: Path) -> tuple[int, str]:
 
 
 def _job_row(root: Path, path: Path) -> dict[str, Any]:
-    items = read_yaml(path / ".hydra" / "overrides.yaml")
-    if not isinstance(items, list):
-        command = read_json(path / "command.json")
-        items = command.get("overrides", []) if isinstance(command, dict) else []
     summary = read_json(path / "summary.json")
     missing = [name for name in CORE_FILES if not (path / name).is_file()]
     row: dict[str, Any] = {
@@ -67,7 +63,7 @@ def _job_row(root: Path, path: Path) -> dict[str, Any]:
         "finished": bool(isinstance(summary, dict) and summary.get("finished")),
         "missing": missing,
     }
-    row.update({f"override.{k}": v for k, v in parse_overrides([str(i) for i in items]).items()})
+    row.update({f"override.{k}": v for k, v in read_overrides(path).items()})
     if isinstance(summary, dict):
         row.update(flatten({k: v for k, v in summary.items() if k != "finished"}))
     if any((path / name).is_file() for name in (EVIDENCE_FILE, EVENTS_FILE, OPE_FILE)):
