@@ -126,17 +126,17 @@ class LiveRun:
 
     def _read_store(self) -> None:
         while True:
-            rows, meta = read_new_rows(self.path, self.programs.last_ordinal)
-            identity = self.meta.get("identity")
-            if identity is not None and meta.get("identity") not in (None, identity):
+            t = self.programs
+            read = read_new_rows(self.path, t.last_ordinal, t.ids[-1] if t.ids else None)
+            if read.replaced:
                 self._restart()  # another run's store now sits in the folder
                 continue
-            if meta:
-                self.meta = meta
-            for row in rows:
+            if read.meta:
+                self.meta = read.meta
+            for row in read.rows:
                 self.programs.add(row)
                 self._track_best(len(self.programs) - 1)
-            if len(rows) < BATCH:
+            if len(read.rows) < BATCH:
                 return
 
     def _restart(self) -> None:

@@ -15,6 +15,7 @@ import json
 import math
 import sqlite3
 from array import array
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,39 +45,59 @@ def _row_from_data(ordinal: int, pid: str, status: str, data: str) -> tuple[Any,
     return (ordinal, pid, status, *fields, short, tactic)
 
 
-def read_new_rows(
-    run_dir: str | Path, after: int, limit: int = BATCH
-) -> tuple[list[tuple[Any, ...]], dict[str, Any]]:
-    """(rows committed after ordinal ``after``, at most ``limit``; the store's meta values).
+@dataclass
+class StoreRead:
+    """What ``read_new_rows`` found.
 
-    Each row is (ordinal, id, status, valid, fitness, island, first parent id,
-    generation, invalid reason (first 200 characters), tactic). A missing store
-    gives ``([], {})``.
+    Attributes:
+        rows: (ordinal, id, status, valid, fitness, island, first parent id,
+            generation, invalid reason (first 200 characters), tactic) of each
+            program committed after the ordinal asked for, in commit order.
+        meta: the store's meta values (``state``: counters and archive, ...).
+        replaced: the program the caller holds at that ordinal is not the
+            store's (another run's store now sits in the folder).
+    """
+
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+    replaced: bool = False
+
+
+def read_new_rows(
+    run_dir: str | Path, after: int, after_id: str | None = None, limit: int = BATCH
+) -> StoreRead:
+    """At most ``limit`` programs committed after ordinal ``after`` (whose id is ``after_id``).
+
+    A missing store reads as empty.
 
     Raises:
         sqlite3.DatabaseError: the store is not readable.
     """
     path = Path(run_dir) / STORE_FILE
     if not path.is_file():
-        return [], {}
+        return StoreRead(replaced=after_id is not None)
 
-    def read(con: sqlite3.Connection) -> tuple[list[tuple[Any, ...]], list[tuple[str, str]]]:
+    def read(con: sqlite3.Connection) -> StoreRead:
+        if after_id is not None:
+            held = con.execute("SELECT id FROM programs WHERE ordinal = ?", (after,)).fetchone()
+            if held is None or held[0] != after_id:
+                return StoreRead(replaced=True)
         meta = con.execute("SELECT key, value FROM meta WHERE key != 'scratchpad_prompt_prefixes'")
         meta_rows = meta.fetchall()
         try:
-            return con.execute(_FAST, (after, limit)).fetchall(), meta_rows
+            rows = con.execute(_FAST, (after, limit)).fetchall()
         except sqlite3.OperationalError:  # a body SQLite's JSON cannot parse (NaN in metrics)
-            rows = con.execute(_SLOW, (after, limit)).fetchall()
-            return [_row_from_data(*r) for r in rows], meta_rows
+            rows = [_row_from_data(*r) for r in con.execute(_SLOW, (after, limit))]
+        return StoreRead(rows, {str(k): _json_or_text(v) for k, v in meta_rows})
 
-    rows, meta_rows = query_sqlite(path, read)
-    meta: dict[str, Any] = {}
-    for key, value in meta_rows:
-        try:
-            meta[key] = json.loads(value)
-        except json.JSONDecodeError:
-            meta[key] = value
-    return rows, meta
+    return query_sqlite(path, read)
+
+
+def _json_or_text(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
 
 
 def read_program(run_dir: str | Path, program_id: str) -> dict[str, Any] | None:

@@ -22,7 +22,6 @@ import pandas as pd
 
 from gigaevo.analysis._files import flatten, read_json, read_jsonl
 from gigaevo.analysis.evidence import Evidence
-from gigaevo.memory.v2.causal.ope import itt_summary
 
 EVENTS_FILE = "memory_events.jsonl"
 OPE_FILE = "ope_summary.json"
@@ -280,6 +279,9 @@ def itt_from_evidence(evidence: Evidence) -> dict[str, Any]:
     invalid child; q-hats and e as logged. Returns the fields of
     ``gigaevo.memory.v2.causal.IttSummary`` (``n``, ``dr``, ``ci_low``, ...).
     """
+    # imported here: the memory package takes seconds to import, and only this needs it
+    from gigaevo.memory.v2.causal.ope import itt_summary
+
     if evidence.empty:
         return asdict_itt(itt_summary([], [], [], [], []))
     obs = evidence.observations()

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from scipy import stats
 
 from gigaevo.analysis._files import flatten, read_json
 from gigaevo.analysis.evidence import EVIDENCE_FILE, load_evidence
@@ -119,8 +118,14 @@ def load_sweep(sweep_dir: str | Path) -> pd.DataFrame:
     return pd.DataFrame([_job_row(root, p) for p in jobs])
 
 
-# overrides that name where a job writes, not what it runs: never an arm
-PLACE_OVERRIDES = ("override.checkpoint_dir", "override.memory_bank_dir", "override.hydra.")
+# overrides that name where a job writes or how it was started, not what it runs: never an arm
+PLACE_OVERRIDES = (
+    "override.checkpoint_dir",
+    "override.memory_bank_dir",
+    "override.hydra.",
+    "override.resume",
+    "override.progress",
+)
 
 
 def _text(value: Any) -> str:
@@ -164,6 +169,8 @@ def compare_arms(
     ``mean``, ``std`` (sample), ``ci_low`` and ``ci_high`` (the two-sided
     ``level`` interval of the mean; NaN with fewer than two jobs).
     """
+    from scipy import stats  # imported here: seconds at start-up for the dashboard otherwise
+
     keys = [by] if isinstance(by, str) else list(by)
     rows = []
     for arm, group in sweep.dropna(subset=[value]).groupby(keys, dropna=False):

@@ -16,8 +16,6 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from gigaevo.analysis import PartialRunWarning
-
 LOOPBACK = "127.0.0.1"
 
 
@@ -82,8 +80,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, OverflowError) as exc:
         print(f"error: cannot listen on {args.host}:{args.port} ({exc})", file=sys.stderr)
         return 2
-    import uvicorn
+    import uvicorn  # imported once the arguments are known good: pandas takes a while
 
+    from gigaevo.analysis import PartialRunWarning
     from gigaevo.dashboard.app import create_app
     from gigaevo.dashboard.runs import Runs
 
