@@ -3,7 +3,8 @@
 Uses the distribution's browser and driver (Debian: ``apt-get install chromium
 chromium-driver``) through selenium (a dev dependency); nothing is downloaded.
 The flags keep Chromium off the network (no background requests, updates or
-sync) and let it run as root in a container.
+sync) and let it run as root in a container. The documentation's screenshots
+come from ``python -m gigaevo.dashboard.headless URL OUT.png [--section ID]``.
 """
 
 from __future__ import annotations
@@ -69,3 +70,42 @@ def chromium(width: int = 1400, height: int = 1000) -> Iterator[Any]:
             yield web
         finally:
             web.quit()
+
+
+def screenshot(url: str, out: Path, section: str | None = None, height: int = 1000) -> None:
+    """Save a PNG of the dashboard at ``url`` once it shows programs.
+
+    ``section``: the id of an element scrolled to the top first (``program``).
+    """
+    import time
+
+    with chromium(height=height) as web:
+        web.get(url)
+        deadline = time.monotonic() + 60
+        while not web.execute_script("return Number(document.body.dataset.programs || 0)"):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{url}: the page showed no program within 60 s")
+            time.sleep(0.2)
+        time.sleep(2.5)  # two more polls: plots, tables and the program view filled in
+        if section:
+            web.execute_script(f"document.getElementById({section!r}).scrollIntoView()")
+            time.sleep(0.5)
+        web.save_screenshot(str(out))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m gigaevo.dashboard.headless URL OUT.png [--section ID] [--height PX]``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Screenshot a running dashboard.")
+    parser.add_argument("url")
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--section", default=None, help="element id to scroll to first")
+    parser.add_argument("--height", type=int, default=1000)
+    args = parser.parse_args(argv)
+    screenshot(args.url, args.out, args.section, args.height)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

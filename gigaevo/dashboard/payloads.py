@@ -19,7 +19,8 @@ from gigaevo.analysis.sweep import arm_labels, compare_arms, varying_overrides
 from gigaevo.dashboard.runs import Entry
 
 RECENT_CARDS = 30
-TREE_LIMIT = 2000
+OPE_KEYS = ("dr", "ci_low", "ci_high", "n", "ips")
+TREE_LIMIT = 500
 
 
 def clean(value: Any) -> Any:
@@ -50,8 +51,6 @@ def _columns(t: ProgramTable, start: int) -> dict[str, Any]:
         "valid": list(t.valid[start:]),
         "status": list(t.status[start:]),
         "island": list(t.island[start:]),
-        "parent": list(t.parent[start:]),
-        "generation": list(t.generation[start:]),
         "reason": list(t.reason[start:]),
         "tactic": list(t.tactic[start:]),
     }
@@ -77,22 +76,25 @@ def _memory(live: LiveRun, msince: int) -> dict[str, Any] | None:
         return None
     msince = msince if 0 <= msince <= len(m.attempts) else 0
     top = sorted(m.per_card.items(), key=lambda kv: -(kv[1][0] + kv[1][1]))[:RECENT_CARDS]
-    return {
-        "actions": dict(m.actions),
-        "outcomes": dict(m.outcomes),
-        "cited": m.cited,
-        "retired": m.retired[-50:],
-        "n_retired": len(m.retired),
-        "writes": [[item, outcome, n] for (item, outcome), n in sorted(m.writes.items())],
-        "n_cards": len(live.cards),
-        "per_card": [[card, *counts] for card, counts in top],
-        "decisions": {
-            "start": msince,
-            "attempt": list(m.attempts[msince:]),
-            "action": list(m.codes[msince:]),
-        },
-        "ope": {k: live.ope[k] for k in ("dr", "ci_low", "ci_high", "n", "ips") if k in live.ope},
+    out = clean(
+        {
+            "actions": dict(m.actions),
+            "outcomes": dict(m.outcomes),
+            "cited": m.cited,
+            "retired": m.retired[-50:],
+            "n_retired": len(m.retired),
+            "writes": [[item, outcome, n] for (item, outcome), n in sorted(m.writes.items())],
+            "n_cards": len(live.cards),
+            "per_card": [[card, *counts] for card, counts in top],
+            "ope": {k: live.ope[k] for k in OPE_KEYS if k in live.ope},
+        }
+    )
+    out["decisions"] = {  # one entry per decision since the page's last poll: plain ints
+        "start": msince,
+        "attempt": list(m.attempts[msince:]),
+        "action": list(m.codes[msince:]),
     }
+    return out
 
 
 def run_state(entry: Entry, since: int, gen: int | None, msince: int = 0) -> dict[str, Any]:
@@ -104,7 +106,7 @@ def run_state(entry: Entry, since: int, gen: int | None, msince: int = 0) -> dic
         reset = gen != live.generation or not 0 <= since <= len(t)
         since = 0 if reset else since
         msince = 0 if reset else msince
-        return clean(
+        state = clean(
             {
                 "rid": entry.rid,
                 "name": entry.name,
@@ -122,13 +124,14 @@ def run_state(entry: Entry, since: int, gen: int | None, msince: int = 0) -> dic
                     "reason": t.reasons.names,
                     "tactic": t.tactics.names,
                 },
-                "programs": _columns(t, since),
                 "archive": _archive(live),
                 "llm": live.llm.table(),
                 "events": list(live.events.recent)[-15:],
-                "memory": _memory(live, msince),
             }
         )
+        state["memory"] = _memory(live, msince)
+        state["programs"] = _columns(t, since)  # already plain JSON: not walked by clean
+        return state
 
 
 def cards(entry: Entry) -> dict[str, Any]:
@@ -147,12 +150,13 @@ def cards(entry: Entry) -> dict[str, Any]:
 
 
 def _node(t: ProgramTable, row: int) -> dict[str, Any]:
+    fitness = t.fitness[row]
     return {
         "row": row,
         "id": t.ids[row],
         "mutant": t.mutant[row],
         "generation": t.generation[row],
-        "fitness": t.fitness[row] if t.valid[row] else None,
+        "fitness": fitness if t.valid[row] and math.isfinite(fitness) else None,
         "status": t.statuses.names[t.status[row]],
         "parent": t.parent[row],
     }
@@ -203,7 +207,7 @@ def program(entry: Entry, program_id: str) -> dict[str, Any] | None:
         row = t.index.get(program_id)
         lineage = _lineage(t, row) if row is not None else None
         mutant = t.mutant[row] if row is not None else None
-    return clean(
+    out = clean(
         {
             "id": program_id,
             "row": row,
@@ -222,9 +226,10 @@ def program(entry: Entry, program_id: str) -> dict[str, Any] | None:
             "mutation": mutation,
             "code": code,
             "diff": _diff(parent.get("code") if parent else None, code, parent_id),
-            "lineage": lineage,
         }
     )
+    out["lineage"] = lineage  # plain JSON already (up to TREE_LIMIT nodes): not walked by clean
+    return out
 
 
 def sweep(entries: list[Entry]) -> dict[str, Any]:

@@ -82,7 +82,7 @@
   }
 
   // -- one run's state ----------------------------------------------------------
-  const COLS = ['id', 'mutant', 'fitness', 'valid', 'status', 'island', 'parent', 'generation', 'reason', 'tactic'];
+  const COLS = ['id', 'mutant', 'fitness', 'valid', 'status', 'island', 'reason', 'tactic'];
 
   function freshRun() {
     const run = { gen: null, n: 0, msince: 0, best: null, higher: true, cats: { status: [], reason: [], tactic: [] } };
@@ -235,8 +235,10 @@
       { type: 'bar', orientation: 'h', name: 'mutants', y: status.map((x) => x[0]), x: status.map((x) => x[1]), marker: { color: '#1f77b4' } },
       { type: 'bar', orientation: 'h', name: 'invalid reasons', y: reasons.slice(-15).map((x) => x[0]), x: reasons.slice(-15).map((x) => x[1]), xaxis: 'x2', yaxis: 'y2', marker: { color: '#d62728' } },
     ];
-    const layout = { margin: { l: 110, r: 8, t: 8, b: 30 }, showlegend: false, grid: { rows: 1, columns: 2, pattern: 'independent' },
-      yaxis2: { automargin: true }, xaxis: { title: { text: 'by status' } }, xaxis2: { title: { text: reasons.length ? 'invalid, by reason' : 'no invalid mutant' } } };
+    const layout = { margin: { l: 80, r: 8, t: 8, b: 40 }, showlegend: false,
+      xaxis: { domain: [0, 0.36], title: { text: 'by status' } }, yaxis: { anchor: 'x' },
+      xaxis2: { domain: [0.64, 1], anchor: 'y2', title: { text: reasons.length ? 'invalid, by reason' : 'no invalid mutant' } },
+      yaxis2: { anchor: 'x2' } };
     Plotly.react($('invalid-plot'), traces, layout, PLOT_CONFIG);
   }
 
