@@ -12,6 +12,7 @@ import contextlib
 import ipaddress
 import socket
 import sys
+import threading
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -88,6 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     warnings.simplefilter("ignore", PartialRunWarning)  # the page shows unreadable lines
     runs = Runs(roots, min_interval_s=args.poll)
+    # read the runs' stores now, so that the first page load finds them read
+    threading.Thread(target=runs.warm_up, name="warm-up", daemon=True).start()
     app = create_app(runs, allowed_hosts=_allowed_hosts(args.host))
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host

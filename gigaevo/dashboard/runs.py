@@ -67,3 +67,8 @@ class Runs:
     def get(self, rid: int) -> Entry | None:
         entries = self.scan()
         return entries[rid] if 0 <= rid < len(entries) else None
+
+    def warm_up(self) -> None:
+        """Read every run once (its whole store so far): done at start, off the request path."""
+        for entry in self.scan():
+            entry.live.refresh(force=True)

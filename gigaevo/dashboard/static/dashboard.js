@@ -12,17 +12,6 @@
 
   const S = { rid: null, token: 0, program: null, sweep: false };
 
-  // SVG markers up to this many points; past it WebGL when the browser has it
-  const GL_FROM = 5000;
-  let glChecked = null;
-  function pointsType(n) {
-    if (n < GL_FROM) return 'scatter';
-    if (glChecked === null) {
-      try { glChecked = !!document.createElement('canvas').getContext('webgl'); } catch (e) { glChecked = false; }
-    }
-    return glChecked ? 'scattergl' : 'scatter';
-  }
-
   // -- helpers ----------------------------------------------------------------
   async function getJSON(url) {
     const response = await fetch(url, { cache: 'no-store' });
@@ -89,68 +78,120 @@
     run.cols = Object.fromEntries(COLS.map((c) => [c, []]));
     run.statusCounts = []; run.reasonCounts = []; run.cum = [0, 0, 0]; run.keys = {};
     run.metric = 'fitness'; run.bestId = null; run.lastCards = 0;
+    run.nValid = 0; run.nOther = 0; run.thinnedAt = 0; run.drawn = false;
+    run.disp = { x: [], y: [], c: [], t: [] }; run.other = { x: [], y: [], c: [], t: [] };
+    run.steps = { x: [], y: [] };
     return run;
   }
 
-  function fitnessPlot(run, n) {
+  // Past DISPLAY_MAX valid points the plot thins the older ones (SVG markers cost a redraw
+  // each): all points of the latest RECENT mutants, and in each of BINS bins of the older
+  // ones its best and its worst program. Rebuilt at most every REBUILD_MS.
+  const DISPLAY_MAX = 4000;
+  const RECENT = 1000;
+  const BINS = 1200;
+  const REBUILD_MS = 5000;
+  const OTHER_MAX = 2000; // invalid and duplicate mutants: the latest ones are drawn
+
+  function label(run, row) {
+    const c = run.cols;
+    const status = run.cats.status[c.status[row]] || '?';
+    const tactic = c.tactic[row] >= 0 ? run.cats.tactic[c.tactic[row]] : 'initial';
+    return `${c.id[row]} · ${status} · island ${c.island[row]} · ${tactic}`;
+  }
+
+  function thin(run) {
+    const c = run.cols;
+    const last = c.mutant[c.mutant.length - 1] || 0;
+    const cut = last - RECENT;
+    const width = Math.max(1, Math.ceil(Math.max(cut, 1) / BINS));
+    const bins = new Map();
+    const keep = [];
+    for (let row = 0; row < c.id.length; row++) {
+      const f = c.fitness[row];
+      if (!c.valid[row] || f === null) continue;
+      if (c.mutant[row] > cut) { keep.push(row); continue; }
+      const b = Math.floor(c.mutant[row] / width);
+      const span = bins.get(b);
+      if (!span) { bins.set(b, [row, row]); continue; }
+      if (f < c.fitness[span[0]]) span[0] = row;
+      if (f > c.fitness[span[1]]) span[1] = row;
+    }
+    const rows = [...new Set([...bins.values()].flat())].sort((a, b) => a - b).concat(keep);
+    run.disp = { x: [], y: [], c: [], t: [] };
+    for (const row of rows) pushPoint(run.disp, run, row);
+    run.thinnedAt = Date.now();
+  }
+
+  function pushPoint(target, run, row) {
+    target.x.push(run.cols.mutant[row]); target.y.push(run.cols.fitness[row]);
+    target.c.push(row); target.t.push(label(run, row));
+  }
+
+  function drawFitness(run) {
     const direction = run.higher ? 'higher' : 'lower';
-    const type = pointsType(n);
-    run.pointsType = type;
+    const thinned = run.nValid > DISPLAY_MAX;
+    const lastX = run.cols.mutant.length ? run.cols.mutant[run.cols.mutant.length - 1] : 0;
+    const stepsX = run.steps.x.concat(run.steps.x.length ? [lastX] : []);
+    const stepsY = run.steps.y.concat(run.steps.y.length ? [run.best] : []);
     const traces = [
-      { type, mode: 'markers', name: 'valid program', x: [], y: [], customdata: [], text: [],
+      { type: 'scatter', mode: 'markers', x: run.disp.x, y: run.disp.y, customdata: run.disp.c, text: run.disp.t,
+        name: thinned ? `valid program (${run.disp.x.length} of ${run.nValid} shown: older ones thinned)` : 'valid program',
         marker: { size: 5, opacity: 0.55, color: '#1f77b4' },
         hovertemplate: 'mutant %{x}<br>fitness %{y}<br>%{text}<extra></extra>' },
-      { type, mode: 'lines', name: 'best so far', x: [], y: [], hoverinfo: 'skip',
+      { type: 'scatter', mode: 'lines', name: 'best so far', x: stepsX, y: stepsY, hoverinfo: 'skip',
         line: { shape: 'hv', color: '#d62728', width: 2 } },
-      { type: 'scatter', mode: 'markers', name: 'invalid or duplicate', x: [], y: [], yaxis: 'y2',
-        customdata: [], text: [], marker: { symbol: 'line-ns-open', size: 9, color: '#999' },
+      { type: 'scatter', mode: 'markers', x: run.other.x,
+        name: run.nOther > run.other.x.length ? `invalid or duplicate (latest ${run.other.x.length} of ${run.nOther})` : 'invalid or duplicate', y: run.other.y, yaxis: 'y2',
+        customdata: run.other.c, text: run.other.t, marker: { symbol: 'line-ns-open', size: 9, color: '#999' },
         hovertemplate: 'mutant %{x}<br>%{text}<extra></extra>' },
     ];
     const layout = {
-      margin: { l: 64, r: 12, t: 8, b: 40 }, uirevision: 'keep', showlegend: true,
+      margin: { l: 64, r: 12, t: 8, b: 40 }, uirevision: 'keep', datarevision: run.n, showlegend: true,
       legend: { orientation: 'h', y: 1.06 },
       xaxis: { title: { text: 'mutant' } },
       yaxis: { title: { text: `${run.metric} (${direction} is better)` }, domain: [0.12, 1] },
       yaxis2: { domain: [0, 0.07], showticklabels: false, showgrid: false, zeroline: false, fixedrange: true, range: [-1, 1] },
     };
-    Plotly.newPlot($('fitness-plot'), traces, layout, PLOT_CONFIG);
-    $('fitness-plot').on('plotly_click', (ev) => {
-      const row = ev.points[0].customdata;
-      if (row !== undefined && run.cols.id[row]) showProgram(run.cols.id[row]);
-    });
+    const gd = $('fitness-plot');
+    Plotly.react(gd, traces, layout, PLOT_CONFIG);
+    if (!gd.dataset.clicks) {
+      gd.dataset.clicks = '1';
+      gd.on('plotly_click', (ev) => {
+        const row = ev.points[0].customdata;
+        if (row !== undefined && S.run && S.run.cols.id[row]) showProgram(S.run.cols.id[row]);
+      });
+    }
   }
 
   function appendPrograms(run, p) {
-    const valid = { x: [], y: [], c: [], t: [] };
-    const best = { x: [], y: [] };
-    const other = { x: [], y: [], c: [], t: [] };
     for (let i = 0; i < p.id.length; i++) {
       const row = p.start + i;
       for (const c of COLS) run.cols[c].push(p[c][i]);
-      const status = run.cats.status[p.status[i]] || '?';
       run.statusCounts[p.status[i]] = (run.statusCounts[p.status[i]] || 0) + 1;
       if (p.reason[i] >= 0) run.reasonCounts[p.reason[i]] = (run.reasonCounts[p.reason[i]] || 0) + 1;
-      const tactic = p.tactic[i] >= 0 ? run.cats.tactic[p.tactic[i]] : 'initial';
-      const label = `${p.id[i]} · ${status} · island ${p.island[i]} · ${tactic}`;
       const f = p.fitness[i];
       if (p.valid[i] && f !== null) {
-        valid.x.push(p.mutant[i]); valid.y.push(f); valid.c.push(row); valid.t.push(label);
-        if (run.best === null || (run.higher ? f > run.best : f < run.best)) run.best = f;
-        best.x.push(p.mutant[i]); best.y.push(run.best);
+        run.nValid += 1;
+        pushPoint(run.disp, run, row);
+        if (run.best === null || (run.higher ? f > run.best : f < run.best)) {
+          run.best = f;
+          run.steps.x.push(p.mutant[i]); run.steps.y.push(f);
+        }
       } else {
+        const status = run.cats.status[p.status[i]] || '?';
         const reason = p.reason[i] >= 0 ? run.cats.reason[p.reason[i]] : status;
-        other.x.push(p.mutant[i]); other.y.push(0); other.c.push(row); other.t.push(`${p.id[i]} · ${reason}`);
+        run.other.x.push(p.mutant[i]); run.other.y.push(0); run.other.c.push(row);
+        run.other.t.push(`${p.id[i]} · ${reason}`);
+        run.nOther += 1;
       }
     }
+    if (run.other.x.length > 1.5 * OTHER_MAX) {
+      for (const k of ['x', 'y', 'c', 't']) run.other[k].splice(0, run.other[k].length - OTHER_MAX);
+    }
     run.n = p.start + p.id.length;
-    const gd = $('fitness-plot');
-    if (valid.x.length) {
-      Plotly.extendTraces(gd, { x: [valid.x], y: [valid.y], customdata: [valid.c], text: [valid.t] }, [0]);
-      Plotly.extendTraces(gd, { x: [best.x], y: [best.y] }, [1]);
-    }
-    if (other.x.length) {
-      Plotly.extendTraces(gd, { x: [other.x], y: [other.y], customdata: [other.c], text: [other.t] }, [2]);
-    }
+    if (run.nValid > DISPLAY_MAX && Date.now() - run.thinnedAt > REBUILD_MS) thin(run);
+    if (p.id.length || !run.drawn) { drawFitness(run); run.drawn = true; }
   }
 
   function drawCounters(d) {
@@ -310,7 +351,6 @@
       Plotly.purge($(id));
       delete $(id).dataset.clicks;
     }
-    fitnessPlot(run, d.programs.id.length);
     return run;
   }
 
