@@ -26,6 +26,8 @@ import fcntl
 import os
 import shutil
 import sqlite3
+import struct
+import sys
 import tempfile
 import threading
 import time
@@ -139,3 +141,34 @@ def query_sqlite(path: Path, query: Callable[[sqlite3.Connection], T], tries: in
                 raise
             time.sleep(0.02 * (n + 1))
     raise AssertionError("unreachable")
+
+
+# SQLite's "dead man switch": every connection with a WAL database open holds a read
+# lock on this byte of the -shm file (os_unix.c: UNIX_SHM_BASE + SQLITE_SHM_NLOCK)
+SHM_DMS_BYTE = 128
+
+
+def has_open_connection(path: Path) -> bool | None:
+    """Whether another process has the WAL database ``path`` open (a live writer).
+
+    Asks the kernel which lock is held on SQLite's dead-man-switch byte of the
+    ``-shm`` file (``F_GETLK``: a question, no lock is taken, nothing is
+    written), as SQLite itself does. False once the writer closed or was
+    killed; None when it cannot tell (no ``-shm``, or not Linux).
+    """
+    shm = _side(path, "-shm")
+    if sys.platform != "linux" or not shm.exists():
+        return None
+    try:
+        fd = os.open(shm, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        # struct flock on Linux: l_type, l_whence (short), l_start, l_len (off_t), l_pid
+        query = struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, SHM_DMS_BYTE, 1, 0)
+        answer = fcntl.fcntl(fd, fcntl.F_GETLK, query)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return struct.unpack("hhqqi4x", answer)[0] != fcntl.F_UNLCK

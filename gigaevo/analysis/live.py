@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from gigaevo.analysis._files import read_yaml
+from gigaevo.analysis._sqlite import has_open_connection
 from gigaevo.analysis.evidence import EVIDENCE_FILE, load_evidence
 from gigaevo.analysis.feeds import EventFeed, LlmFeed, MemoryFeed
 from gigaevo.analysis.ledgers import CARD_COLUMNS, load_cards, load_summary
@@ -174,22 +175,35 @@ class LiveRun:
         return str(best) if best else None
 
     def status(self) -> dict[str, Any]:
-        """``state`` (running, stopped, idle or waiting), the stop reason, resumes, activity."""
+        """The run's ``state``, its stop reason, resumes and latest activity.
+
+        ``state``: ``running`` (a process has the store open, or it wrote in
+        the last ``IDLE_AFTER_S`` seconds), ``stopped`` (its last event is a
+        stop), ``interrupted`` (no stop, and its WAL is left with nobody holding
+        it: killed), ``idle`` (no stop, no news for ``IDLE_AFTER_S``, and no way
+        to tell more) or ``waiting`` (nothing written yet).
+        """
         stamps = [self.path / n for n in ("events.jsonl", STORE_FILE, STORE_FILE + "-wal")]
         mtimes = [p.stat().st_mtime for p in stamps if p.exists()]
         last = max(mtimes) if mtimes else None
         idle = time.time() - last if last is not None else None
         stop = self.events.stopped
+        writer = has_open_connection(self.path / STORE_FILE)
         if not len(self.programs) and not self.events.counts:
             state = "waiting"  # nothing written yet
+        elif writer:
+            state = "running"
         elif stop is not None:
             state = "stopped"
+        elif writer is False:
+            state = "interrupted"  # its WAL is still there and nobody holds it: killed
         elif idle is not None and idle > IDLE_AFTER_S:
             state = "idle"
         else:
             state = "running"
         return {
             "state": state,
+            "writer": writer,
             "stop_reason": stop.get("reason") if stop else None,
             "finished": bool(self.summary.get("finished", False)) and stop is not None,
             "resumes": self.events.counts.get("resume", 0),

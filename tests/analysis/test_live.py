@@ -15,6 +15,7 @@ import pytest
 from gigaevo.analysis import lineage, live_store, load_events, load_programs, load_run
 from gigaevo.analysis.live import LiveRun
 from gigaevo.analysis.tail import JsonlTail
+from tests.analysis.test_read_only import Writer
 from tests.conftest import ROOT
 
 
@@ -167,3 +168,20 @@ def test_a_store_that_is_not_a_database_is_reported_not_raised(tmp_path: Path) -
     live.refresh()
     assert live.error is not None and "programs.sqlite3" in live.error
     assert len(live.programs) == 0 and live.events.counts["initial"] == 1
+
+
+def test_status_tells_a_live_writer_from_a_killed_one(
+    plain_run: Path, copy_of: Callable[[Path], Path]
+) -> None:
+    run_dir = copy_of(plain_run)
+    (run_dir / "events.jsonl").write_text(  # the run's events without its stop
+        "".join(line for line in plain_run.joinpath("events.jsonl").open() if '"stop"' not in line)
+    )
+    live = LiveRun(run_dir, min_interval_s=0)
+    writer = Writer(run_dir / "programs.sqlite3", 2)
+    assert writer.written()
+    live.refresh()
+    assert live.status()["state"] == "running" and live.status()["writer"] is True
+    writer.kill()
+    live.refresh()
+    assert live.status()["state"] == "interrupted" and live.status()["writer"] is False

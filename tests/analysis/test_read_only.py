@@ -110,6 +110,7 @@ def test_a_killed_writers_wal_is_read_and_left_as_it_was(
     writer.kill()
     before = _fingerprint(run_dir)
     assert {STORE + "-wal", STORE + "-shm"} <= set(before)  # the kill left the WAL open
+    assert _sqlite.has_open_connection(run_dir / STORE) is False  # nobody holds the WAL
     programs = load_programs(run_dir)
     assert len(programs) == committed + 3  # the commits still in the WAL are read
     assert programs["id"].iloc[-1] == "written000000003"
@@ -142,7 +143,9 @@ def test_reading_while_a_writer_commits_sees_each_commit_and_leaves_nothing(
     assert seen == sorted(seen)  # never a count going back (no torn read)
     assert any(committed < n < committed + 40 for n in seen)  # commits seen while they happen
     assert len(load_programs(run_dir)) == committed + 40
+    assert _sqlite.has_open_connection(run_dir / STORE) is True  # the writer is alive
     writer.close()
+    assert _sqlite.has_open_connection(run_dir / STORE) is None  # closed: no -shm to ask
     # the writer closed last: SQLite removed its WAL and shared memory; no reader made any
     assert {p.name for p in run_dir.iterdir()} == {p.name for p in plain_run.iterdir()}
     assert len(load_programs(run_dir)) == committed + 40

@@ -50,7 +50,8 @@ def test_a_sweep_killed_and_resumed_while_the_page_watches(browser: Any, tmp_pat
         select.select_by_visible_text("1")
         killed_at = _count(job1)
         wait_for(lambda: page_programs(browser) == killed_at, what="the killed job's programs")
-        assert browser.find_element(By.ID, "status").text in ("running", "idle")
+        status = browser.find_element(By.ID, "status")
+        wait_for(lambda: status.text == "interrupted", what="the killed job shown interrupted")
         resume = start_run(job1, *ARGS[1:], "seed=1", "resume=true", cwd=tmp_path)
         wait_for(lambda: page_programs(browser) > killed_at, timeout=120, what="resumed mutants")
         assert resume.wait(timeout=300) == 0

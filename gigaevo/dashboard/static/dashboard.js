@@ -219,6 +219,7 @@
     badge.className = `badge ${s.state}`;
     const bits = [];
     if (s.stop_reason) bits.push(`stop: ${s.stop_reason}`);
+    if (s.state === 'interrupted') bits.push('no process has it open and it did not stop: killed? resume=true continues it');
     if (s.resumes) bits.push(`resumed ${s.resumes}×`);
     if (s.idle_s !== null && s.idle_s !== undefined) bits.push(`last write ${fmt(Math.round(s.idle_s))} s ago`);
     $('status-detail').textContent = bits.join(' · ');
