@@ -2,7 +2,7 @@
 
 Usage:
     .venv/bin/python benchmarks/bench_dashboard.py [--mutants 10000] [--run-dir DIR]
-        [--loads 20] [--rate 250]
+        [--loads 20] [--rate 250] [--no-growth]
 
 1. A finished run of ``--mutants`` mutants (rastrigin, memory=none, the offline
    mutator), made with run.py unless ``--run-dir`` already holds one that long
@@ -244,6 +244,7 @@ def main() -> None:
     parser.add_argument("--run-dir", type=Path, default=None)
     parser.add_argument("--loads", type=int, default=20)
     parser.add_argument("--rate", type=float, default=250.0, help="programs a second (growth)")
+    parser.add_argument("--no-growth", action="store_true", help="measure the page load only")
     args = parser.parse_args()
     default = Path(tempfile.gettempdir()) / f"gigaevo-bench-dashboard-{args.mutants}"
     run_dir = ensure_run((args.run_dir or default).resolve(), args.mutants)
@@ -264,6 +265,8 @@ def main() -> None:
         print(f"| {what} | {ms:.1f} |")
     print(f"server resident memory after the loads: {p['rss_mb']:.0f} MB")
 
+    if args.no_growth:
+        return
     g = measure_growth(run_dir, args.rate)
     total = g["total"]
     print(f"\ngrowth: {total} programs at {args.rate:.0f}/s, polled every second:")
