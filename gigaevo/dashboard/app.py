@@ -38,7 +38,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from gigaevo.dashboard import payloads
-from gigaevo.dashboard.runs import Runs
+from gigaevo.dashboard.runs import Entry, Runs
 
 STATIC = Path(__file__).parent / "static"
 ASSET_TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html"}
@@ -100,17 +100,20 @@ def _int(request: Request, name: str, default: int | None) -> int | None:
         return default
 
 
-def create_app(runs: Runs, allowed_hosts: list[str] | None = None) -> Starlette:
-    """The application serving ``runs`` (answering only requests for ``allowed_hosts``)."""
-    assets = Assets()
-    page = (STATIC / "index.html").read_text(encoding="utf-8")
-    page = page.replace("{{plotly_version}}", assets.plotly_version)
+class Api:
+    """The route handlers over one set of runs and assets."""
 
-    def index(request: Request) -> Response:
-        return Response(page, media_type="text/html", headers=HEADERS)
+    def __init__(self, runs: Runs) -> None:
+        self.runs = runs
+        self.assets = Assets()
+        page = (STATIC / "index.html").read_text(encoding="utf-8")
+        self.page = page.replace("{{plotly_version}}", self.assets.plotly_version)
 
-    def static(request: Request) -> Response:
-        found = assets.get(str(request.path_params["name"]))
+    def index(self, request: Request) -> Response:
+        return Response(self.page, media_type="text/html", headers=HEADERS)
+
+    def static(self, request: Request) -> Response:
+        found = self.assets.get(str(request.path_params["name"]))
         if found is None:
             return Response("not found", 404)
         raw, packed, kind = found
@@ -120,45 +123,49 @@ def create_app(runs: Runs, allowed_hosts: list[str] | None = None) -> Starlette:
             return Response(packed, media_type=kind, headers=headers)
         return Response(raw, media_type=kind, headers=headers)
 
-    def run_list(request: Request) -> Response:
-        entries = runs.scan()
+    def run_list(self, request: Request) -> Response:
+        entries = self.runs.scan()
         out = [{"rid": e.rid, "name": e.name, "path": str(e.live.path)} for e in entries]
-        return _json({"runs": out, "roots": [str(r) for r in runs.roots]})
+        return _json({"runs": out, "roots": [str(r) for r in self.runs.roots]})
 
-    def entry_or_404(request: Request) -> Any:
-        entry = runs.get(int(request.path_params["rid"]))
+    def _entry(self, request: Request) -> Entry | Response:
+        entry = self.runs.get(int(request.path_params["rid"]))
         return entry if entry is not None else _json({"error": "no such run"}, 404)
 
-    def state(request: Request) -> Response:
-        entry = entry_or_404(request)
+    def state(self, request: Request) -> Response:
+        entry = self._entry(request)
         if isinstance(entry, Response):
             return entry
         since = _int(request, "since", 0) or 0
         msince = _int(request, "msince", 0) or 0
         return _json(payloads.run_state(entry, since, _int(request, "gen", None), msince))
 
-    def program(request: Request) -> Response:
-        entry = entry_or_404(request)
+    def program(self, request: Request) -> Response:
+        entry = self._entry(request)
         if isinstance(entry, Response):
             return entry
         found = payloads.program(entry, str(request.path_params["pid"]))
         return _json(found) if found is not None else _json({"error": "no such program"}, 404)
 
-    def cards(request: Request) -> Response:
-        entry = entry_or_404(request)
+    def cards(self, request: Request) -> Response:
+        entry = self._entry(request)
         return entry if isinstance(entry, Response) else _json(payloads.cards(entry))
 
-    def sweep(request: Request) -> Response:
-        return _json(payloads.sweep(runs.scan()))
+    def sweep(self, request: Request) -> Response:
+        return _json(payloads.sweep(self.runs.scan()))
 
+
+def create_app(runs: Runs, allowed_hosts: list[str] | None = None) -> Starlette:
+    """The application serving ``runs`` (answering only requests for ``allowed_hosts``)."""
+    api = Api(runs)
     routes = [
-        Route("/", index),
-        Route("/static/{name}", static),
-        Route("/api/runs", run_list),
-        Route("/api/run/{rid:int}/state", state),
-        Route("/api/run/{rid:int}/program/{pid}", program),
-        Route("/api/run/{rid:int}/cards", cards),
-        Route("/api/sweep", sweep),
+        Route("/", api.index),
+        Route("/static/{name}", api.static),
+        Route("/api/runs", api.run_list),
+        Route("/api/run/{rid:int}/state", api.state),
+        Route("/api/run/{rid:int}/program/{pid}", api.program),
+        Route("/api/run/{rid:int}/cards", api.cards),
+        Route("/api/sweep", api.sweep),
     ]
     middleware = []
     if allowed_hosts:
