@@ -17,8 +17,9 @@ def test_cpu_time_limit(make_problem: MakeProblem) -> None:
         result = ev.evaluate("def solve():\n    while True:\n        pass\n")
     assert not result.valid
     assert result.reason == "cpu time limit exceeded (SIGXCPU)"
-    # RLIMIT_CPU takes whole seconds: 0.5 rounds up to 1 (the kernel's figure, whatever the load)
-    assert 0.9 <= result.cpu_seconds < 2.0
+    # RLIMIT_CPU takes whole seconds: 0.5 rounds up to 1 (the kernel's figure, whatever the
+    # load; wait4's tick-sampled utime + stime was seen at 0.898 s under load average 20)
+    assert 0.75 <= result.cpu_seconds < 2.0
 
 
 def test_default_cpu_limit_is_twice_the_timeout_plus_one(make_problem: MakeProblem) -> None:
