@@ -172,7 +172,7 @@ class FitnessProportional:
         return elites[int(rng.choice(len(elites), p=weights / weights.sum()))]
 
 
-INSPIRATION_POOLS = ("all", "top")
+INSPIRATION_POOLS = ("all", "top", "better")
 
 
 class InspirationSampler:
@@ -221,6 +221,10 @@ class InspirationSampler:
             return []
         if self.pool == "top":
             pool = sorted(rank_elites(pool, metrics)[: self.top], key=lambda e: e.cell)
+        elif self.pool == "better":
+            pool = [e for e in pool if metrics.better(e.fitness, parent.fitness)]
+            if not pool:
+                return []
         chosen: list[Elite] = []
         if self.include_best:
             best = rank_elites(pool, metrics)[0]
