@@ -102,6 +102,14 @@ def perturb(code: str, rng: np.random.Generator) -> str | None:
     return "".join(lines)
 
 
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # clients closing idle sockets
+            super().handle_error(request, client_address)
+
+
 class PerturbServer:
     """An OpenAI-compatible server answering with ``perturb`` of the prompt's parent."""
 
@@ -109,8 +117,7 @@ class PerturbServer:
         self.seed = seed
         self.requests = 0
         self._lock = threading.Lock()
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._http.daemon_threads = True
+        self._http = _QuietServer(("127.0.0.1", 0), _handler(self))
         self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
 
     @property

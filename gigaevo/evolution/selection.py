@@ -172,7 +172,7 @@ class FitnessProportional:
         return elites[int(rng.choice(len(elites), p=weights / weights.sum()))]
 
 
-INSPIRATION_POOLS = ("all", "top", "better")
+INSPIRATION_POOLS = ("all", "top", "better", "near")
 
 
 class InspirationSampler:
@@ -221,6 +221,8 @@ class InspirationSampler:
             return []
         if self.pool == "top":
             pool = sorted(rank_elites(pool, metrics)[: self.top], key=lambda e: e.cell)
+        elif self.pool == "near":
+            pool = sorted(_nearest(pool, parent, metrics)[: self.top], key=lambda e: e.cell)
         elif self.pool == "better":
             pool = [e for e in pool if metrics.better(e.fitness, parent.fitness)]
             if not pool:
@@ -233,6 +235,17 @@ class InspirationSampler:
         if pool and self.n > len(chosen):
             chosen += [pool[i] for i in _sample_distinct(len(pool), self.n - len(chosen), rng)]
         return chosen
+
+
+def _nearest(pool: Sequence[Elite], parent: Elite, metrics: MetricsSpec) -> list[Elite]:
+    """``pool`` by distance of its cells to the parent's (squared bins), then best first."""
+    rank = {e.program_id: i for i, e in enumerate(rank_elites(pool, metrics))}
+
+    def key(e: Elite) -> tuple[int, int]:
+        far = sum((a - b) ** 2 for a, b in zip(e.cell, parent.cell, strict=False))
+        return far, rank[e.program_id]
+
+    return sorted(pool, key=key)
 
 
 class IslandScheduler(Protocol):
