@@ -52,6 +52,9 @@ def fitness_over_mutants(run: Run) -> Figure:
 
 def _grid_shape(run: Run) -> tuple[int, int, list[str]]:
     behaviour = ((run.config.get("evolution") or {}).get("behaviour")) or []
+    if not behaviour:  # the problem's own descriptors, as the summary lists them
+        listed = run.summary.get("descriptors")
+        behaviour = listed if isinstance(listed, list) else []
     names = [str(b.get("name", f"d{i}")) for i, b in enumerate(behaviour)]
     bins = [int(b.get("bins", 1)) for b in behaviour]
     cells = [c for c in run.archive["cell"] if c]

@@ -109,6 +109,9 @@ def _summary_table(run: Run) -> pd.DataFrame:
         "wall_seconds",
         "stop_reason",
         "finished",
+        "cascade.n_first_stage",
+        "cascade.n_stopped",
+        "cascade.n_full",
     ]
     rows = [(k, run.summary[k]) for k in keep if k in run.summary]
     rows += [(f"override {k}", v) for k, v in run.overrides.items()]
@@ -126,6 +129,9 @@ def _run_sections(page: _Page, run: Run) -> None:
     page.figure(figures.fitness_over_mutants(run), "fitness")
     page.heading("Archive map per island")
     page.figure(figures.archive_map(run), "archive")
+    archive = run.summary.get("archive")
+    if isinstance(archive, list) and archive:  # coverage and QD-score per island
+        page.table(pd.DataFrame(archive))
     page.heading("Lineage of the best program")
     fig, chain = figures.best_lineage(run)
     page.figure(fig, "lineage")

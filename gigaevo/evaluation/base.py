@@ -17,7 +17,10 @@ class EvaluationResult:
     program: ``run_seconds`` is the child's wall time from fork to exit,
     ``cpu_seconds`` and ``peak_memory_bytes`` its CPU time and peak resident
     memory according to the kernel; ``overhead_seconds`` is the rest of the
-    round trip (pipes, validation, clean-up).
+    round trip (pipes, validation, clean-up). ``feedback`` is the short text
+    a validator may return beside its metrics (shown to the model with this
+    program's children). ``cascade`` is None without a first stage, else
+    ``"passed"`` or ``"stopped"`` (the full evaluation was skipped).
     """
 
     valid: bool
@@ -28,6 +31,8 @@ class EvaluationResult:
     stdout_tail: str = ""
     cpu_seconds: float = 0.0
     peak_memory_bytes: int = 0
+    feedback: str = ""
+    cascade: str | None = None
 
 
 class Evaluator(Protocol):

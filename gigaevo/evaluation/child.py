@@ -23,6 +23,7 @@ from gigaevo.evaluation.isolation import drop_capabilities
 from gigaevo.evaluation.limits import apply_rlimits, die_with_parent, point_home_at
 from gigaevo.evaluation.seccomp import ChildFilter
 
+PROBLEM_DIR_VARIABLE = "GIGAEVO_PROBLEM_DIR"
 PROGRAM_FILENAME = "<program>"
 PROGRAM_MODULE = "program"
 RESULT_FD = 3
@@ -39,6 +40,8 @@ class ChildSpec:
     stderr; ``result_fd`` the write end of the result pipe (fd 3 in the
     child). ``run_as_uid`` (root only) is the dedicated uid to switch to.
     ``seccomp`` is installed last; None where the machine has no filter.
+    ``problem_dir`` (read-only in the child's view) is announced to the
+    program as ``GIGAEVO_PROBLEM_DIR``, so that a harness can read data files.
     """
 
     code: str
@@ -53,6 +56,7 @@ class ChildSpec:
     max_files: int
     run_as_uid: int | None = None
     seccomp: ChildFilter | None = None
+    problem_dir: str = ""
 
 
 class NotSerialisableError(TypeError):
@@ -119,6 +123,8 @@ def _confine(spec: ChildSpec, guard: ProcessCreationGuard) -> None:
     os.closerange(RESULT_FD + 1, MAX_FD)
     os.chdir(spec.workdir)
     point_home_at(spec.workdir)
+    if spec.problem_dir:
+        os.environ[PROBLEM_DIR_VARIABLE] = spec.problem_dir
     if spec.run_as_uid is not None:
         os.setgroups([])
         os.setgid(spec.run_as_uid)

@@ -19,7 +19,7 @@ import contextlib
 import ctypes
 import os
 import platform
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 MS_RDONLY = 1
@@ -75,6 +75,9 @@ DEV_LINKS = {
     "shm": "/tmp",  # POSIX shared memory lands in the child's size-limited scratch
 }
 SCRATCH = "/tmp"
+# The problem directory is also bound here: its own path may lie under /tmp,
+# which each child's scratch covers.
+PROBLEM_MOUNT = "/problem"
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
@@ -165,11 +168,14 @@ def _make_mountpoint(root: str, source: str, target: str) -> str:
     return inside
 
 
-def _populate(root: str, plan: RootPlan) -> None:
+def _populate(root: str, plan: RootPlan, aliases: Mapping[str, str]) -> None:
     for target, value in plan.links:
         os.symlink(value, root + target)
     for source, target in plan.binds:
         mount(source, _make_mountpoint(root, source, target), None, MS_BIND | MS_REC)
+    for target, source in aliases.items():
+        real = os.path.realpath(source)
+        mount(real, _make_mountpoint(root, real, target), None, MS_BIND | MS_REC)
     os.makedirs(root + "/dev", exist_ok=True)
     for name in DEVICES:
         device = f"/dev/{name}"
@@ -233,10 +239,17 @@ def make_tree_readonly(legacy: bool = False) -> None:
         mount(None, point, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | kept)
 
 
-def enter_readonly_root(base: str, paths: Sequence[str], *, legacy_remount: bool = False) -> None:
+def enter_readonly_root(
+    base: str,
+    paths: Sequence[str],
+    *,
+    legacy_remount: bool = False,
+    aliases: Mapping[str, str] | None = None,
+) -> None:
     """Replace this mount namespace's root with a read-only one holding only ``paths``.
 
-    ``base`` is an empty directory to build the root on. The caller must be
+    ``base`` is an empty directory to build the root on. ``aliases`` maps
+    extra mount points (outside every path) to directories bound there too. The caller must be
     root of its mount namespace, in a PID namespace (the new ``/proc`` shows
     that namespace), and single-threaded. Afterwards the working directory is
     ``/`` and every mount is read-only; ``scratch`` adds the writable part.
@@ -249,7 +262,7 @@ def enter_readonly_root(base: str, paths: Sequence[str], *, legacy_remount: bool
     """
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     mount("tmpfs", base, "tmpfs", MS_NOSUID | MS_NODEV, "size=4m,nr_inodes=4096,mode=0755")
-    _populate(base, plan_root(paths))
+    _populate(base, plan_root(paths), aliases or {})
     _pivot(base)
     try:
         make_tree_readonly(legacy=legacy_remount)

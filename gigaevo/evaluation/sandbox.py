@@ -214,8 +214,29 @@ class SandboxEvaluator:
         if self.watchdog_grace_s < 0:
             raise ValueError(f"watchdog_grace_s must be >= 0, got {self.watchdog_grace_s!r}")
 
+    @property
+    def cascade_timeout_s(self) -> float:
+        """Wall-clock limit of the first stage (0 without a cascade)."""
+        cascade = self.problem.cascade
+        if cascade is None:
+            return 0.0
+        return self.timeout_s if cascade.timeout_s is None else float(cascade.timeout_s)
+
+    def _cascade(self) -> dict[str, Any] | None:
+        cascade = self.problem.cascade
+        if cascade is None:
+            return None
+        return {
+            "entry_function": cascade.entry_function,
+            "threshold": cascade.threshold,
+            "timeout_s": self.cascade_timeout_s,
+            "higher_is_better": self.problem.metrics.higher_is_better,
+        }
+
     def _worker_config(self, index: int, child_uid: int | None) -> dict[str, Any]:
         return {
+            "problem_dir": str(Path(self.validator.path).parent),
+            "cascade": self._cascade(),
             "validator_path": self.validator.path,
             "validator_source": self.validator.text,
             "entry_function": self.problem.entry_function,
@@ -269,7 +290,9 @@ class SandboxEvaluator:
                 self._restart(worker)
             started = time.perf_counter()
             try:
-                frame = worker.run(code, self.timeout_s + self.watchdog_grace_s)
+                frame = worker.run(
+                    code, self.cascade_timeout_s + self.timeout_s + self.watchdog_grace_s
+                )
             except WorkerLostError as exc:
                 elapsed = time.perf_counter() - started
                 reason = CLOSED_DURING_RUN if self._closed else str(exc)
@@ -370,4 +393,6 @@ def _to_result(frame: dict[str, Any], elapsed: float) -> EvaluationResult:
         stdout_tail=str(frame.get("stdout_tail", "")),
         cpu_seconds=float(frame.get("cpu_seconds", 0.0)),
         peak_memory_bytes=int(frame.get("peak_rss_bytes", 0)),
+        feedback=str(frame.get("feedback") or ""),
+        cascade=None if frame.get("cascade") is None else str(frame["cascade"]),
     )

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 _MAX_REASON_CHARS = 1000
+MAX_FEEDBACK_CHARS = 2000
 _CRASH_SIGNALS = {signal.SIGKILL, signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT}
 
 
@@ -50,6 +51,27 @@ class MetricsError(ValueError):
     """The validator's answer is not a usable metrics dict."""
 
 
+@dataclass(frozen=True)
+class ValidationContext:
+    """What the worker measured itself, handed to a ``validate(output, context)`` validator.
+
+    The child cannot alter any of it: the wall time runs from the fork to the
+    exit, CPU time and peak resident memory come from the kernel (``wait4``),
+    all read in the worker after the child is gone.
+
+    Attributes:
+        stage: ``"full"``, or ``"cascade"`` for a problem's cheap first stage.
+        run_seconds: the child's wall time.
+        cpu_seconds: its CPU time (user + system).
+        peak_memory_bytes: its peak resident memory.
+    """
+
+    stage: str
+    run_seconds: float
+    cpu_seconds: float
+    peak_memory_bytes: int
+
+
 def _measured(run: ChildRun) -> dict[str, Any]:
     return {
         "run_seconds": run.wall_seconds,
@@ -59,9 +81,35 @@ def _measured(run: ChildRun) -> dict[str, Any]:
     }
 
 
+def context_of(run: ChildRun, stage: str) -> ValidationContext:
+    """The trusted measurements of ``run`` as a validator sees them."""
+    return ValidationContext(stage, run.wall_seconds, run.cpu_seconds, run.peak_rss_bytes)
+
+
+def split_answer(raw: Any) -> tuple[Any, str]:
+    """The validator's answer as (metrics, feedback): a dict, or a ``(dict, str)`` pair.
+
+    The feedback is clipped to ``MAX_FEEDBACK_CHARS``.
+
+    Raises:
+        MetricsError: a pair whose second item is not a string.
+    """
+    if isinstance(raw, tuple) and len(raw) == 2:
+        metrics, feedback = raw
+        if not isinstance(feedback, str):
+            raise MetricsError(f"validator feedback must be a str, got a {type(feedback).__name__}")
+        return metrics, feedback.strip()[:MAX_FEEDBACK_CHARS]
+    return raw, ""
+
+
 def invalid(reason: str, run: ChildRun) -> dict[str, Any]:
     """Fields of an invalid verdict."""
     return {"valid": False, "metrics": {}, "reason": reason[:_MAX_REASON_CHARS], **_measured(run)}
+
+
+def invalid_fields(reason: str, verdict: Mapping[str, Any]) -> dict[str, Any]:
+    """``verdict`` turned invalid for ``reason`` (measurements, tail and feedback kept)."""
+    return {**verdict, "valid": False, "metrics": {}, "reason": reason[:_MAX_REASON_CHARS]}
 
 
 def check_metrics(raw: Any, primary: str) -> dict[str, float]:
@@ -130,9 +178,17 @@ def _parse_payload(data: bytes) -> dict[str, Any] | None:
 
 
 def judge(
-    run: ChildRun, limits: Limits, primary: str, validate: Callable[[Any], Any]
+    run: ChildRun,
+    limits: Limits,
+    primary: str,
+    validate: Callable[[Any, ValidationContext], Any],
+    stage: str = "full",
 ) -> dict[str, Any]:
-    """Verdict fields (valid, metrics, reason, measurements, stdout_tail) for one child."""
+    """Verdict fields (valid, metrics, reason, feedback, measurements, stdout_tail) for one child.
+
+    ``validate`` takes the output and the trusted :class:`ValidationContext`
+    (see ``worker.load_validator`` for validators that take the output only).
+    """
     reason = _process_reason(run, limits)
     if reason is not None:
         return invalid(reason, run)
@@ -142,12 +198,19 @@ def judge(
     if not payload["ok"]:
         return invalid(str(payload.get("reason", "program failed")), run)
     try:
-        raw = validate(payload.get("output"))
+        raw = validate(payload.get("output"), context_of(run, stage))
     except Exception as exc:  # trusted validator on untrusted output: record and survive
         message = str(exc) or type(exc).__name__
         return invalid(f"validator: {message}", run)
     try:
+        raw, feedback = split_answer(raw)
         metrics = check_metrics(raw, primary)
     except MetricsError as exc:
         return invalid(str(exc), run)
-    return {"valid": True, "metrics": metrics, "reason": None, **_measured(run)}
+    return {
+        "valid": True,
+        "metrics": metrics,
+        "reason": None,
+        "feedback": feedback,
+        **_measured(run),
+    }

@@ -23,6 +23,7 @@ This module imports only the standard library and the small sandbox modules.
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import sys
 import time
@@ -43,12 +44,13 @@ from gigaevo.evaluation.isolation import (
     set_non_dumpable,
 )
 from gigaevo.evaluation.limits import become_child_subreaper, kill_all_descendants, kill_group
-from gigaevo.evaluation.mounts import enter_readonly_root
+from gigaevo.evaluation.mounts import PROBLEM_MOUNT, enter_readonly_root
 from gigaevo.evaluation.protocol import PipeClosedError, ProtocolError, read_frame, write_frame
 from gigaevo.evaluation.scratch import DirectoryScratch, TmpfsScratch
 from gigaevo.evaluation.seccomp import ChildFilter
+from gigaevo.evaluation.stages import CascadeStage, after_first_stage, merge_stages
 from gigaevo.evaluation.supervise import collect, reap
-from gigaevo.evaluation.verdict import ChildRun, Limits, judge
+from gigaevo.evaluation.verdict import ChildRun, Limits, ValidationContext, judge
 
 VALIDATOR_MODULE = "gigaevo_problem_validator"
 MAX_OPEN_FILES = 1024
@@ -78,6 +80,8 @@ class WorkerConfig:
     network: bool = False
     seccomp: bool = True
     legacy_remount: bool = False
+    problem_dir: str = ""
+    cascade: CascadeStage | None = None
 
     @classmethod
     def from_message(cls, message: dict[str, Any]) -> WorkerConfig:
@@ -88,14 +92,22 @@ class WorkerConfig:
         """
         fields = dict(message["config"])
         fields["preload_modules"] = tuple(fields["preload_modules"])
+        if fields.get("cascade") is not None:
+            fields["cascade"] = CascadeStage(**fields["cascade"])
         return cls(**fields)
 
 
-def load_validator(path: str, source: str) -> Callable[[Any], Any]:
+Validate = Callable[[Any, ValidationContext], Any]
+
+
+def load_validator(path: str, source: str) -> Validate:
     """Compile ``validate`` from ``source`` (the text of ``path``, already hashed).
 
     The file's directory joins ``sys.path`` so that the validator can import
-    modules beside it; the file itself is not read again.
+    modules beside it; the file itself is not read again. A validator that
+    takes a second parameter (``validate(output, context)``) receives the
+    worker's own measurements (:class:`ValidationContext`); one that takes
+    the output only is called with it alone.
 
     Raises:
         ImportError: the source defines no callable ``validate``.
@@ -109,7 +121,21 @@ def load_validator(path: str, source: str) -> Callable[[Any], Any]:
     validate = getattr(module, "validate", None)
     if not callable(validate):
         raise ImportError(f"{path} defines no callable validate(output)")
-    return validate
+    if wants_context(validate):
+        return validate
+    return lambda output, context: validate(output)
+
+
+def wants_context(validate: Callable[..., Any]) -> bool:
+    """True when ``validate`` accepts a second positional argument (the context)."""
+    try:
+        params = list(inspect.signature(validate).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
+        return True
+    return sum(1 for p in params if p.kind in positional) >= 2
 
 
 @dataclass
@@ -142,30 +168,52 @@ class Sandbox:
 class Worker:
     """Forks, supervises and judges one child per ``run`` request."""
 
-    def __init__(self, config: WorkerConfig, validate: Callable[[Any], Any], box: Sandbox) -> None:
+    def __init__(self, config: WorkerConfig, validate: Validate, box: Sandbox) -> None:
         self.config = config
         self.validate = validate
         self.box = box
         self.guard = ProcessCreationGuard()
 
     def evaluate(self, code: str, announce: Callable[[int], None]) -> dict[str, Any]:
-        """Run ``code`` in a fresh confined child and return the ``result`` frame."""
+        """Run ``code`` in fresh confined children and return the ``result`` frame.
+
+        With a cascade, a first child runs the cheap stage; only a program
+        that passes it gets a second child for the full evaluation.
+        """
+        config = self.config
+        cascade = config.cascade
+        if cascade is None:
+            verdict = self._stage(code, config.entry_function, config.timeout_s, "full", announce)
+            return {"type": "result", **verdict}
+        first = self._stage(code, cascade.entry_function, cascade.timeout_s, "cascade", announce)
+        stopped = after_first_stage(first, cascade, config.primary_metric)
+        if stopped is not None:
+            return {"type": "result", **stopped}
+        full = self._stage(code, config.entry_function, config.timeout_s, "full", announce)
+        return {"type": "result", **merge_stages(first, full)}
+
+    def _stage(
+        self, code: str, entry: str, timeout_s: float, stage: str, announce: Callable[[int], None]
+    ) -> dict[str, Any]:
+        """One child running ``entry`` within ``timeout_s``, judged as ``stage``."""
         try:
             workdir = self.box.scratch.prepare()
         except OSError as exc:
             run = ChildRun(0, 0.0, False, None, False, 0, "", sandbox_error=f"no scratch: {exc}")
         else:
-            run = self._fork_and_wait(code, workdir, announce)
+            run = self._fork_and_wait(code, workdir, announce, entry, timeout_s)
         config = self.config
-        limits = Limits(config.timeout_s, config.max_output_bytes, config.max_result_bytes)
-        verdict = judge(run, limits, config.primary_metric, self.validate)
-        return {"type": "result", **verdict}
+        limits = Limits(timeout_s, config.max_output_bytes, config.max_result_bytes)
+        return judge(run, limits, config.primary_metric, self.validate, stage)
 
-    def _spec(self, code: str, workdir: str, output_fd: int, result_fd: int) -> ChildSpec:
+    def _spec(
+        self, code: str, entry: str, workdir: str, output_fd: int, result_fd: int
+    ) -> ChildSpec:
         config = self.config
         return ChildSpec(
             code=code,
-            entry_function=config.entry_function,
+            entry_function=entry,
+            problem_dir=PROBLEM_MOUNT if self.box.filesystem else config.problem_dir,
             workdir=workdir,
             output_fd=output_fd,
             result_fd=result_fd,
@@ -178,11 +226,18 @@ class Worker:
             seccomp=self.box.seccomp,
         )
 
-    def _fork_and_wait(self, code: str, workdir: str, announce: Callable[[int], None]) -> ChildRun:
+    def _fork_and_wait(
+        self,
+        code: str,
+        workdir: str,
+        announce: Callable[[int], None],
+        entry: str,
+        timeout_s: float,
+    ) -> ChildRun:
         config = self.config
         result_r, result_w = os.pipe()
         output_r, output_w = os.pipe()
-        spec = self._spec(code, workdir, output_w, result_w)
+        spec = self._spec(code, entry, workdir, output_w, result_w)
         self.guard.refresh()
         sys.stdout.flush()
         sys.stderr.flush()
@@ -199,7 +254,7 @@ class Worker:
                 result_fd=result_r,
                 output_fd=output_r,
                 started=started,
-                timeout_s=config.timeout_s,
+                timeout_s=timeout_s,
                 max_result_bytes=config.max_result_bytes,
                 max_output_bytes=config.max_output_bytes,
                 tail_bytes=config.tail_bytes,
@@ -268,7 +323,10 @@ def build_sandbox(config: WorkerConfig, close_in_parent: tuple[int, ...]) -> San
         os.makedirs(base, exist_ok=True)
         try:
             enter_readonly_root(
-                base, visible_paths(config.validator_path), legacy_remount=config.legacy_remount
+                base,
+                visible_paths(config.validator_path),
+                legacy_remount=config.legacy_remount,
+                aliases={PROBLEM_MOUNT: config.problem_dir} if config.problem_dir else None,
             )
             filesystem = True
         except OSError as exc:

@@ -1,11 +1,15 @@
 """gigaevo.evolution: the steady-state search layer's pure components.
 
-- ``descriptors``: :class:`Descriptor` axes and the :class:`BehaviourSpace`
-  mapping a program (code + metrics) to its MAP-Elites cell; code
-  :data:`FEATURES` (``code_length``, ``n_lines``, ``n_statements``).
+- ``descriptors``: :class:`Descriptor` axes (fixed or adaptive) and the
+  :class:`BehaviourSpace` mapping a program's descriptor values to its
+  MAP-Elites cell; code :data:`FEATURES` (``code_length``, ``n_lines``,
+  ``n_statements``).
 - ``archive``: :class:`MapElitesArchive`, one :class:`Elite` per cell,
-  direction-aware, optional capacity; :class:`AddResult` says what an add did.
-- ``islands``: :class:`IslandModel`, one archive per island.
+  direction-aware, optional capacity, re-binned when the grid grows;
+  :class:`AddResult` says what an add did.
+- ``islands``: :class:`IslandModel`, one archive per island; :class:`Rebin`.
+- ``archive_report``: coverage and QD-score per island (events, summary).
+- ``feedback``: :class:`FeedbackBook`, why a parent's recent children failed.
 - ``selection``: the :class:`ParentSelector` role and its implementations,
   :class:`InspirationSampler`, and the :class:`IslandScheduler` role.
 - ``migration``: :class:`RingMigration` plans :class:`Migrant` moves.
@@ -24,9 +28,11 @@ from gigaevo.evolution.descriptors import (
     n_lines,
     n_statements,
 )
-from gigaevo.evolution.islands import IslandModel
+from gigaevo.evolution.feedback import FeedbackBook, FeedbackSettings
+from gigaevo.evolution.islands import IslandModel, Rebin
 from gigaevo.evolution.migration import Migrant, RingMigration
 from gigaevo.evolution.selection import (
+    BestOrTournament,
     FitnessProportional,
     FitnessProportionalTournament,
     InspirationSampler,
@@ -53,8 +59,11 @@ __all__ = [
     "AddStatus",
     "AnyStopper",
     "BehaviourSpace",
+    "BestOrTournament",
     "Descriptor",
     "Elite",
+    "FeedbackBook",
+    "FeedbackSettings",
     "FitnessPlateau",
     "FitnessProportional",
     "FitnessProportionalTournament",
@@ -65,6 +74,7 @@ __all__ = [
     "MaxMutants",
     "Migrant",
     "ParentSelector",
+    "Rebin",
     "RingMigration",
     "RoundRobinIslands",
     "RunState",

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from gigaevo.problems.spec import MetricsSpec
@@ -14,18 +14,35 @@ AddStatus = Literal["new_cell", "improved", "rejected"]
 
 @dataclass(frozen=True)
 class Elite:
-    """A program holding a cell: its id, fitness (primary metric) and cell."""
+    """A program holding a cell: its id, fitness (primary metric), cell and descriptor values.
+
+    ``values`` (one raw value per axis) let the archive re-draw its grid when
+    an adaptive axis grows; they are empty for elites placed by cell alone.
+    """
 
     program_id: str
     fitness: float
     cell: tuple[int, ...]
+    values: tuple[float, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"program_id": self.program_id, "fitness": self.fitness, "cell": list(self.cell)}
+        d: dict[str, Any] = {
+            "program_id": self.program_id,
+            "fitness": self.fitness,
+            "cell": list(self.cell),
+        }
+        if self.values:
+            d["values"] = list(self.values)
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Elite:
-        return cls(str(d["program_id"]), float(d["fitness"]), tuple(int(c) for c in d["cell"]))
+        return cls(
+            str(d["program_id"]),
+            float(d["fitness"]),
+            tuple(int(c) for c in d["cell"]),
+            tuple(float(v) for v in d.get("values", ())),
+        )
 
 
 @dataclass(frozen=True)
@@ -37,11 +54,13 @@ class AddResult:
             a worse incumbent) or ``"rejected"`` (the archive is unchanged).
         replaced: id of the incumbent displaced from the same cell, if any.
         evicted: ids removed from other cells to respect the capacity.
+        cell: the cell the program was offered for (informative: not compared).
     """
 
     status: AddStatus
     replaced: str | None = None
     evicted: tuple[str, ...] = ()
+    cell: tuple[int, ...] | None = field(default=None, compare=False)
 
     @property
     def accepted(self) -> bool:
@@ -86,29 +105,54 @@ class MapElitesArchive:
         self._by_cell: dict[tuple[int, ...], Elite] = {}
         self._cell_of: dict[str, tuple[int, ...]] = {}
 
-    def try_add(self, program_id: str, fitness: float, cell: tuple[int, ...]) -> AddResult:
+    def try_add(
+        self,
+        program_id: str,
+        fitness: float,
+        cell: tuple[int, ...],
+        values: tuple[float, ...] = (),
+    ) -> AddResult:
         """Offer a program for ``cell``; see the class docstring for the rules."""
         cell = tuple(int(c) for c in cell)
         if program_id in self._cell_of or math.isnan(fitness):
-            return AddResult("rejected")
-        candidate = Elite(program_id, float(fitness), cell)
+            return AddResult("rejected", cell=cell)
+        candidate = Elite(program_id, float(fitness), cell, tuple(values))
         incumbent = self._by_cell.get(cell)
         if incumbent is not None:
             if not self.metrics.better(candidate.fitness, incumbent.fitness):
-                return AddResult("rejected")
+                return AddResult("rejected", cell=cell)
             self._drop(incumbent)
             self._put(candidate)
-            return AddResult("improved", replaced=incumbent.program_id)
+            return AddResult("improved", replaced=incumbent.program_id, cell=cell)
         evicted: tuple[str, ...] = ()
         if self.capacity is not None and len(self._by_cell) >= self.capacity:
             worst = self.worst()
             assert worst is not None  # capacity >= 1, so a full archive is not empty
             if not self.metrics.better(candidate.fitness, worst.fitness):
-                return AddResult("rejected")
+                return AddResult("rejected", cell=cell)
             self._drop(worst)
             evicted = (worst.program_id,)
         self._put(candidate)
-        return AddResult("new_cell", evicted=evicted)
+        return AddResult("new_cell", evicted=evicted, cell=cell)
+
+    def rebin(self, cell_of: Callable[[Elite], tuple[int, ...]]) -> list[Elite]:
+        """Move every elite to ``cell_of(elite)``; return the elites that lost their cell.
+
+        Elites are placed best first (ties: smaller id), so where several land
+        in one cell the best keeps it, as it would have if the new grid had
+        been used from the start. The archive only shrinks, so the capacity holds.
+        """
+        ranked = self.ranked()
+        self._by_cell.clear()
+        self._cell_of.clear()
+        dropped = []
+        for elite in ranked:
+            moved = replace(elite, cell=tuple(int(c) for c in cell_of(elite)))
+            if moved.cell in self._by_cell:
+                dropped.append(elite)
+            else:
+                self._put(moved)
+        return dropped
 
     def remove(self, program_id: str) -> Elite:
         """Take ``program_id`` out of the archive and return its elite.

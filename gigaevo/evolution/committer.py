@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gigaevo.evaluation.base import EvaluationResult, Evaluator
+from gigaevo.evolution.archive_report import ArchiveReporter
 from gigaevo.evolution.events import EventLog
+from gigaevo.evolution.feedback import FeedbackBook, FeedbackSettings
 from gigaevo.evolution.islands import IslandModel
 from gigaevo.evolution.migration import RingMigration
 from gigaevo.evolution.state import RunCounters
@@ -36,6 +38,9 @@ log = logging.getLogger("gigaevo")
 # stop reason when the model refused the credentials (the run is resumable, not finished)
 AUTH_FAILED = "llm_authentication_failed"
 _UNFINISHED = (None, "interrupted", AUTH_FAILED)
+
+
+OUTPUT_TAIL_CHARS = 1000  # of a program's output kept in the store (for its children's prompts)
 
 
 class InitialProgramError(ValueError):
@@ -57,6 +62,7 @@ class Committer:
         checkpoint_dir: Path,
         seed: int,
         llm_usage: UsageTally | None = None,
+        feedback: FeedbackSettings | None = None,
     ) -> None:
         self.problem = problem
         self.llm_usage = llm_usage
@@ -72,8 +78,10 @@ class Committer:
         self.n_initial = 0
         self._programs: dict[str, Program] = {}
         self._digests: dict[str, str] = {}
-        self._coordinates: dict[str, tuple[float, ...]] = {}
+        self._coordinates: dict[tuple[str, int], tuple[float, ...]] = {}
         self._lock = threading.Lock()
+        self.feedback = FeedbackBook(feedback, is_live=islands.__contains__)
+        self.reporter = ArchiveReporter(islands, events)
 
     # -- queries (thread-safe) -------------------------------------------------
     def program(self, program_id: str) -> Program:
@@ -86,10 +94,13 @@ class Committer:
 
     def coordinates(self, program: Program) -> tuple[float, ...]:
         """Behaviour coordinates of ``program`` (cached: parents are chosen many times)."""
-        cached = self._coordinates.get(program.id)
+        key = (program.id, self.islands.space.version)  # an adaptive grid re-drawn: recompute
+        cached = self._coordinates.get(key)
         if cached is None:
+            if self._coordinates and next(iter(self._coordinates))[1] != key[1]:
+                self._coordinates.clear()
             cached = tuple(self.islands.space.coordinates(program.code, program.metrics))
-            self._coordinates[program.id] = cached
+            self._coordinates[key] = cached
         return cached
 
     def valid_share(self) -> float:
@@ -116,10 +127,11 @@ class Committer:
 
     def _commit_initial_one(self, ordinal: int, code: str, res: EvaluationResult) -> None:
         fitness = float(res.metrics[self.metrics.primary])
-        cell = tuple(self.islands.space.cell(code, res.metrics))
+        values = self.islands.space.values(code, res.metrics)
         pid = make_program_id(self.seed, ordinal, code)
         for island in range(self.islands.n_islands):
-            self.islands.add(island, pid, fitness, cell)
+            self.islands.add(island, pid, fitness, values=values)
+        cell = self.islands.space.cell_of(values)
         prog = Program(
             id=pid,
             code=code,
@@ -130,6 +142,8 @@ class Committer:
             valid=True,
             status=ProgramStatus.INITIAL,
             eval_seconds=res.run_seconds,
+            output_tail=res.stdout_tail[-OUTPUT_TAIL_CHARS:],
+            feedback=res.feedback,
         )
         k = self.counters
         if ordinal == 0 or self.metrics.better(fitness, k.best_fitness):
@@ -146,10 +160,11 @@ class Committer:
         state = self.store.get_meta("state")
         self.n_initial = int(self.store.get_meta("n_initial") or 0)
         self.counters = RunCounters.from_dict(state["counters"])
-        self.islands.load_dict(state["islands"])
         for prog in self.store.iter_programs():
             with self._lock:
                 self._programs[prog.id] = prog
+        self.islands.load_dict(state["islands"], values_of=self._values_of)
+        self.feedback.restore(self._programs.values())
         self._digests = self.store.digests()
         self.events.emit("resume", n_mutants=self.counters.n_mutants)
 
@@ -173,17 +188,22 @@ class Committer:
                 k.n_failed_mutations += 1
         else:
             k.n_valid += 1
-            add = self.islands.add(d.island, prog.id, prog.fitness, prog.cell or ())
+            add = self.islands.add(d.island, prog.id, prog.fitness, values=self._values_of(prog))
             accepted = add.status != "rejected"
             if accepted:
                 k.n_accepted += 1
-            prog = _with_status(
-                prog, ProgramStatus.ACCEPTED if accepted else ProgramStatus.REJECTED
+            prog = replace(
+                prog,
+                status=ProgramStatus.ACCEPTED if accepted else ProgramStatus.REJECTED,
+                cell=add.cell,
             )
             self._note_archive(prog, add)
             self._maybe_new_best(prog)
+        k.count_cascade(result.evaluation.cascade if result.evaluation else None)
+        self.feedback.observe(prog)
         self._remember(prog, result.digest)
         self._migrate_if_due()
+        self.reporter.after_commit(k.n_mutants)
         k.wall_seconds = wall_seconds
         self.store.commit(prog, result.digest or "", attempt=d.attempt, state=self._state())
         self._tell_memory(result, prog, parent, add)
@@ -229,6 +249,8 @@ class Committer:
             return Program(**base, status=ProgramStatus.DUPLICATE, duplicate_of=original)
         if ev is None:  # claimed as a duplicate of an attempt that never produced it
             raise RuntimeError(f"attempt {d.attempt}: evaluation skipped without an original")
+        base["output_tail"] = ev.stdout_tail[-OUTPUT_TAIL_CHARS:]
+        base["feedback"] = ev.feedback
         if not ev.valid:
             return Program(
                 **base,
@@ -249,6 +271,12 @@ class Committer:
         )
 
     # -- helpers -----------------------------------------------------------------
+    def _values_of(self, prog: Program | str) -> tuple[float, ...]:
+        """Descriptor values of a program (or of the program with this id)."""
+        if isinstance(prog, str):
+            prog = self.program(prog)
+        return self.islands.space.values(prog.code, prog.metrics)
+
     def _remember(self, prog: Program, digest: str | None) -> None:
         with self._lock:
             self._programs[prog.id] = prog
@@ -290,7 +318,7 @@ class Committer:
         if not self.migration.due(self.counters.n_mutants):
             return
         for m in self.migration.plan(self.islands):
-            self.islands.add(m.to_island, m.program_id, m.fitness, m.cell)
+            self.islands.add(m.to_island, m.program_id, m.fitness, m.cell, values=m.values or None)
             self.events.emit(
                 "migration",
                 program_id=m.program_id,
@@ -365,12 +393,9 @@ class Committer:
             "seed": self.seed,
             "stop_reason": stop_reason,
             "finished": stop_reason not in _UNFINISHED,
+            **self.reporter.summary(k),
         }
         atomic_write_json(self.dir / "summary.json", summary)
-
-
-def _with_status(prog: Program, status: ProgramStatus) -> Program:
-    return replace(prog, status=status)
 
 
 def _replace_info(info: MutationInfo, **changes: Any) -> MutationInfo:

@@ -1,115 +1,156 @@
-"""Behaviour descriptors and the behaviour space that maps a program to its MAP-Elites cell."""
+"""The behaviour space: maps a program's descriptor values to its MAP-Elites cell.
+
+Fixed axes cut a declared range into equal bins. Adaptive axes start narrow
+(around the first value seen, or at a declared range) and double towards any
+value that falls outside, which merges their bins in pairs. Each value is
+first placed on a fixed fine grid of the axis (integer *fine index*); a bin
+is a block of ``2**level`` fine cells starting at ``offset``. Growth changes
+only ``offset`` and ``level``, in whole blocks, so it is exact integer
+arithmetic: after a growth, every new bin is the union of two old bins, and
+the best elite of the two keeps the merged cell (see ``MapElitesArchive.rebin``).
+Nothing here depends on the order of floating-point operations across runs:
+the same values in the same order give the same grid, also after a resume
+(the axis state is saved with the archives).
+"""
 
 from __future__ import annotations
 
-import ast
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import KW_ONLY, asdict, dataclass, fields
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-SOURCES = ("metric", "feature")
-SCALES = ("linear", "log")
+from gigaevo.problems.descriptors import SCALES, SOURCES, Descriptor
+from gigaevo.programs.features import FEATURES, code_length, n_lines, n_statements
+
+__all__ = [
+    "FEATURES",
+    "SCALES",
+    "SOURCES",
+    "BehaviourSpace",
+    "Descriptor",
+    "code_length",
+    "n_lines",
+    "n_statements",
+]
+
+# Starting bin width of an adaptive axis declared without a range, in the axis's
+# units: 2 % of the first value on a linear scale (a tiny width when it is 0),
+# 0.02 in natural-log units (about 2 % per bin) on a log scale. The range then
+# doubles as values spread, so this sets only how fine the grid can ever be.
+RELATIVE_STEP = 0.02
+ZERO_STEP = 1e-9
+_FINE_LIMIT = 2**62  # fine indices are clamped here: a huge value cannot loop forever
 
 
-def code_length(code: str) -> float:
-    """Number of characters of ``code``."""
-    return float(len(code))
+@dataclass
+class AxisGrid:
+    """The live range of one adaptive axis, in fine cells of width ``step``.
 
-
-def n_lines(code: str) -> float:
-    """Number of lines of ``code`` that hold more than whitespace."""
-    return float(sum(1 for line in code.splitlines() if line.strip()))
-
-
-def n_statements(code: str) -> float:
-    """Number of AST statements (at any depth) in ``code``; 0 when it does not parse."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError):
-        return 0.0
-    return float(sum(1 for node in ast.walk(tree) if isinstance(node, ast.stmt)))
-
-
-FEATURES: dict[str, Callable[[str], float]] = {
-    "code_length": code_length,
-    "n_lines": n_lines,
-    "n_statements": n_statements,
-}
-"""Program features computed from the code alone, by name (``source="feature"``)."""
-
-
-@dataclass(frozen=True)
-class Descriptor:
-    """One axis of the behaviour space: a named value cut into ``bins`` equal bins.
-
-    The bins are equal-width over ``[low, high]`` (``scale="linear"``) or over
-    ``[log low, log high]`` (``scale="log"``); values outside are clipped into
-    the first or last bin. The transform uses the declared bounds only, never
-    live data, so a program's cell never moves as the run goes on.
-
-    Attributes:
-        name: a metric the validator reports (``source="metric"``) or a key
-            of :data:`FEATURES` (``source="feature"``).
-        low: lower bound of the axis; must be > 0 for ``scale="log"``.
-        high: upper bound, strictly above ``low``.
-        bins: number of bins, at least 1.
-        source: ``"metric"`` or ``"feature"``.
-        scale: ``"linear"`` or ``"log"``.
-
-    Raises:
-        ValueError: on an unknown source, scale or feature name, non-finite or
-            unordered bounds, ``bins < 1`` or ``low <= 0`` on a log scale.
+    Fine index ``f`` of a transformed value ``t``: ``floor((t - origin) / step)``.
+    The range covers fine cells ``[offset, offset + bins * 2**level)``; bin
+    ``(f - offset) >> level``. ``origin`` is None until the first value.
+    ``floor`` and ``ceiling`` (transformed) stop the growth on their side.
     """
 
-    name: str
-    _: KW_ONLY
-    low: float
-    high: float
     bins: int
-    source: str = "metric"
-    scale: str = "linear"
+    origin: float | None = None
+    step: float = 1.0
+    offset: int = 0
+    level: int = 0
+    floor: float | None = None
+    ceiling: float | None = None
 
-    def __post_init__(self) -> None:
-        if self.source not in SOURCES:
-            raise ValueError(f"descriptor {self.name!r}: source must be one of {SOURCES}")
-        if self.scale not in SCALES:
-            raise ValueError(f"descriptor {self.name!r}: scale must be one of {SCALES}")
-        if self.source == "feature" and self.name not in FEATURES:
-            raise ValueError(
-                f"descriptor {self.name!r}: unknown feature; known: {sorted(FEATURES)}"
-            )
-        if not (math.isfinite(self.low) and math.isfinite(self.high)) or self.low >= self.high:
-            raise ValueError(f"descriptor {self.name!r}: need finite low < high")
-        if self.scale == "log" and self.low <= 0:
-            raise ValueError(f"descriptor {self.name!r}: low must be > 0 on a log scale")
-        if int(self.bins) != self.bins or self.bins < 1:
-            raise ValueError(f"descriptor {self.name!r}: bins must be an integer >= 1")
+    @property
+    def span(self) -> int:
+        """Fine cells covered by the range."""
+        return self.bins << self.level
 
-    def unit(self, value: float) -> float:
-        """``value`` mapped into [0, 1] over the declared bounds; non-finite -> 0.0."""
-        if not math.isfinite(value):
-            return 0.0
-        if self.scale == "log":
-            if value <= 0:
-                return 0.0
-            lo, hi, v = math.log(self.low), math.log(self.high), math.log(value)
+    def fine(self, t: float) -> int:
+        assert self.origin is not None
+        x = (t - self.origin) / self.step
+        if not math.isfinite(x):
+            return _FINE_LIMIT if x > 0 else -_FINE_LIMIT
+        return max(-_FINE_LIMIT, min(_FINE_LIMIT, math.floor(x)))
+
+    def start(self, t: float, scale: str) -> None:
+        """Place the range around the first value ``t`` (from the floor or ceiling if any)."""
+        relative = abs(t) * RELATIVE_STEP if scale == "linear" else RELATIVE_STEP
+        default = relative if relative > 0 else ZERO_STEP
+        self.offset, self.level = 0, 0
+        if self.floor is not None:
+            width = 2 * (t - self.floor) if t > self.floor else 0.0
+            self.step = width / self.bins if width > 0 else default
+            self.origin = self.floor
+        elif self.ceiling is not None:
+            width = 2 * (self.ceiling - t) if t < self.ceiling else 0.0
+            self.step = width / self.bins if width > 0 else default
+            self.origin = self.ceiling - self.step * self.bins
         else:
-            lo, hi, v = self.low, self.high, value
-        return min(1.0, max(0.0, (v - lo) / (hi - lo)))
+            self.step = default
+            self.origin = t - self.step * (self.bins // 2)
 
-    def bin(self, value: float) -> int:
-        """Bin index in ``[0, bins - 1]``; ``high`` falls in the last bin, non-finite in 0."""
-        if not math.isfinite(value):
-            return 0
-        return min(int(self.unit(value) * self.bins), int(self.bins) - 1)
+    def _may_grow(self, edge: float, limit: float | None, below: bool) -> bool:
+        if limit is None:
+            return True
+        slack = self.step * 1e-6  # the edge sits on the limit up to rounding
+        return edge > limit + slack if below else edge < limit - slack
 
-    def raw_value(self, program_code: str, metrics: Mapping[str, float]) -> float:
-        """The descriptor's value for a program; NaN when its metric is missing."""
-        if self.source == "feature":
-            return FEATURES[self.name](program_code)
-        value = metrics.get(self.name)
-        return float(value) if value is not None else math.nan
+    def grow_to(self, f: int) -> bool:
+        """Double the range towards fine index ``f`` until it is inside or at a limit.
+
+        Returns True when it grew.
+        """
+        assert self.origin is not None
+        grew = False
+        while f < self.offset and self._may_grow(self._edge(self.offset), self.floor, True):
+            self.offset -= self.span
+            self.level += 1
+            grew = True
+        while f >= self.offset + self.span and self._may_grow(
+            self._edge(self.offset + self.span), self.ceiling, False
+        ):
+            self.level += 1
+            grew = True
+        return grew
+
+    def _edge(self, fine: int) -> float:
+        assert self.origin is not None
+        return self.origin + fine * self.step
+
+    def bin(self, t: float) -> int:
+        f = min(max(self.fine(t), self.offset), self.offset + self.span - 1)
+        return (f - self.offset) >> self.level
+
+    def unit(self, t: float) -> float:
+        assert self.origin is not None
+        lo = self.origin + self.offset * self.step
+        return min(1.0, max(0.0, (t - lo) / (self.span * self.step)))
+
+    def bounds(self, inverse_log: bool) -> tuple[float, float] | None:
+        """The range in the descriptor's own units, or None before the first value."""
+        if self.origin is None:
+            return None
+        lo = self.origin + self.offset * self.step
+        hi = lo + self.span * self.step
+        return (math.exp(lo), math.exp(hi)) if inverse_log else (lo, hi)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "origin": self.origin,
+            "step": self.step,
+            "offset": self.offset,
+            "level": self.level,
+        }
+
+    def load(self, d: Mapping[str, Any]) -> None:
+        origin = d.get("origin")
+        self.origin = None if origin is None else float(origin)
+        self.step = float(d["step"])
+        self.offset = int(d["offset"])
+        self.level = int(d["level"])
+        if not (self.step > 0 and math.isfinite(self.step)) or self.level < 0:
+            raise ValueError(f"bad adaptive axis state {dict(d)}")
 
 
 class BehaviourSpace:
@@ -117,6 +158,9 @@ class BehaviourSpace:
 
     ``shape`` is ``(d.bins for d in descriptors)``; a cell is a tuple of one
     bin index per axis. A space with no descriptors has a single cell ``()``.
+    A program's descriptor values (``values``) are fixed; its cell
+    (``cell_of``) moves only when an adaptive axis grows (``observe``), and
+    ``version`` counts those growths.
 
     Raises:
         ValueError: when two descriptors share a name.
@@ -127,30 +171,29 @@ class BehaviourSpace:
         if len(set(names)) != len(names):
             raise ValueError(f"descriptor names must be unique, got {names}")
         self.descriptors: tuple[Descriptor, ...] = tuple(descriptors)
+        self._grids: dict[int, AxisGrid] = {}
+        for i, d in enumerate(self.descriptors):
+            if d.adaptive:
+                self._grids[i] = _initial_grid(d)
+        self.version = 0
 
     @classmethod
     def from_dicts(cls, items: Sequence[Mapping[str, Any]]) -> BehaviourSpace:
         """Build from plain mappings with the :class:`Descriptor` fields as keys.
 
         Raises:
-            ValueError: on an unknown key or a missing required field.
+            ValueError: on an unknown key, a missing field or a bad value.
         """
-        allowed = {f.name for f in fields(Descriptor)}
-        descriptors = []
-        for item in items:
-            kwargs = dict(item)
-            unknown = sorted(set(kwargs) - allowed)
-            if unknown:
-                raise ValueError(f"unknown descriptor keys {unknown}; allowed: {sorted(allowed)}")
-            missing = sorted({"name", "low", "high", "bins"} - set(kwargs))
-            if missing:
-                raise ValueError(f"descriptor {kwargs.get('name')!r} misses keys {missing}")
-            descriptors.append(Descriptor(**kwargs))
-        return cls(descriptors)
+        return cls([Descriptor.from_mapping(item) for item in items])
 
     def to_dicts(self) -> list[dict[str, Any]]:
-        """Plain-dict form accepted by :meth:`from_dicts`."""
-        return [asdict(d) for d in self.descriptors]
+        """Plain-dict form accepted by :meth:`from_dicts` (the declaration, not the live range)."""
+        return [d.to_dict() for d in self.descriptors]
+
+    @property
+    def adaptive(self) -> bool:
+        """True when some axis grows with the values seen."""
+        return bool(self._grids)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -160,13 +203,61 @@ class BehaviourSpace:
     def n_cells(self) -> int:
         return math.prod(self.shape)
 
+    # -- values and cells --------------------------------------------------------
+    def values(self, program_code: str, metrics: Mapping[str, float]) -> tuple[float, ...]:
+        """The program's raw descriptor values, one per axis (NaN for a missing metric)."""
+        return tuple(d.raw_value(program_code, metrics) for d in self.descriptors)
+
+    def cell_of(self, values: Sequence[float]) -> tuple[int, ...]:
+        """The cell of ``values`` on the current grid; an unplaceable value gets bin 0."""
+        self._check_rank(values)
+        cell = []
+        for i, (d, v) in enumerate(zip(self.descriptors, values, strict=True)):
+            grid, t = self._grids.get(i), d.transform(v)
+            if grid is None:
+                cell.append(d.bin(v))
+            elif t is None or grid.origin is None:
+                cell.append(0)
+            else:
+                cell.append(grid.bin(t))
+        return tuple(cell)
+
+    def unit_of(self, values: Sequence[float]) -> tuple[float, ...]:
+        """``values`` as coordinates in [0, 1] over the current ranges."""
+        self._check_rank(values)
+        out = []
+        for i, (d, v) in enumerate(zip(self.descriptors, values, strict=True)):
+            grid, t = self._grids.get(i), d.transform(v)
+            if grid is None:
+                out.append(d.unit(v))
+            else:
+                out.append(0.0 if t is None or grid.origin is None else grid.unit(t))
+        return tuple(out)
+
     def cell(self, program_code: str, metrics: Mapping[str, float]) -> tuple[int, ...]:
-        """The program's cell; an axis whose metric is missing or non-finite gets bin 0."""
-        return tuple(d.bin(d.raw_value(program_code, metrics)) for d in self.descriptors)
+        """The program's cell on the current grid (missing or non-finite metric: bin 0)."""
+        return self.cell_of(self.values(program_code, metrics))
 
     def coordinates(self, program_code: str, metrics: Mapping[str, float]) -> tuple[float, ...]:
         """The program's unit coordinates, one value in [0, 1] per axis."""
-        return tuple(d.unit(d.raw_value(program_code, metrics)) for d in self.descriptors)
+        return self.unit_of(self.values(program_code, metrics))
+
+    def observe(self, values: Sequence[float]) -> bool:
+        """Grow the adaptive axes to hold ``values``; True when the grid changed (re-bin)."""
+        self._check_rank(values)
+        changed = False
+        for i, grid in self._grids.items():
+            d = self.descriptors[i]
+            t = d.transform(values[i])
+            if t is None:
+                continue
+            if grid.origin is None:
+                grid.start(t, d.scale)
+                changed = True
+            changed = grid.grow_to(grid.fine(t)) or changed
+        if changed:
+            self.version += 1
+        return changed
 
     def contains(self, cell: Sequence[int]) -> bool:
         """True when ``cell`` has one in-range bin index per axis."""
@@ -174,5 +265,62 @@ class BehaviourSpace:
             0 <= c < n for c, n in zip(cell, self.shape, strict=True)
         )
 
+    def ranges(self) -> list[dict[str, Any]]:
+        """Per axis: name, scale, bins, adaptive and the current ``[low, high]`` (None if unset)."""
+        out = []
+        for i, d in enumerate(self.descriptors):
+            grid = self._grids.get(i)
+            bounds = (d.low, d.high) if grid is None else grid.bounds(d.scale == "log")
+            out.append(
+                {
+                    "name": d.name,
+                    "scale": d.scale,
+                    "bins": d.bins,
+                    "adaptive": d.adaptive,
+                    "low": None if bounds is None else bounds[0],
+                    "high": None if bounds is None else bounds[1],
+                }
+            )
+        return out
+
+    # -- checkpoint --------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The live ranges of the adaptive axes (JSON-friendly, exact)."""
+        return {"axes": {self.descriptors[i].name: g.to_dict() for i, g in self._grids.items()}}
+
+    def load_state(self, d: Mapping[str, Any]) -> None:
+        """Restore ranges saved by :meth:`state_dict` (axes it does not name start afresh).
+
+        Raises:
+            ValueError: a saved axis is not an adaptive axis of this space, or is malformed.
+        """
+        axes = dict(d.get("axes", {}))
+        index = {self.descriptors[i].name: i for i in self._grids}
+        unknown = sorted(set(axes) - set(index))
+        if unknown:
+            raise ValueError(f"saved ranges for {unknown}, which are not adaptive axes here")
+        for i in self._grids:
+            self._grids[i] = _initial_grid(self.descriptors[i])
+        for name, state in axes.items():
+            self._grids[index[name]].load(state)
+        self.version += 1
+
+    def _check_rank(self, values: Sequence[float]) -> None:
+        if len(values) != len(self.descriptors):
+            raise ValueError(f"{len(values)} values for {len(self.descriptors)} descriptors")
+
     def __repr__(self) -> str:
         return f"BehaviourSpace({list(self.descriptors)!r})"
+
+
+def _initial_grid(d: Descriptor) -> AxisGrid:
+    grid = AxisGrid(
+        bins=int(d.bins),
+        floor=None if d.floor is None else d.transform(d.floor),
+        ceiling=None if d.ceiling is None else d.transform(d.ceiling),
+    )
+    if d.low is not None and d.high is not None:
+        lo, hi = d.transform(d.low), d.transform(d.high)
+        assert lo is not None and hi is not None  # checked by Descriptor
+        grid.origin, grid.step = lo, (hi - lo) / d.bins
+    return grid

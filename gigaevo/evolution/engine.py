@@ -23,6 +23,7 @@ from pathlib import Path
 from gigaevo.evaluation.base import EvaluationResult, Evaluator
 from gigaevo.evolution.committer import AUTH_FAILED, Committer
 from gigaevo.evolution.events import EventLog, Progress
+from gigaevo.evolution.feedback import FeedbackSettings
 from gigaevo.evolution.islands import IslandModel
 from gigaevo.evolution.migration import RingMigration
 from gigaevo.evolution.selection import InspirationSampler, IslandScheduler, ParentSelector
@@ -91,6 +92,7 @@ class EvolutionEngine:
         show_progress: bool = True,
         llm_usage: UsageTally | None = None,
         scratchpad: RunScratchpad | None = None,
+        feedback: FeedbackSettings | None = None,
     ) -> None:
         self.problem = problem
         self.mutator = mutator
@@ -118,6 +120,7 @@ class EvolutionEngine:
             checkpoint_dir=checkpoint_dir,
             seed=settings.seed,
             llm_usage=llm_usage,
+            feedback=feedback,
         )
         self._digest_claims: dict[str, int] = {}
         self._claims_lock = threading.Lock()
@@ -284,6 +287,7 @@ class EvolutionEngine:
             seed=derive_seed(seed, "mutate", attempt),
             slate=decision.slate,
             card_ids=decision.card_ids,
+            feedback=self.committer.feedback.for_parent(parent_prog),
         )
         if self.scratchpad is not None:  # recorded first: a replay must see the same prompt
             self.scratchpad.prefix_for_dispatch(attempt, self.counters.n_mutants)
@@ -302,6 +306,7 @@ class EvolutionEngine:
             seed=d.seed,
             memory_slate=d.slate,
             scratchpad=self._notes_prefix(d.attempt),
+            feedback=d.feedback,
         )
         outcome = self.mutator.mutate(request)
         if outcome.child_code is None:

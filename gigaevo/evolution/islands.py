@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from gigaevo.evolution.archive import AddResult, Elite, MapElitesArchive, rank_elites
@@ -10,8 +11,26 @@ from gigaevo.evolution.descriptors import BehaviourSpace
 from gigaevo.problems.spec import MetricsSpec
 
 
+@dataclass(frozen=True)
+class Rebin:
+    """One re-drawing of the grid: the space's version after it, and the elites that merged away.
+
+    ``dropped`` holds ``(island, elite)`` pairs: each lost its cell to a better
+    elite that landed in the same merged cell.
+    """
+
+    version: int
+    dropped: tuple[tuple[int, Elite], ...]
+
+
 class IslandModel:
     """``n_islands`` independent archives; programs move between them only by migration.
+
+    Programs are offered with their descriptor values (``add(..., values=)``):
+    when a value makes an adaptive axis grow, every island's archive is
+    re-drawn on the new grid (:meth:`MapElitesArchive.rebin`) before the
+    offer, and the re-drawing is queued for :meth:`take_rebins`. A space
+    with fixed axes only also accepts a cell alone.
 
     Args:
         n_islands: number of islands, at least 1.
@@ -37,6 +56,7 @@ class IslandModel:
         self.metrics = metrics
         self.capacity_per_island = capacity_per_island
         self._archives = [MapElitesArchive(metrics, capacity_per_island) for _ in range(n_islands)]
+        self._rebins: list[Rebin] = []
 
     def archive(self, island: int) -> MapElitesArchive:
         """The archive of ``island``.
@@ -48,17 +68,54 @@ class IslandModel:
             raise IndexError(f"island {island} not in [0, {self.n_islands})")
         return self._archives[island]
 
-    def add(self, island: int, program_id: str, fitness: float, cell: tuple[int, ...]) -> AddResult:
+    def add(
+        self,
+        island: int,
+        program_id: str,
+        fitness: float,
+        cell: tuple[int, ...] | None = None,
+        *,
+        values: Sequence[float] | None = None,
+    ) -> AddResult:
         """Offer a program to one island's archive (rules of :class:`MapElitesArchive`).
+
+        Give its descriptor ``values`` (the cell is then computed on the grid,
+        grown first if they fall outside an adaptive range), or, on a space
+        without adaptive axes, its ``cell``.
 
         Raises:
             IndexError: on a bad island index.
-            ValueError: when ``cell`` is not a cell of the behaviour space.
+            ValueError: when ``cell`` is not a cell of the behaviour space, the
+                values do not match its axes, or an adaptive space gets no values.
         """
         archive = self.archive(island)
+        if values is not None:
+            kept = tuple(float(v) for v in values)
+            if self.space.observe(kept):
+                self._rebin()
+            cell = self.space.cell_of(kept)
+            return archive.try_add(program_id, fitness, cell, kept)
+        if cell is None or self.space.adaptive:
+            raise ValueError("an adaptive behaviour space needs the program's descriptor values")
         if not self.space.contains(cell):
             raise ValueError(f"cell {cell} is not in a space of shape {self.space.shape}")
         return archive.try_add(program_id, fitness, cell)
+
+    def _rebin(self) -> None:
+        def cell_of(elite: Elite) -> tuple[int, ...]:
+            if len(elite.values) != len(self.space.descriptors):
+                raise ValueError(f"elite {elite.program_id} has no descriptor values to re-bin")
+            return self.space.cell_of(elite.values)
+
+        dropped = []
+        for i, archive in enumerate(self._archives):
+            dropped += [(i, e) for e in archive.rebin(cell_of)]
+        self._rebins.append(Rebin(self.space.version, tuple(dropped)))
+
+    def take_rebins(self) -> list[Rebin]:
+        """The re-drawings since the last call (oldest first), then forget them."""
+        rebins, self._rebins = self._rebins, []
+        return rebins
 
     def remove(self, island: int, program_id: str) -> Elite:
         """Remove a program from one island (raises KeyError when it is not there)."""
@@ -93,27 +150,39 @@ class IslandModel:
         return any(program_id in a for a in self._archives)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly state: the island count, capacity and every island's archive."""
-        return {
+        """JSON-friendly state: island count, capacity, every island's archive, the live ranges."""
+        d: dict[str, Any] = {
             "n_islands": self.n_islands,
             "capacity_per_island": self.capacity_per_island,
             "islands": [a.to_dict() for a in self._archives],
         }
+        if self.space.adaptive:
+            d["space"] = self.space.state_dict()
+        return d
 
-    def load_dict(self, d: Mapping[str, Any]) -> None:
-        """Replace every island's elites with those saved by :meth:`to_dict`.
+    def load_dict(
+        self,
+        d: Mapping[str, Any],
+        values_of: Callable[[str], Sequence[float]] | None = None,
+    ) -> None:
+        """Replace every island's elites (and the live ranges) with those saved by :meth:`to_dict`.
 
         The model's own space, metrics and capacity are kept (with a smaller
         capacity than the saved one, the best elites stay); the saved state
-        must have been written by a model with the same island count.
+        must have been written by a model with the same island count. Saved
+        ranges are restored exactly, so the grid, cells and ``to_dict`` are
+        those of the run that saved them. A state saved before descriptor
+        values were kept gets them from ``values_of(program_id)``.
 
         Raises:
             ValueError: when the island count differs, a saved cell is outside
-                the space, or a saved archive is inconsistent.
+                the space, or a saved archive or range is inconsistent.
         """
         islands = list(d.get("islands", ()))
         if len(islands) != self.n_islands:
             raise ValueError(f"{len(islands)} saved archives for {self.n_islands} islands")
+        if self.space.adaptive:
+            self.space.load_state(d.get("space", {}))
         archives = []
         for i, state in enumerate(islands):
             saved = MapElitesArchive.from_dict(state, self.metrics)
@@ -122,9 +191,25 @@ class IslandModel:
                 raise ValueError(f"island {i}: cells {bad} are outside shape {self.space.shape}")
             archive = MapElitesArchive(self.metrics, self.capacity_per_island)
             for elite in saved.elites():
-                archive.try_add(elite.program_id, elite.fitness, elite.cell)
+                values = elite.values
+                if not values and values_of is not None:
+                    values = tuple(float(v) for v in values_of(elite.program_id))
+                archive.try_add(elite.program_id, elite.fitness, elite.cell, values)
             archives.append(archive)
         self._archives = archives
+        self._rebins = []
+        if self.space.adaptive and "space" not in d:
+            self._place_on_a_new_grid()
+
+    def _place_on_a_new_grid(self) -> None:
+        """Grow the (fresh) adaptive ranges over every elite, best first, and re-draw."""
+        ranked = rank_elites([e for a in self._archives for e in a.elites()], self.metrics)
+        for elite in ranked:
+            if len(elite.values) != len(self.space.descriptors):
+                raise ValueError(f"elite {elite.program_id} has no descriptor values to re-bin")
+            self.space.observe(elite.values)
+        self._rebin()
+        self._rebins = []
 
     @classmethod
     def from_dict(

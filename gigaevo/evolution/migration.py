@@ -9,13 +9,17 @@ from gigaevo.evolution.islands import IslandModel
 
 @dataclass(frozen=True)
 class Migrant:
-    """One planned move: a copy of ``program_id`` offered to ``to_island`` in the same cell."""
+    """One planned move: a copy of ``program_id`` offered to ``to_island`` in the same cell.
+
+    ``values`` are the elite's descriptor values (empty on a fixed grid without them).
+    """
 
     program_id: str
     fitness: float
     from_island: int
     to_island: int
     cell: tuple[int, ...]
+    values: tuple[float, ...] = ()
 
 
 class RingMigration:
@@ -26,7 +30,8 @@ class RingMigration:
     from one snapshot of the model, so a migrant moves one step per round.
     A program already on the destination island is not planned. The engine
     offers each migrant with ``model.add(m.to_island, m.program_id,
-    m.fitness, m.cell)``; the destination archive may still reject it.
+    m.fitness, m.cell, values=m.values or None)``; the destination archive may
+    still reject it.
 
     Args:
         interval: committed mutants between rounds; 0 disables migration.
@@ -60,5 +65,7 @@ class RingMigration:
             for elite in model.archive(src).ranked()[: self.count]:
                 if elite.program_id in destination:
                     continue
-                migrants.append(Migrant(elite.program_id, elite.fitness, src, dst, elite.cell))
+                migrants.append(
+                    Migrant(elite.program_id, elite.fitness, src, dst, elite.cell, elite.values)
+                )
         return migrants

@@ -88,6 +88,38 @@ class FitnessProportionalTournament:
         return entrants[int(rng.choice(len(entrants), p=weights / weights.sum()))]
 
 
+class BestOrTournament:
+    """The island's best elite with probability ``p_best``, else a soft tournament.
+
+    The tournament is a :class:`FitnessProportionalTournament` of ``k`` elites.
+
+    A spread archive holds many cells whose elites are far from the best;
+    drawing parents from all of them alone explores but slows the climb. This
+    keeps a fixed share of the mutations on the best elite (exploitation) and
+    spreads the rest over the archive (exploration). One draw decides which,
+    then the chosen rule draws as usual, so the choice is deterministic given
+    the generator. ``p_best=0`` is the tournament, ``p_best=1`` a hill-climb
+    on the island's best.
+
+    Raises:
+        ValueError: ``p_best`` outside [0, 1], or a bad ``k`` or ``temperature``.
+    """
+
+    def __init__(self, p_best: float = 0.5, k: int = 3, temperature: float = 1.0) -> None:
+        if not (0.0 <= p_best <= 1.0):
+            raise ValueError(f"p_best must be in [0, 1], got {p_best}")
+        self.p_best = p_best
+        self.tournament = FitnessProportionalTournament(k, temperature)
+
+    def select(
+        self, elites: Sequence[Elite], metrics: MetricsSpec, rng: np.random.Generator
+    ) -> Elite:
+        _require(elites)
+        if rng.random() < self.p_best:
+            return rank_elites(elites, metrics)[0]
+        return self.tournament.select(elites, metrics, rng)
+
+
 class TournamentSelection:
     """Best of ``min(k, n)`` distinct elites drawn uniformly (ties: smaller id).
 
@@ -140,22 +172,36 @@ class FitnessProportional:
         return elites[int(rng.choice(len(elites), p=weights / weights.sum()))]
 
 
+INSPIRATION_POOLS = ("all", "top", "better", "near")
+
+
 class InspirationSampler:
     """Chooses up to ``n`` elites other than the parent to show in the prompt.
 
     With ``include_best`` the best of the candidates comes first (ties:
     smaller id); the rest are drawn uniformly without replacement, in draw
-    order. Candidates are the given elites minus the parent, each id once.
+    order, from all candidates (``pool="all"``) or from the best
+    ``top`` of them (``pool="top"``: in a spread archive most elites are far
+    from the best, and a model borrowing from them borrows their faults).
+    Candidates are the given elites minus the parent, each id once.
 
     Raises:
-        ValueError: when ``n < 0``.
+        ValueError: when ``n < 0``, ``top < 1`` or ``pool`` is unknown.
     """
 
-    def __init__(self, n: int = 2, include_best: bool = True) -> None:
+    def __init__(
+        self, n: int = 2, include_best: bool = True, pool: str = "all", top: int = 5
+    ) -> None:
         if n < 0:
             raise ValueError(f"n must be >= 0, got {n}")
+        if pool not in INSPIRATION_POOLS:
+            raise ValueError(f"pool must be one of {INSPIRATION_POOLS}, got {pool!r}")
+        if top < 1:
+            raise ValueError(f"top must be >= 1, got {top}")
         self.n = n
         self.include_best = include_best
+        self.pool = pool
+        self.top = top
 
     def sample(
         self,
@@ -173,6 +219,14 @@ class InspirationSampler:
                 pool.append(e)
         if self.n == 0 or not pool:
             return []
+        if self.pool == "top":
+            pool = sorted(rank_elites(pool, metrics)[: self.top], key=lambda e: e.cell)
+        elif self.pool == "near":
+            pool = sorted(_nearest(pool, parent, metrics)[: self.top], key=lambda e: e.cell)
+        elif self.pool == "better":
+            pool = [e for e in pool if metrics.better(e.fitness, parent.fitness)]
+            if not pool:
+                return []
         chosen: list[Elite] = []
         if self.include_best:
             best = rank_elites(pool, metrics)[0]
@@ -181,6 +235,17 @@ class InspirationSampler:
         if pool and self.n > len(chosen):
             chosen += [pool[i] for i in _sample_distinct(len(pool), self.n - len(chosen), rng)]
         return chosen
+
+
+def _nearest(pool: Sequence[Elite], parent: Elite, metrics: MetricsSpec) -> list[Elite]:
+    """``pool`` by distance of its cells to the parent's (squared bins), then best first."""
+    rank = {e.program_id: i for i, e in enumerate(rank_elites(pool, metrics))}
+
+    def key(e: Elite) -> tuple[int, int]:
+        far = sum((a - b) ** 2 for a, b in zip(e.cell, parent.cell, strict=False))
+        return far, rank[e.program_id]
+
+    return sorted(pool, key=key)
 
 
 class IslandScheduler(Protocol):

@@ -26,6 +26,9 @@ class RunCounters:
     mutants_since_improvement: int = 0
     wall_seconds: float = 0.0  # run time at the last commit, across resumed sessions
     invalid_reasons: dict[str, int] = field(default_factory=dict)
+    # cascade evaluation: programs the first stage stopped, and those it let through
+    n_cascade_stopped: int = 0
+    n_cascade_passed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -33,6 +36,21 @@ class RunCounters:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunCounters:
         return cls(**d)
+
+    def count_cascade(self, outcome: str | None) -> None:
+        """Tally a cascade outcome (``"stopped"``, ``"passed"``; None: no cascade)."""
+        if outcome == "stopped":
+            self.n_cascade_stopped += 1
+        elif outcome == "passed":
+            self.n_cascade_passed += 1
+
+    def cascade_summary(self) -> dict[str, int]:
+        """First-stage runs, programs stopped there, and full evaluations they allowed."""
+        return {
+            "n_first_stage": self.n_cascade_stopped + self.n_cascade_passed,
+            "n_stopped": self.n_cascade_stopped,
+            "n_full": self.n_cascade_passed,
+        }
 
     def count_reason(self, reason: str) -> None:
         """Tally an invalid reason by its kind (text before the first colon)."""

@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gigaevo.mutation.base import ParentFeedback
 from gigaevo.programs import Program
 
 SCHEMA_VERSION = 1
@@ -45,7 +46,10 @@ class StoreError(RuntimeError):
 
 @dataclass(frozen=True)
 class Dispatch:
-    """A mutation attempt as decided before the LLM call; replayed verbatim on resume."""
+    """A mutation attempt as decided before the LLM call; replayed verbatim on resume.
+
+    ``feedback`` is the parent's feedback section as it stood at dispatch.
+    """
 
     attempt: int
     island: int
@@ -54,11 +58,16 @@ class Dispatch:
     seed: int
     slate: str = ""
     card_ids: tuple[str, ...] = ()
+    feedback: ParentFeedback = field(default_factory=ParentFeedback)
 
     def to_json(self) -> str:
         d = asdict(self)
         d["inspiration_ids"] = list(self.inspiration_ids)
         d["card_ids"] = list(self.card_ids)
+        if self.feedback:
+            d["feedback"] = self.feedback.to_dict()
+        else:
+            del d["feedback"]  # rows without feedback stay as they were
         return json.dumps(d, sort_keys=True)
 
     @classmethod
@@ -66,6 +75,7 @@ class Dispatch:
         d = json.loads(text)
         d["inspiration_ids"] = tuple(d["inspiration_ids"])
         d["card_ids"] = tuple(d.get("card_ids", ()))
+        d["feedback"] = ParentFeedback.from_dict(d.get("feedback") or {})
         return cls(**d)
 
 

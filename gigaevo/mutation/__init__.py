@@ -7,7 +7,7 @@ blocks or a fenced program, change report, explanation, ``card_ids_used``) and
 turn it into a child, raising ``AnswerError`` with the reason when they cannot.
 """
 
-from gigaevo.mutation.base import MutationOutcome, MutationRequest, Mutator
+from gigaevo.mutation.base import MutationOutcome, MutationRequest, Mutator, ParentFeedback
 from gigaevo.mutation.llm_mutator import LLMMutator
 from gigaevo.mutation.prompt import build_messages
 from gigaevo.mutation.response import ParsedAnswer, apply_answer, parse_answer
@@ -20,6 +20,7 @@ __all__ = [
     "MutationOutcome",
     "MutationRequest",
     "Mutator",
+    "ParentFeedback",
     "ParsedAnswer",
     "apply_answer",
     "build_messages",

@@ -2,12 +2,47 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from gigaevo.llm.base import LLMResponse
 from gigaevo.problems.spec import MetricsSpec
 from gigaevo.programs import MutationInfo, Program
+
+
+@dataclass(frozen=True)
+class ParentFeedback:
+    """What the parent's evaluation and its recent children said (bounded by whoever builds it).
+
+    Attributes:
+        failures: one line per recent invalid or failed child, most recent
+            first (``"attempt 12: circles 3 and 7 overlap by 2e-09"``).
+        output_tail: the end of what the parent printed (stdout and stderr).
+        validator_feedback: the text the validator returned with its metrics.
+    """
+
+    failures: tuple[str, ...] = ()
+    output_tail: str = ""
+    validator_feedback: str = ""
+
+    def __bool__(self) -> bool:
+        return bool(self.failures or self.output_tail.strip() or self.validator_feedback.strip())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "failures": list(self.failures),
+            "output_tail": self.output_tail,
+            "validator_feedback": self.validator_feedback,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ParentFeedback:
+        return cls(
+            tuple(str(f) for f in d.get("failures", ())),
+            str(d.get("output_tail", "")),
+            str(d.get("validator_feedback", "")),
+        )
 
 
 @dataclass(frozen=True)
@@ -22,6 +57,8 @@ class MutationRequest:
         seed: per-mutation seed; the same request gives the same answer offline.
         memory_slate: rendered memory cards ("" when memory is off).
         scratchpad: stable prompt prefix from the run's scratchpad ("" if none).
+        feedback: why the parent's recent children failed, what the parent
+            printed and what its validator said (empty when there is nothing).
     """
 
     task_description: str
@@ -31,6 +68,7 @@ class MutationRequest:
     seed: int
     memory_slate: str = ""
     scratchpad: str = ""
+    feedback: ParentFeedback = ParentFeedback()
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,15 @@ from gigaevo.llm.answer_format import (
     SEARCH_MARKER,
 )
 from gigaevo.llm.base import Message
-from gigaevo.mutation.base import MutationRequest
+from gigaevo.mutation.base import MutationRequest, ParentFeedback
 from gigaevo.problems.spec import MetricsSpec
 from gigaevo.programs import Program
+
+# Hard limits of the feedback section, whatever its builder passed (characters).
+FEEDBACK_MAX_VALIDATOR = 600
+FEEDBACK_MAX_OUTPUT = 1000
+FEEDBACK_MAX_FAILURE = 300
+FEEDBACK_MAX_FAILURES = 5
 
 
 @cache
@@ -69,6 +75,7 @@ def build_messages(request: MutationRequest, mode: str) -> list[Message]:
         parent_fitness=number(parent.fitness),
         parent_code=parent.code.rstrip("\n"),
         parent_metrics=_metrics_lines(parent),
+        feedback_section=feedback_section(request.feedback),
         inspirations_section=_inspirations(request.inspirations),
         memory_section=_section("memory", slate=request.memory_slate.strip("\n"))
         if request.memory_slate.strip()
@@ -95,6 +102,45 @@ def response_format(mode: str, spec: MetricsSpec) -> str:
         code_heading=CODE_HEADING,
         code_instructions=code.rstrip("\n"),
     )
+
+
+def quote(text: str) -> str:
+    """Every line of ``text`` behind ``> ``: quoted data can never open a heading or a fence."""
+    return "\n".join("> " + line.rstrip() for line in text.strip("\n").split("\n"))
+
+
+def _one_line(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def feedback_section(feedback: ParentFeedback) -> str:
+    """The ``## Feedback on the parent`` section, or "" when there is nothing to say.
+
+    Each part is clipped here whatever the builder did: the validator's text to
+    ``FEEDBACK_MAX_VALIDATOR`` characters, the output to its last
+    ``FEEDBACK_MAX_OUTPUT``, at most ``FEEDBACK_MAX_FAILURES`` failures of one
+    line of ``FEEDBACK_MAX_FAILURE`` each.
+    """
+    if not feedback:
+        return ""
+    parts = []
+    validator = feedback.validator_feedback.strip()
+    if validator:
+        text = validator[:FEEDBACK_MAX_VALIDATOR]
+        parts.append(template("feedback_validator").format(text=quote(text)))
+    output = feedback.output_tail.strip("\n")
+    if output.strip():
+        text = output[-FEEDBACK_MAX_OUTPUT:]
+        parts.append(template("feedback_output").format(text=quote(text)))
+    failures = [_one_line(f, FEEDBACK_MAX_FAILURE) for f in feedback.failures]
+    failures = [f for f in failures if f][:FEEDBACK_MAX_FAILURES]
+    if failures:
+        parts.append(template("feedback_failures").format(text=quote("\n".join(failures))))
+    if not parts:
+        return ""
+    items = "\n".join(p.rstrip("\n") + "\n" for p in parts)
+    return _section("feedback", items=items.rstrip("\n"))
 
 
 def _metrics_lines(program: Program) -> str:

@@ -29,6 +29,7 @@ from gigaevo.evolution import (
 )
 from gigaevo.evolution.engine import EngineSettings, EvolutionEngine
 from gigaevo.evolution.events import EventLog
+from gigaevo.evolution.feedback import FeedbackSettings
 from gigaevo.evolution.state import RunCounters
 from gigaevo.evolution.stoppers import CostBudget
 from gigaevo.evolution.store import ProgramStore, StoreError
@@ -234,14 +235,36 @@ def _config_choices(cfg: DictConfig, problem: Problem, llm: LLMClient) -> dict[s
 
 
 def _build_islands(cfg: DictConfig, problem: Problem) -> IslandModel:
+    """Islands over ``evolution.behaviour``, else the problem's descriptors, else the default."""
     evo = cfg.evolution
-    space = BehaviourSpace.from_dicts(OmegaConf.to_container(evo.behaviour, resolve=True))  # type: ignore[arg-type]
+    declared = OmegaConf.select(cfg, "evolution.behaviour")
+    try:
+        if declared is not None:
+            space = BehaviourSpace.from_dicts(OmegaConf.to_container(declared, resolve=True))  # type: ignore[arg-type]
+        elif problem.descriptors:
+            space = BehaviourSpace(problem.descriptors)
+        else:
+            space = BehaviourSpace.from_dicts(
+                OmegaConf.to_container(evo.default_behaviour, resolve=True)  # type: ignore[arg-type]
+            )
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"evolution.behaviour: {exc}") from exc
     return IslandModel(
         n_islands=int(evo.n_islands),
         space=space,
         metrics=problem.metrics,
         capacity_per_island=evo.capacity_per_island,
     )
+
+
+def _feedback_settings(cfg: DictConfig) -> FeedbackSettings:
+    node = OmegaConf.select(cfg, "evolution.feedback")
+    values = {} if node is None else OmegaConf.to_container(node, resolve=True)
+    assert isinstance(values, dict)
+    try:
+        return FeedbackSettings(**{str(k): v for k, v in values.items()})
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"evolution.feedback: {exc}") from exc
 
 
 def _build_memory(
@@ -313,6 +336,7 @@ def build_run(cfg: DictConfig, *, show_progress: bool = True) -> BuiltRun:
         show_progress=show_progress,
         llm_usage=UsageTally(ckpt / LLM_CALLS_FILE),
         scratchpad=notes,
+        feedback=_feedback_settings(cfg),
     )
     return BuiltRun(engine, evaluator, memory, store, ckpt, notes)
 

@@ -17,13 +17,24 @@ from typing import Any
 
 import yaml
 
+from gigaevo.problems.options import parse_cascade, parse_descriptors
 from gigaevo.problems.spec import MetricsSpec, Problem, ProblemError
 
 EVOLVE_START = "# EVOLVE-BLOCK-START"
 EVOLVE_END = "# EVOLVE-BLOCK-END"
 DEFAULT_TIMEOUT_S = 10.0
 
-_TOP_KEYS = frozenset({"name", "entry_function", "timeout_s", "metrics", "validator_sha256"})
+_TOP_KEYS = frozenset(
+    {
+        "name",
+        "entry_function",
+        "timeout_s",
+        "metrics",
+        "validator_sha256",
+        "descriptors",
+        "cascade",
+    }
+)
 _METRIC_KEYS = frozenset(
     {"primary", "higher_is_better", "lower_bound", "upper_bound", "sentinel", "best_known", "extra"}
 )
@@ -81,7 +92,9 @@ def load_problem(name: str | None = None, directory: str | Path | None = None) -
     description = _read_text(root / "task.md")
     if not description.strip():
         raise ProblemError(f"{root / 'task.md'}: is empty")
-    programs = tuple(_check_program(p, entry) for p in _initial_program_paths(root))
+    cascade = parse_cascade(raw, spec_path)
+    entries = (entry,) if cascade is None else (entry, cascade.entry_function)
+    programs = tuple(_check_program(p, entries) for p in _initial_program_paths(root))
     validator_path = root / "validator.py"
     _check_validator(validator_path)
     digest = _validator_digest(validator_path, raw, spec_path)
@@ -96,6 +109,8 @@ def load_problem(name: str | None = None, directory: str | Path | None = None) -
         timeout_s=_timeout(raw, spec_path),
         extra_metrics=extra,
         validator_sha256=digest,
+        descriptors=parse_descriptors(raw, (metrics.primary, *extra), spec_path),
+        cascade=cascade,
     )
 
 
@@ -262,8 +277,8 @@ def _marker_lines(source: str, marker: str) -> list[int]:
     return [i for i, line in enumerate(source.splitlines(), 1) if line.strip() == marker]
 
 
-def _check_program(path: Path, entry: str) -> str:
-    """Return the program's source after checking its markers and entry function."""
+def _check_program(path: Path, entries: tuple[str, ...]) -> str:
+    """Return the program's source after checking its markers and entry functions."""
     source, tree = _parse_python(path)
     starts = _marker_lines(source, EVOLVE_START)
     ends = _marker_lines(source, EVOLVE_END)
@@ -277,14 +292,15 @@ def _check_program(path: Path, entry: str) -> str:
             f"{path}: {EVOLVE_START!r} (line {starts[0]}) must come before "
             f"{EVOLVE_END!r} (line {ends[0]})"
         )
-    func = _top_level_function(tree, entry)
-    if func is None:
-        raise ProblemError(f"{path}: no top-level 'def {entry}' (the entry_function)")
-    args = func.args
-    required = len(args.posonlyargs) + len(args.args) - len(args.defaults)
-    required += sum(1 for d in args.kw_defaults if d is None)
-    if required:
-        raise ProblemError(f"{path}: {entry}() must be callable with no arguments")
+    for entry in entries:
+        func = _top_level_function(tree, entry)
+        if func is None:
+            raise ProblemError(f"{path}: no top-level 'def {entry}' (an entry_function)")
+        args = func.args
+        required = len(args.posonlyargs) + len(args.args) - len(args.defaults)
+        required += sum(1 for d in args.kw_defaults if d is None)
+        if required:
+            raise ProblemError(f"{path}: {entry}() must be callable with no arguments")
     return source
 
 

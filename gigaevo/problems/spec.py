@@ -6,6 +6,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from gigaevo.problems.descriptors import Descriptor
+
 
 class ProblemError(ValueError):
     """A problem directory or its spec is unusable; the message names the culprit."""
@@ -52,6 +54,23 @@ class MetricsSpec:
 
 
 @dataclass(frozen=True)
+class CascadeSpec:
+    """A cheap first stage of evaluation (``cascade`` in problem.yaml).
+
+    Attributes:
+        entry_function: a top-level function of the program, callable with no
+            arguments, that runs the cheap check (a small instance, say).
+        threshold: the primary metric the first stage must reach (in the
+            metric's direction) for the full evaluation to run.
+        timeout_s: wall-clock limit of the first stage (None: the evaluation's).
+    """
+
+    entry_function: str
+    threshold: float
+    timeout_s: float | None = None
+
+
+@dataclass(frozen=True)
 class Problem:
     """A loaded problem directory.
 
@@ -70,6 +89,9 @@ class Problem:
         validator_sha256: hex SHA-256 of ``validator.py`` as loaded (None for
             problems built in code); the sandbox refuses a validator that no
             longer matches it, and a run records it.
+        descriptors: the problem's behaviour descriptors (the archive's axes
+            unless the configuration names others); empty: the generic default.
+        cascade: the cheap first stage of evaluation, if any.
     """
 
     name: str
@@ -82,3 +104,5 @@ class Problem:
     timeout_s: float = 10.0
     extra_metrics: tuple[str, ...] = ()
     validator_sha256: str | None = None
+    descriptors: tuple[Descriptor, ...] = ()
+    cascade: CascadeSpec | None = None

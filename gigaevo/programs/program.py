@@ -56,6 +56,9 @@ class Program:
     sentinel otherwise. ``cell`` is the MAP-Elites cell on ``island`` (None
     when the program never had behaviour coordinates, e.g. it was invalid).
     ``ordinal`` is the commit order: 0.. for initial programs, then mutants.
+    ``output_tail`` is the end of what the program printed when evaluated and
+    ``feedback`` the text its validator returned (both bounded, "" if none);
+    they reach the prompts of its children.
     """
 
     id: str
@@ -73,6 +76,8 @@ class Program:
     mutation: MutationInfo | None = None
     eval_seconds: float = 0.0
     duplicate_of: str | None = None
+    output_tail: str = ""
+    feedback: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,6 +96,8 @@ class Program:
             "mutation": self.mutation.to_dict() if self.mutation else None,
             "eval_seconds": self.eval_seconds,
             "duplicate_of": self.duplicate_of,
+            "output_tail": self.output_tail,
+            "feedback": self.feedback,
         }
 
     @classmethod
@@ -111,6 +118,8 @@ class Program:
             mutation=MutationInfo.from_dict(d["mutation"]) if d.get("mutation") else None,
             eval_seconds=float(d.get("eval_seconds", 0.0)),
             duplicate_of=d.get("duplicate_of"),
+            output_tail=str(d.get("output_tail") or ""),
+            feedback=str(d.get("feedback") or ""),
         )
 
 

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from gigaevo.evolution import (
+    BestOrTournament,
     Elite,
     FitnessProportional,
     FitnessProportionalTournament,
@@ -53,6 +54,17 @@ def _tournament_odds(k: int) -> Odds:
     return odds
 
 
+def _best_or_tournament_odds(p_best: float, k: int) -> Odds:
+    soft = _soft_tournament_odds(k, 1.0)
+
+    def odds(elites: Sequence[Elite], metrics: MetricsSpec) -> np.ndarray:
+        best = np.zeros(len(elites))
+        best[-1] = 1.0  # the ladder's best comes last
+        return p_best * best + (1 - p_best) * soft(elites, metrics)
+
+    return odds
+
+
 def _uniform_odds(elites: Sequence[Elite], metrics: MetricsSpec) -> np.ndarray:
     return np.full(len(elites), 1.0 / len(elites))
 
@@ -73,9 +85,12 @@ CASES: list[tuple[ParentSelector, Odds]] = [
     (TournamentSelection(k=1), _tournament_odds(1)),
     (UniformSelection(), _uniform_odds),
     (FitnessProportional(), _roulette_odds(0.1)),
+    (BestOrTournament(p_best=0.9), _best_or_tournament_odds(0.9, 3)),
+    (BestOrTournament(p_best=0.3, k=2), _best_or_tournament_odds(0.3, 2)),
 ]
 IDS = ["soft_tournament", "soft_tournament_k2_cold", "soft_tournament_k_gt_n",
-       "tournament_k3", "tournament_k1", "uniform", "fitness_proportional"]  # fmt: skip
+       "tournament_k3", "tournament_k1", "uniform", "fitness_proportional",
+       "best_or_tournament", "best_or_tournament_k2"]  # fmt: skip
 
 
 @pytest.fixture(params=CASES, ids=IDS)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from gigaevo.evolution import (
+    BestOrTournament,
     Elite,
     FitnessProportional,
     FitnessProportionalTournament,
@@ -83,6 +84,9 @@ def test_tournament_ties_go_to_the_smaller_id(metrics: MetricsSpec) -> None:
         (lambda: TournamentSelection(k=0), "k"),
         (lambda: FitnessProportional(epsilon=0.0), "epsilon"),
         (lambda: InspirationSampler(n=-1), "n"),
+        (lambda: InspirationSampler(pool="nearby"), "pool"),
+        (lambda: InspirationSampler(top=0), "top"),
+        (lambda: BestOrTournament(p_best=1.5), "p_best"),
     ],
 )
 def test_invalid_parameters_are_named(build, match: str) -> None:
@@ -151,3 +155,30 @@ def test_round_robin_islands() -> None:
     assert scheduler.island_for(5, 1) == 0
     with pytest.raises(ValueError, match="n_islands"):
         scheduler.island_for(0, 0)
+
+
+def test_inspirations_from_better_elites_only(metrics: MetricsSpec, ladder) -> None:
+    elites = ladder(metrics, 6)
+    sampler = InspirationSampler(n=2, pool="better")
+    rng = np.random.default_rng(4)
+    for _ in range(20):
+        ids = [e.program_id for e in sampler.sample(elites, elites[3], metrics, rng)]
+        assert ids[0] == "e5" and set(ids) <= {"e4", "e5"} and len(ids) == 2
+    assert sampler.sample(elites, elites[5], metrics, rng) == []  # nothing beats the best
+
+
+def test_inspirations_from_the_top_or_the_nearest_cells(metrics: MetricsSpec, ladder) -> None:
+    elites = ladder(metrics, 8)  # cells (0,) .. (7,), e7 the best
+    rng = np.random.default_rng(5)
+    top = InspirationSampler(n=2, pool="top", top=3)
+    near = InspirationSampler(n=2, include_best=False, pool="near", top=2)
+    for _ in range(20):
+        assert {e.program_id for e in top.sample(elites, elites[0], metrics, rng)} <= {
+            "e5",
+            "e6",
+            "e7",
+        }
+        assert {e.program_id for e in near.sample(elites, elites[4], metrics, rng)} == {
+            "e3",
+            "e5",
+        }

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gigaevo.llm.base import LLMResponse, Message
-from gigaevo.mutation import MutationRequest
+from gigaevo.mutation import MutationRequest, ParentFeedback
 from gigaevo.problems.spec import MetricsSpec
 from gigaevo.programs import Program
 
@@ -130,6 +130,7 @@ def request(
     slate: str = "",
     scratchpad: str = "",
     fitness: float = 1.0,
+    feedback: ParentFeedback | None = None,
 ) -> MutationRequest:
     return MutationRequest(
         task_description="Make the score large.",
@@ -139,6 +140,7 @@ def request(
         seed=seed,
         memory_slate=slate,
         scratchpad=scratchpad,
+        feedback=feedback or ParentFeedback(),
     )
 
 

@@ -14,7 +14,10 @@ from gigaevo.problems import builtin_problem_names, load_problem
 from gigaevo.problems.loader import EVOLVE_END, EVOLVE_START
 
 Validator = Callable[[str], Callable[[Any], dict[str, float]]]
-RunEntry = Callable[[str, str], Any]
+RunEntry = Callable[..., Any]
+
+# problems whose seed is a named baseline on purpose (bin_packing: best fit, issue 17)
+BASELINE_SEEDS = {"bin_packing"}
 
 PROGRAMS = [
     (name, index)
@@ -28,7 +31,7 @@ def test_initial_program_is_valid_and_weak(
     name: str, index: int, validator: Validator, run_entry: RunEntry
 ) -> None:
     problem = load_problem(name)
-    output = run_entry(problem.initial_programs[index], problem.entry_function)
+    output = run_entry(problem.initial_programs[index], problem.entry_function, problem.directory)
     metrics = validator(name)(output)
     assert set(metrics) == {problem.metrics.primary, *problem.extra_metrics}
     assert all(isinstance(v, float) and math.isfinite(v) for v in metrics.values())
@@ -38,7 +41,9 @@ def test_initial_program_is_valid_and_weak(
     # weak on purpose: the search, not the seed, must get close to the best known
     best = problem.metrics.best_known
     assert best is not None
-    assert problem.metrics.quality(value) < 0.6 * problem.metrics.quality(best)
+    assert problem.metrics.better(best, value)
+    if name not in BASELINE_SEEDS:
+        assert problem.metrics.quality(value) < 0.6 * problem.metrics.quality(best)
 
 
 @pytest.mark.parametrize("name", builtin_problem_names())

@@ -86,7 +86,7 @@ def _error(**kwargs: object) -> str:
 
 
 def test_builtin_names() -> None:
-    assert builtin_problem_names() == ["circle_packing", "heilbronn", "rastrigin"]
+    assert builtin_problem_names() == ["bin_packing", "circle_packing", "heilbronn", "rastrigin"]
 
 
 @pytest.mark.parametrize("name", builtin_problem_names())
@@ -164,7 +164,7 @@ def test_unknown_name() -> None:
     message = _error(name="foo")
     assert message == (
         "problem.name='foo' is not a built-in problem; "
-        "choose one of: circle_packing, heilbronn, rastrigin"
+        "choose one of: bin_packing, circle_packing, heilbronn, rastrigin"
     )
 
 
