@@ -41,6 +41,7 @@ __all__ = [
 RELATIVE_STEP = 0.02
 ZERO_STEP = 1e-9
 _FINE_LIMIT = 2**62  # fine indices are clamped here: a huge value cannot loop forever
+_LOG_MAX = math.log(1.7976931348623157e308)
 
 
 @dataclass
@@ -133,7 +134,7 @@ class AxisGrid:
             return None
         lo = self.origin + self.offset * self.step
         hi = lo + self.span * self.step
-        return (math.exp(lo), math.exp(hi)) if inverse_log else (lo, hi)
+        return (_exp(lo), _exp(hi)) if inverse_log else (lo, hi)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -311,6 +312,12 @@ class BehaviourSpace:
 
     def __repr__(self) -> str:
         return f"BehaviourSpace({list(self.descriptors)!r})"
+
+
+def _exp(t: float) -> float:
+    """``exp(t)`` saturated at the largest finite float: a log axis that doubled past
+    ``log(max float)`` (values near 0 stretch it) still reports a JSON-safe range."""
+    return math.exp(min(t, _LOG_MAX))
 
 
 def _initial_grid(d: Descriptor) -> AxisGrid:

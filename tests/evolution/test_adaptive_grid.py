@@ -73,6 +73,19 @@ def test_a_huge_value_grows_the_range_in_bounded_steps() -> None:
     assert space.cell_of((1.0,)) == (0,)
 
 
+def test_a_log_axis_stretched_by_tiny_values_reports_finite_ranges() -> None:
+    """A value near 0 stretches a log axis down by hundreds of e-folds; growing back up
+    then doubles past exp's range. The reported range saturates instead of overflowing."""
+    space = BehaviourSpace([Descriptor("r", bins=10, scale="log", adaptive=True)])
+    space.observe((0.1,))
+    assert space.observe((5e-324,))  # the smallest subnormal: log = -744
+    assert space.observe((0.2,))  # just above: one doubling up by the whole width
+    low, high = space.ranges()[0]["low"], space.ranges()[0]["high"]
+    assert low == 0.0 and math.isfinite(high) and high > 0.2
+    json.dumps(space.ranges(), allow_nan=False)
+    assert space.cell_of((5e-324,))[0] < space.cell_of((0.2,))[0]
+
+
 def _offers(n: int, seed: int) -> list[tuple[str, float, tuple[float, float]]]:
     rng = np.random.default_rng(seed)
     fitness = rng.permutation(n) / n  # distinct: no ties to break
