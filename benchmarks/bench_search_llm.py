@@ -4,7 +4,7 @@ Run from the repository root::
 
     nice .venv/bin/python benchmarks/bench_search_llm.py [--seeds 0 1 2 3 4]
         [--mutants 200] [--checkpoints 50 200] [--problem circle_packing]
-        [--out DIR] [override ...]
+        [--out DIR] [--baseline DIR] [override ...]
 
 A local OpenAI-compatible server (``PerturbServer``, in this process) answers
 every mutation prompt with a SEARCH/REPLACE diff of the parent shown in the
@@ -21,12 +21,17 @@ For each seed, on the same server and the same seed program:
 - **ours**: ``run.py`` with ``llm=openai_compatible`` pointed at the server,
   ``memory=none`` and otherwise the default configuration (the overrides given
   on the command line are added);
+- **main** (with ``--baseline DIR``, a checkout of another version, e.g.
+  ``git archive main | tar -x -C /tmp/base``): the same run with that
+  checkout's ``run.py`` and defaults, on the same server seed;
 - **(1+1) hill-climb**: the current best program is sent in the same prompt
   (``build_messages``); the child replaces it when it is valid and strictly
   better.
 
 It prints the best-so-far after each checkpoint (mutants, the seed program
-not counted), per seed and as medians, with the load average.
+not counted), per seed and as medians with the range over seeds, the archive
+coverage (occupied cells per island) at the end of each run, and the load
+average.
 """
 
 from __future__ import annotations
@@ -49,6 +54,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_search import _LAUNCH, _archive  # noqa: E402
 
 from gigaevo.evaluation import SandboxEvaluator  # noqa: E402
 from gigaevo.evolution.store import ProgramStore  # noqa: E402
@@ -229,9 +237,12 @@ def hill_climb(url: str, problem: Problem, seed: int, n: int) -> list[float]:
     return curve
 
 
-def ours(url: str, problem: str, seed: int, n: int, out: Path, extra: list[str]) -> list[float]:
-    """Best-so-far after each mutant of a gigaevo run on the server (index 0: the seed)."""
-    ckpt = out / f"ours_{problem}_s{seed}"
+def ours(
+    url: str, root: Path, problem: str, seed: int, n: int, out: Path, extra: list[str]
+) -> tuple[list[float], tuple[int, ...]]:
+    """Best-so-far after each mutant of a gigaevo run of checkout ``root`` on the server
+    (index 0: the seed), and the occupied cells of each island at the end."""
+    ckpt = out / f"{root.name}_{problem}_s{seed}"
     subprocess.run(["rm", "-rf", str(ckpt)], check=True)
     args = [
         f"problem.name={problem}",
@@ -248,14 +259,14 @@ def ours(url: str, problem: str, seed: int, n: int, out: Path, extra: list[str])
     ]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "run.py"), *args],
+        [sys.executable, "-c", _LAUNCH, str(root), *args],
         cwd=out,
         env=env,
         capture_output=True,
         text=True,
     )
     if proc.returncode != 0:
-        raise RuntimeError(f"run.py failed:\n{proc.stderr[-3000:]}")
+        raise RuntimeError(f"run.py of {root} failed:\n{proc.stderr[-3000:]}")
     store = ProgramStore(ckpt / "programs.sqlite3")
     try:
         programs = sorted(store.iter_programs(), key=lambda p: p.ordinal)
@@ -271,7 +282,12 @@ def ours(url: str, problem: str, seed: int, n: int, out: Path, extra: list[str])
         if p.valid and spec.better(p.fitness, best):
             best = p.fitness
         curve.append(best)
-    return curve
+    cells, _ = _archive(ckpt, json.loads((ckpt / "summary.json").read_text()))
+    return curve, cells
+
+
+def _median_range(values: list[float]) -> str:
+    return f"{statistics.median(values):.5g} [{min(values):.5g}..{max(values):.5g}]"
 
 
 def main() -> int:
@@ -281,17 +297,25 @@ def main() -> int:
     parser.add_argument("--checkpoints", type=int, nargs="+", default=[50, 200])
     parser.add_argument("--problem", default="circle_packing")
     parser.add_argument("--out", type=Path, default=Path("/tmp/gigaevo-bench-search-llm"))
+    parser.add_argument("--baseline", type=Path, help="another checkout to run beside ours")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for ours")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     problem = load_problem(name=args.problem)
     print(f"load average at start: {os.getloadavg()}")
-    table: dict[str, dict[int, list[float]]] = {"ours": {}, "hill-climb": {}}
+    checkouts = {"ours": (ROOT, list(args.overrides))}
+    if args.baseline is not None:
+        checkouts["main"] = (args.baseline.resolve(), [])
+    table: dict[str, dict[int, list[float]]] = {name: {} for name in [*checkouts, "hill-climb"]}
+    coverage: dict[str, list[float]] = {name: [] for name in checkouts}
     for seed in args.seeds:
         with PerturbServer(seed=1000 + seed) as server:
-            table["ours"][seed] = ours(
-                server.url, args.problem, seed, args.mutants, args.out, args.overrides
-            )
+            for name, (root, extra) in checkouts.items():
+                curve, cells = ours(
+                    server.url, root, args.problem, seed, args.mutants, args.out, extra
+                )
+                table[name][seed] = curve
+                coverage[name].extend(float(c) for c in cells)
             table["hill-climb"][seed] = hill_climb(server.url, problem, seed, args.mutants)
         row = "  ".join(
             f"{name} @{c}: {curves[seed][c]:.5g}"
@@ -300,13 +324,14 @@ def main() -> int:
         )
         print(f"seed {seed}: {row}", flush=True)
     print(f"load average at end: {os.getloadavg()}")
-    print(f"\nmedian best-so-far over {len(args.seeds)} seeds ({args.problem}):")
+    print(f"\nbest-so-far over {len(args.seeds)} seeds ({args.problem}), median [min..max]:")
     for name, curves in table.items():
         cells = "  ".join(
-            f"@{c}: {statistics.median(curve[c] for curve in curves.values()):.5g}"
+            f"@{c}: {_median_range([curve[c] for curve in curves.values()])}"
             for c in args.checkpoints
         )
-        print(f"  {name:10} {cells}")
+        cover = f"  cells/island {_median_range(coverage[name])}" if name in coverage else ""
+        print(f"  {name:10} {cells}{cover}")
     return 0
 
 
