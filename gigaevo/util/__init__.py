@@ -1,11 +1,15 @@
-"""Foundation helpers with no project imports: atomic file writes, seeded RNG derivation."""
+"""Foundation helpers with no project imports: atomic file writes and their stale temporary
+files, one-line storage errors, seeded RNG derivation."""
 
 from gigaevo.util.atomic import (
     append_jsonl,
     atomic_write_bytes,
     atomic_write_json,
     atomic_write_text,
+    is_stale_temp_file,
+    remove_stale_temp_files,
 )
+from gigaevo.util.errors import storage_error_line
 from gigaevo.util.rng import derive_rng, derive_seed
 
 __all__ = [
@@ -15,4 +19,7 @@ __all__ = [
     "atomic_write_text",
     "derive_rng",
     "derive_seed",
+    "is_stale_temp_file",
+    "remove_stale_temp_files",
+    "storage_error_line",
 ]
