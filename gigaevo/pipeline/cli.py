@@ -144,7 +144,8 @@ def _run(cfg: DictConfig, folder: RunFolder) -> None:
         message = str(exc).splitlines()[0]
         _reject(folder, accepted, f"{key}: {message}" if key else message)
     except LLMAuthenticationError as exc:
-        _reject(folder, accepted, f"{exc}; fix the key and add resume=true to continue")
+        then = "add resume=true to continue" if accepted else "run the command again"
+        _reject(folder, accepted, f"{exc}; fix the key and {then}")
     except KeyboardInterrupt:
         print(
             f"interrupted; continue with the same command plus resume=true "
