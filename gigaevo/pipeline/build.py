@@ -321,7 +321,7 @@ def _build_evaluator(cfg: DictConfig, problem: Problem) -> Evaluator:
 def _remove_stale_temp_files(cfg: DictConfig, ckpt: Path) -> None:
     """Temporary files of atomic writes that a kill left behind (never a live writer's)."""
     pad = OmegaConf.select(cfg, "scratchpad.path")
-    dirs = {ckpt, Path(str(cfg.memory_bank_dir)).resolve()}
+    dirs = {ckpt, ckpt / ".hydra", Path(str(cfg.memory_bank_dir)).resolve()}
     if isinstance(pad, str):
         dirs.add((ckpt / pad).parent)
     for directory in sorted(dirs):

@@ -114,13 +114,13 @@ def test_a_rejected_start_removes_what_it_made_and_nothing_else(
     assert not fresh.exists()
 
 
-def test_a_full_disk_mid_run_exits_2_and_resumes_once_freed(
+def test_a_full_disk_or_lost_permission_exits_2_and_resumes_once_fixed(
     make_cfg: Callable[..., DictConfig],
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """ENOSPC injected into the store's 6th commit, then into an atomic write."""
+    """ENOSPC injected into the store's 6th commit, then EACCES into an atomic write."""
     ckpt = tmp_path / "run"
     real_commit = ProgramStore._commit
     calls = {"n": 0}
@@ -140,15 +140,15 @@ def test_a_full_disk_mid_run_exits_2_and_resumes_once_freed(
 
     real_replace = os.replace
 
-    def no_space(src: str, dst: str) -> None:
+    def no_permission(src: str, dst: str) -> None:
         if str(dst).endswith("best_program.py"):
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            raise OSError(errno.EACCES, os.strerror(errno.EACCES))
         real_replace(src, dst)
 
-    monkeypatch.setattr(atomic.os, "replace", no_space)
+    monkeypatch.setattr(atomic.os, "replace", no_permission)
     run = make_cfg("max_mutants=12", "resume=true")
     line = _exit_line(capsys, lambda: run_job(run))
-    assert line.startswith(f"error: {ckpt / 'best_program.py'}: No space left on device;")
+    assert line.startswith(f"error: {ckpt / 'best_program.py'}: Permission denied;")
     assert not list(ckpt.rglob("*.tmp"))
     monkeypatch.undo()
     run_job(make_cfg("max_mutants=12", "resume=true"))
