@@ -34,6 +34,7 @@ from gigaevo.pipeline.runs import (
     find_previous_run,
     finished_reason,
     prepare_argv,
+    remove_unlaunched_sweep,
 )
 from gigaevo.problems import ProblemError
 from gigaevo.util import storage_error_line
@@ -82,6 +83,7 @@ def main_entry(hydra_main: Callable[[], None], config_dir: Path) -> None:
         line = hydra_error_line(exc, config_dir, sys.argv[1:])
         if line is None:
             raise
+        remove_unlaunched_sweep()  # a swept override refused after multirun.yaml was saved
         if line.startswith("hydra.run.dir:") and sys.argv[-1].startswith("hydra.run.dir="):
             line = "checkpoint_dir" + line.removeprefix("hydra.run.dir")  # we passed it on
         _fail(line)

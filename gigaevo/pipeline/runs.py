@@ -22,7 +22,8 @@ from typing import Any
 
 import yaml
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf, read_write
 
 from gigaevo.pipeline.build import STORE_FILE
 from gigaevo.util import atomic_write_json, atomic_write_text
@@ -167,6 +168,32 @@ def prepare_argv(argv: list[str]) -> list[str]:
         )
     print(f"resuming {previous}", file=sys.stderr)
     return [*argv, f"hydra.run.dir={previous}"]
+
+
+# -- the folder of a sweep -------------------------------------------------------------
+class SweepDirRecorder(Callback):
+    """Notes the sweep folder this process launches (``hydra.callbacks`` in config.yaml).
+
+    The folder's name holds the time, so it is resolved once here and pinned in
+    the config: Hydra saves ``multirun.yaml`` there before it checks every job's
+    overrides, and a sweep refused by that check must not leave the folder.
+    """
+
+    launched: Path | None = None
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        folder = str(config.hydra.sweep.dir)
+        with read_write(config.hydra.sweep):
+            config.hydra.sweep.dir = folder
+        SweepDirRecorder.launched = Path(folder) if not Path(folder).exists() else None
+
+
+def remove_unlaunched_sweep() -> None:
+    """Remove the sweep folder this process made if it holds nothing but ``multirun.yaml``."""
+    folder = SweepDirRecorder.launched
+    if folder is not None and folder.is_dir() and os.listdir(folder) == [SWEEP_FILE]:
+        (folder / SWEEP_FILE).unlink()
+        _remove_empty(folder)
 
 
 # -- a finished run --------------------------------------------------------------------

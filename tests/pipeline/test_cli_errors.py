@@ -115,6 +115,14 @@ def test_resume_without_earlier_run(tmp_path: Path) -> None:
     assert "resume=true" in _one_error_line(err)
 
 
+def test_a_refused_sweep_leaves_no_folder(tmp_path: Path) -> None:
+    """Hydra saves multirun.yaml before it checks the swept values; the folder goes again."""
+    code, _, err = run_py("-m", "problem=rastrigin", "max_mutant=1,2", cwd=tmp_path)
+    assert code == 2
+    assert "(did you mean max_mutants?)" in _one_error_line(err)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_hydra_errors_name_the_key_with_the_closest_one() -> None:
     """In-process: each Hydra composition error of a mistyped command line, as one line."""
     from hydra import compose, initialize_config_dir
