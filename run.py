@@ -8,12 +8,14 @@ python run.py ... resume=true                  # continue the latest run of this
 
 from __future__ import annotations
 
-import sys
+from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
 
-from gigaevo.pipeline.cli import USAGE_ERROR, prepare_argv, run_job
+from gigaevo.pipeline.cli import main_entry, run_job
+
+CONFIG_DIR = Path(__file__).resolve().parent / "config"
 
 
 @hydra.main(version_base="1.3", config_path="config", config_name="config")
@@ -22,9 +24,4 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    try:
-        sys.argv = prepare_argv(sys.argv)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(USAGE_ERROR)
-    main()
+    main_entry(main, CONFIG_DIR)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,14 @@ CREATE TABLE IF NOT EXISTS meta (
 
 class StoreError(RuntimeError):
     """The program store is unreadable or belongs to a different run."""
+
+
+class StoreWriteError(StoreError):
+    """A write to the store failed (disk full, read-only, I/O error); nothing was half-written.
+
+    The message names the file and SQLite's cause; the failed transaction is
+    rolled back, so the store holds exactly the commits before it.
+    """
 
 
 @dataclass(frozen=True)
@@ -99,6 +108,8 @@ class ProgramStore:
             self._db.execute("PRAGMA busy_timeout=10000")
             self._db.executescript(_SCHEMA)
             version = self.get_meta("schema_version")
+        except sqlite3.OperationalError as exc:  # cannot open or create: disk, permissions
+            raise StoreWriteError(f"{self.path}: {exc}") from exc
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: not a readable program store ({exc})") from exc
         if version is None:
@@ -112,9 +123,10 @@ class ProgramStore:
         return None if row is None else json.loads(row[0])
 
     def set_meta(self, key: str, value: Any) -> None:
-        self._db.execute(
-            "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value))
-        )
+        with self._writing():
+            self._db.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value))
+            )
 
     # -- programs -------------------------------------------------------------
     def count(self) -> int:
@@ -149,7 +161,17 @@ class ProgramStore:
         attempt: int | None,
         state: dict[str, Any],
     ) -> None:
-        """Write one program, retire its dispatch and replace the run state, atomically."""
+        """Write one program, retire its dispatch and replace the run state, atomically.
+
+        Raises:
+            StoreWriteError: the transaction failed and was rolled back.
+        """
+        with self._writing():
+            self._commit(program, digest, attempt, state)
+
+    def _commit(
+        self, program: Program, digest: str, attempt: int | None, state: dict[str, Any]
+    ) -> None:
         cur = self._db.cursor()
         cur.execute("BEGIN IMMEDIATE")
         try:
@@ -171,15 +193,34 @@ class ProgramStore:
             )
             cur.execute("COMMIT")
         except BaseException:
-            cur.execute("ROLLBACK")
+            self._rollback()
             raise
+
+    def _rollback(self) -> None:
+        """Undo an open transaction; never hides the error that made it fail.
+
+        SQLite may already have rolled back on its own (disk full, I/O error):
+        a second ROLLBACK would then fail with "no transaction is active".
+        """
+        if not self._db.in_transaction:
+            return
+        with suppress(sqlite3.Error):  # the caller re-raises the real error
+            self._db.execute("ROLLBACK")
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            raise StoreWriteError(f"{self.path}: {exc}") from exc
 
     # -- dispatches -----------------------------------------------------------
     def add_dispatch(self, dispatch: Dispatch) -> None:
-        self._db.execute(
-            "INSERT INTO dispatches(attempt, data) VALUES (?, ?)",
-            (dispatch.attempt, dispatch.to_json()),
-        )
+        with self._writing():
+            self._db.execute(
+                "INSERT INTO dispatches(attempt, data) VALUES (?, ?)",
+                (dispatch.attempt, dispatch.to_json()),
+            )
 
     def pending_dispatches(self) -> list[Dispatch]:
         rows = self._db.execute("SELECT data FROM dispatches ORDER BY attempt")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -35,6 +37,7 @@ from gigaevo.evolution.stoppers import CostBudget
 from gigaevo.evolution.store import ProgramStore, StoreError
 from gigaevo.llm import LLM_CALLS_FILE, LLMClient, LLMConfigError, UsageTally
 from gigaevo.memory.base import MemoryProvider, MemoryRuntime, MemoryUsageError
+from gigaevo.pipeline.options import ConfigError, check_node, naming, qualify
 from gigaevo.problems import Problem, ProblemError, load_problem
 from gigaevo.scratchpad import (
     CorruptScratchpadError,
@@ -42,14 +45,12 @@ from gigaevo.scratchpad import (
     ScratchpadError,
     ScratchpadSettings,
 )
+from gigaevo.util import atomic_write_text, remove_stale_temp_files
 
 log = logging.getLogger("gigaevo")
 
 STORE_FILE = "programs.sqlite3"
-
-
-class ConfigError(ValueError):
-    """A configuration value is unusable; the message names the key."""
+__all__ = ["STORE_FILE", "BuiltRun", "ConfigError", "build_run", "run_from_config"]
 
 
 @dataclass
@@ -73,6 +74,25 @@ class BuiltRun:
                 self.store.close()
                 if self.scratchpad is not None:  # the design report, with the session's reads
                     self.scratchpad.write_report()
+
+    def close_after_error(self) -> None:
+        """Close everything after the run failed, without hiding why it failed.
+
+        A second failure while closing (the disk is still full, say) goes to
+        the log at debug level; the caller re-raises the first one.
+        """
+        steps: list[Callable[[], object]] = [
+            self.evaluator.close,
+            self.memory.close,
+            self.store.close,
+        ]
+        if self.scratchpad is not None:
+            steps.append(self.scratchpad.write_report)
+        for step in steps:
+            try:
+                step()
+            except Exception as exc:
+                log.debug("while closing after an error: %s: %s", type(exc).__name__, exc)
 
 
 def _require_int(cfg: DictConfig, key: str, minimum: int) -> int:
@@ -118,8 +138,8 @@ def resolve_problem(cfg: DictConfig) -> Problem:
 def _open_store(cfg: DictConfig, ckpt: Path, problem: Problem) -> ProgramStore:
     path = ckpt / STORE_FILE
     existed = path.exists()
-    if cfg.resume and not existed:
-        raise ConfigError(f"resume=true but checkpoint_dir={ckpt} holds no run ({STORE_FILE})")
+    if cfg.resume and not existed:  # killed before its store existed: nothing to lose
+        log.info("resume=true: %s holds no program store yet; starting the run there", ckpt)
     try:
         store = ProgramStore(path)
     except StoreError as exc:
@@ -151,16 +171,26 @@ def _open_store(cfg: DictConfig, ckpt: Path, problem: Problem) -> ProgramStore:
     return store
 
 
-def _instantiate(node: Any, **kwargs: Any) -> Any:
-    """``instantiate`` that reports a client's bad option or missing key as ``ConfigError``."""
+def _instantiate(node: Any, key: str, **kwargs: Any) -> Any:
+    """``instantiate`` the component at ``key``; a bad option is a ``ConfigError`` naming it.
+
+    The node's options are checked against its target's signature first (an
+    unknown key, a value of the wrong type); a client's bad option or missing
+    key variable, or a constructor's ``ValueError``, are reported the same way.
+    """
+    plain = node if isinstance(node, dict) else OmegaConf.to_container(node, resolve=True)
+    check_node(plain, key)
     try:
-        return instantiate(node, **kwargs)
+        with naming(key, plain):
+            return instantiate(node, **kwargs)
     except InstantiationException as exc:
         cause: BaseException | None = exc
-        while cause is not None and not isinstance(cause, LLMConfigError):
+        while cause is not None and not isinstance(cause, (LLMConfigError, ValueError, TypeError)):
             cause = cause.__cause__
-        if cause is not None:
+        if isinstance(cause, LLMConfigError):
             raise ConfigError(str(cause)) from None
+        if cause is not None:
+            raise ConfigError(qualify(str(cause).splitlines()[0], key, plain)) from None
         raise
 
 
@@ -180,25 +210,37 @@ def _build_llm(cfg: DictConfig) -> tuple[LLMClient, float | None]:
         or budget <= 0
     ):
         raise ConfigError(f"llm.max_cost_usd must be a positive number or null, got {budget!r}")
-    return _instantiate(node), None if budget is None else float(budget)
+    return _instantiate(node, "llm"), None if budget is None else float(budget)
+
+
+def _stop_value(cfg: DictConfig, name: str, kind: type) -> Any:
+    """``evolution.stop.<name>`` as ``kind`` (int or float), or None; ConfigError names the key."""
+    key = f"evolution.stop.{name}"
+    value = OmegaConf.select(cfg, key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float) if kind is float else int):
+        what = "an integer" if kind is int else "a number"
+        raise ConfigError(f"{key} must be {what} or null, got {value!r}")
+    return kind(value)
 
 
 def _build_stopper(cfg: DictConfig, problem: Problem, max_cost_usd: float | None) -> AnyStopper:
-    stop = cfg.evolution.stop
     stoppers: list[Any] = [MaxMutants(int(cfg.max_mutants))]
     if max_cost_usd is not None:
         stoppers.append(CostBudget(max_cost_usd))
-    try:
-        if stop.max_wall_seconds is not None:
-            stoppers.append(WallClock(float(stop.max_wall_seconds)))
-        if stop.plateau_patience is not None:
-            stoppers.append(
-                FitnessPlateau(int(stop.plateau_patience), float(stop.plateau_min_delta))
-            )
-        if stop.target_fitness is not None:
-            stoppers.append(TargetFitness(float(stop.target_fitness), problem.metrics))
-    except ValueError as exc:
-        raise ConfigError(f"evolution.stop: {exc}") from exc
+    wall = _stop_value(cfg, "max_wall_seconds", float)
+    patience = _stop_value(cfg, "plateau_patience", int)
+    min_delta = _stop_value(cfg, "plateau_min_delta", float)
+    target = _stop_value(cfg, "target_fitness", float)
+    stop = OmegaConf.to_container(cfg.evolution.stop, resolve=True)
+    with naming("evolution.stop", stop):
+        if wall is not None:
+            stoppers.append(WallClock(wall))
+        if patience is not None:
+            stoppers.append(FitnessPlateau(patience, 0.0 if min_delta is None else min_delta))
+        if target is not None:
+            stoppers.append(TargetFitness(target, problem.metrics))
     return AnyStopper(stoppers)
 
 
@@ -238,7 +280,7 @@ def _build_islands(cfg: DictConfig, problem: Problem) -> IslandModel:
     """Islands over ``evolution.behaviour``, else the problem's descriptors, else the default."""
     evo = cfg.evolution
     declared = OmegaConf.select(cfg, "evolution.behaviour")
-    try:
+    with naming("evolution.behaviour", {}):
         if declared is not None:
             space = BehaviourSpace.from_dicts(OmegaConf.to_container(declared, resolve=True))  # type: ignore[arg-type]
         elif problem.descriptors:
@@ -247,13 +289,14 @@ def _build_islands(cfg: DictConfig, problem: Problem) -> IslandModel:
             space = BehaviourSpace.from_dicts(
                 OmegaConf.to_container(evo.default_behaviour, resolve=True)  # type: ignore[arg-type]
             )
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"evolution.behaviour: {exc}") from exc
+    capacity = evo.capacity_per_island
+    if capacity is not None:
+        capacity = _require_int(cfg, "evolution.capacity_per_island", 1)
     return IslandModel(
         n_islands=int(evo.n_islands),
         space=space,
         metrics=problem.metrics,
-        capacity_per_island=evo.capacity_per_island,
+        capacity_per_island=capacity,
     )
 
 
@@ -268,13 +311,9 @@ def _feedback_settings(cfg: DictConfig) -> FeedbackSettings:
 
 
 def _build_memory(
-    cfg: DictConfig,
-    problem: Problem,
-    ckpt: Path,
-    notes: RunScratchpad | None,
-    store: ProgramStore,
+    cfg: DictConfig, problem: Problem, ckpt: Path, notes: RunScratchpad | None
 ) -> MemoryProvider:
-    """The memory provider; a bad memory setting closes the store and raises ConfigError."""
+    """The memory provider; a bad memory setting or an unreadable bank raises ConfigError."""
     runtime = MemoryRuntime(
         task_key=problem.name,
         task_description=problem.description,
@@ -285,15 +324,35 @@ def _build_memory(
         max_mutants=int(cfg.max_mutants),
         scratchpad=notes,
     )
+    factory = _instantiate(cfg.memory, "memory")
     try:
-        return cast(MemoryProvider, _instantiate(cfg.memory)(runtime=runtime))
+        return cast(MemoryProvider, factory(runtime=runtime))
     except MemoryUsageError as exc:  # a bad memory.* setting or an unreadable card bank
-        store.close()
         raise ConfigError(str(exc)) from exc
+
+
+def _build_evaluator(cfg: DictConfig, problem: Problem) -> Evaluator:
+    factory = _instantiate(cfg.evaluator, "evaluator")
+    with naming("evaluator", OmegaConf.to_container(cfg.evaluator, resolve=True)):
+        return cast(Evaluator, factory(problem=problem))
+
+
+def _remove_stale_temp_files(cfg: DictConfig, ckpt: Path) -> None:
+    """Temporary files of atomic writes that a kill left behind (never a live writer's)."""
+    pad = OmegaConf.select(cfg, "scratchpad.path")
+    dirs = {ckpt, ckpt / ".hydra", Path(str(cfg.memory_bank_dir)).resolve()}
+    if isinstance(pad, str):
+        dirs.add((ckpt / pad).parent)
+    for directory in sorted(dirs):
+        remove_stale_temp_files(directory)
 
 
 def build_run(cfg: DictConfig, *, show_progress: bool = True) -> BuiltRun:
     """Validate ``cfg``, load the problem and instantiate every component.
+
+    Every value is checked, and every component that reads no run file is
+    built, before anything is written into ``checkpoint_dir``; what was opened
+    is closed again when a later step fails.
 
     Raises:
         ConfigError, ProblemError: bad configuration; nothing has been run.
@@ -301,29 +360,40 @@ def build_run(cfg: DictConfig, *, show_progress: bool = True) -> BuiltRun:
     validate_config(cfg)
     problem = resolve_problem(cfg)
     llm, max_cost_usd = _build_llm(cfg)
-    ckpt = Path(str(cfg.checkpoint_dir)).resolve()
-    ckpt.mkdir(parents=True, exist_ok=True)
-    notes = _open_scratchpad(cfg, ckpt, problem)  # read once, before anything else is opened
-    store = _open_store(cfg, ckpt, problem)
-    if notes is not None:  # only once the store accepted the run: never into someone else's
-        notes.record_config(_config_choices(cfg, problem, llm))
-        notes.write_report()
     evo = cfg.evolution
-    memory = _build_memory(cfg, problem, ckpt, notes, store)
-    evaluator = instantiate(cfg.evaluator)(problem=problem)
-    store.set_meta("sandbox", getattr(evaluator, "isolation", None))
-    mutator = instantiate(cfg.pipeline.mutator, llm=llm)
+    stopper = _build_stopper(cfg, problem, max_cost_usd)
+    islands = _build_islands(cfg, problem)
+    parts = {
+        name: _instantiate(evo[name], f"evolution.{name}")
+        for name in ("selector", "inspirations", "scheduler", "migration")
+    }
+    mutator = _instantiate(cfg.pipeline.mutator, "pipeline.mutator", llm=llm)
+    ckpt = Path(str(cfg.checkpoint_dir)).resolve()
+    with ExitStack() as opened:
+        evaluator = _build_evaluator(cfg, problem)
+        opened.callback(evaluator.close)
+        ckpt.mkdir(parents=True, exist_ok=True)
+        notes = _open_scratchpad(cfg, ckpt, problem)  # read once, before anything else is opened
+        store = _open_store(cfg, ckpt, problem)
+        opened.callback(store.close)
+        store.set_meta("sandbox", getattr(evaluator, "isolation", None))
+        _remove_stale_temp_files(cfg, ckpt)
+        if notes is not None:  # only once the store accepted the run: never into someone else's
+            notes.record_config(_config_choices(cfg, problem, llm))
+            notes.write_report()
+        memory = _build_memory(cfg, problem, ckpt, notes)
+        opened.pop_all()
     engine = EvolutionEngine(
         problem=problem,
         mutator=mutator,
         evaluator=evaluator,
         memory=memory,
-        islands=_build_islands(cfg, problem),
-        selector=instantiate(evo.selector),
-        inspirations=instantiate(evo.inspirations),
-        scheduler=instantiate(evo.scheduler),
-        migration=instantiate(evo.migration),
-        stopper=_build_stopper(cfg, problem, max_cost_usd),
+        islands=islands,
+        selector=parts["selector"],
+        inspirations=parts["inspirations"],
+        scheduler=parts["scheduler"],
+        migration=parts["migration"],
+        stopper=stopper,
         store=store,
         events=EventLog(ckpt / "events.jsonl"),
         checkpoint_dir=ckpt,
@@ -341,18 +411,35 @@ def build_run(cfg: DictConfig, *, show_progress: bool = True) -> BuiltRun:
     return BuiltRun(engine, evaluator, memory, store, ckpt, notes)
 
 
-def run_from_config(cfg: DictConfig, *, show_progress: bool = True) -> RunCounters:
-    """Build and run; returns the final counters. Closes everything it opened."""
+def run_from_config(
+    cfg: DictConfig,
+    *,
+    show_progress: bool = True,
+    on_start: Callable[[], None] | None = None,
+) -> RunCounters:
+    """Build and run; returns the final counters. Closes everything it opened.
+
+    ``on_start`` is called once every component is built and the store has
+    accepted the run, before the engine starts. When the run fails (a full
+    disk, Ctrl-C), closing never replaces the error that stopped it.
+    """
     built = build_run(cfg, show_progress=show_progress)
     try:
-        try:
-            (built.checkpoint_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-            counters = built.engine.run()
-        finally:
-            built.close()
+        resolved = OmegaConf.to_yaml(cfg, resolve=True)
+        atomic_write_text(built.checkpoint_dir / "config.yaml", resolved)
+        if on_start is not None:
+            on_start()
+        counters = built.engine.run()
+    except BaseException as exc:
+        built.close_after_error()
+        if isinstance(exc, (MemoryUsageError, CorruptScratchpadError)):
+            # e.g. cards.json or the scratchpad stopped parsing mid-run: stop, exit 2;
+            # the store is consistent and the run resumes once the file is fixed
+            raise ConfigError(str(exc)) from exc
+        raise
+    try:
+        built.close()
     except (MemoryUsageError, CorruptScratchpadError) as exc:
-        # e.g. cards.json or the scratchpad stopped parsing mid-run: stop, exit 2;
-        # the store is consistent and the run resumes once the file is fixed
         raise ConfigError(str(exc)) from exc
     log.info(
         "best %s = %.6g (initial %.6g) after %d mutants; outputs in %s",

@@ -1,118 +1,173 @@
-"""Command-line glue for ``run.py``: error reporting, exit codes and resume lookup.
+"""Command-line glue for ``run.py``: exit codes, one-line errors, resume and the run folder.
 
-Bad configuration exits with code 2 and one line on stderr naming the key or
-file; so does a model that refuses the API key (the run stays resumable).
-``resume=true`` without an explicit ``checkpoint_dir`` or ``hydra.run.dir``
-continues the most recent run under ``outputs/`` that was started with the
-same overrides.
+Bad input exits with code 2 and one line on stderr naming the key or file: a
+typo or ill-typed value (Hydra's own errors included, with the closest valid
+key), a broken problem, a model that refuses the API key, a corrupt file, a
+full disk or a lost permission. Nothing already stored is lost, a run stopped
+by a storage failure resumes once it is fixed, and a rejected start leaves no
+run folder behind. ``resume=true`` continues a run killed at any moment (see
+``gigaevo.pipeline.runs`` for how the run or sweep is found).
 """
 
 from __future__ import annotations
 
-import json
 import logging
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
 
 from gigaevo.evaluation import SandboxError
 from gigaevo.evolution.committer import InitialProgramError
 from gigaevo.llm.errors import LLMAuthenticationError
 from gigaevo.pipeline.build import ConfigError, run_from_config
+from gigaevo.pipeline.hydra_errors import hydra_error_line
+from gigaevo.pipeline.runs import (
+    COMMAND_FILE,
+    OUTPUTS,
+    RunFolder,
+    find_previous_run,
+    finished_reason,
+    prepare_argv,
+    remove_unlaunched_sweep,
+)
 from gigaevo.problems import ProblemError
-from gigaevo.util import atomic_write_json
+from gigaevo.util import storage_error_line
 
 USAGE_ERROR = 2
 INTERRUPTED = 130
-COMMAND_FILE = "command.json"
-OUTPUTS = Path("outputs")
+_FROM_JOB = "_gigaevo_from_job"  # set on an exception that escaped the job: a bug, not input
 
 log = logging.getLogger("gigaevo")
 
-
-def _user_overrides(args: list[str]) -> list[str]:
-    """Task overrides that identify a run: everything but resume and hydra.* keys."""
-    return sorted(
-        a
-        for a in args
-        if "=" in a
-        and not a.startswith("-")
-        and not a.split("=", 1)[0].lstrip("+~").startswith(("resume", "hydra.", "hydra/"))
-    )
-
-
-def _wants_resume(args: list[str]) -> bool:
-    return any(a.lower() in ("resume=true", "resume=yes", "resume=1") for a in args)
+__all__ = [
+    "COMMAND_FILE",
+    "INTERRUPTED",
+    "OUTPUTS",
+    "USAGE_ERROR",
+    "find_previous_run",
+    "main_entry",
+    "prepare_argv",
+    "run_job",
+]
 
 
-def find_previous_run(args: list[str], root: Path = OUTPUTS) -> Path | None:
-    """The newest run directory under ``root`` started with the same overrides."""
-    wanted = _user_overrides(args)
-    best: tuple[float, Path] | None = None
-    for f in root.glob(f"*/*/{COMMAND_FILE}"):
-        try:
-            recorded = json.loads(f.read_text())["overrides"]
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        if sorted(recorded) == wanted:
-            stamp = f.stat().st_mtime
-            if best is None or stamp > best[0]:
-                best = (stamp, f.parent)
-    return None if best is None else best[1]
+def _fail(message: str) -> NoReturn:
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(USAGE_ERROR)
 
 
-def prepare_argv(argv: list[str]) -> list[str]:
-    """Point Hydra at the earlier run when ``resume=true`` names no directory.
+def main_entry(hydra_main: Callable[[], None], config_dir: Path) -> None:
+    """Run ``run.py``'s ``@hydra.main`` function with our command-line handling around it.
 
-    Raises:
-        ValueError: resume was asked for and no earlier run of the command exists.
+    Hydra's own errors (an unknown key, a missing config option, a bad
+    override) become one line naming the key; set ``HYDRA_FULL_ERROR=1`` for
+    Hydra's full traceback instead.
     """
-    args = argv[1:]
-    if not _wants_resume(args) or any(a in ("-m", "--multirun") for a in args):
-        return argv
-    keys = {a.split("=", 1)[0] for a in args if "=" in a}
-    if keys & {"checkpoint_dir", "hydra.run.dir"}:
-        return argv
-    previous = find_previous_run(args)
-    if previous is None:
-        raise ValueError(
-            f"resume=true: no earlier run of this command under {OUTPUTS}/; "
-            "pass checkpoint_dir=<run directory>"
-        )
-    print(f"resuming {previous}", file=sys.stderr)
-    return [*argv, f"hydra.run.dir={previous}"]
-
-
-def _record_command(cfg: DictConfig) -> None:
     try:
-        overrides = list(HydraConfig.get().overrides.task)
+        sys.argv = prepare_argv(sys.argv)
+    except ValueError as exc:
+        _fail(str(exc))
+    full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises instead of printing its traceback
+    try:
+        hydra_main()
+    except Exception as exc:
+        if full_error or getattr(exc, _FROM_JOB, False):
+            raise
+        line = hydra_error_line(exc, config_dir, sys.argv[1:])
+        if line is None:
+            raise
+        remove_unlaunched_sweep()  # a swept override refused after multirun.yaml was saved
+        if line.startswith("hydra.run.dir:") and sys.argv[-1].startswith("hydra.run.dir="):
+            line = "checkpoint_dir" + line.removeprefix("hydra.run.dir")  # we passed it on
+        _fail(line)
+    finally:
+        if not full_error:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
+
+
+def _task_overrides() -> list[str] | None:
+    try:
+        return list(HydraConfig.get().overrides.task)
     except ValueError:  # not running under Hydra (tests compose configs directly)
-        return
-    ckpt = Path(str(cfg.checkpoint_dir))
-    ckpt.mkdir(parents=True, exist_ok=True)
-    path = ckpt / COMMAND_FILE
-    if not path.exists():
-        atomic_write_json(path, {"overrides": _user_overrides(overrides)})
+        return None
+
+
+def _checkpoint_dir(cfg: DictConfig) -> Path:
+    try:
+        return Path(str(cfg.checkpoint_dir)).resolve()
+    except OmegaConfBaseException as exc:
+        _fail(f"checkpoint_dir: {str(exc).splitlines()[0]}")
 
 
 def run_job(cfg: DictConfig) -> None:
-    """Run one job; configuration errors exit with code 2 and a one-line message."""
+    """Run one job (one run, or one job of a sweep); see the module docstring for exit codes."""
+    ckpt = _checkpoint_dir(cfg)
+    if cfg.get("resume") is True:
+        reason = finished_reason(ckpt, cfg)
+        if reason is not None:
+            log.info("%s: already finished (%s); nothing to do", ckpt, reason)
+            return
+    folder = RunFolder(ckpt, _task_overrides())
     try:
-        _record_command(cfg)
-        run_from_config(cfg, show_progress=bool(cfg.get("progress", True)))
-    except (ConfigError, ProblemError, InitialProgramError, SandboxError) as exc:
-        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        print(f"error: {message}", file=sys.stderr)
-        sys.exit(USAGE_ERROR)
+        _run(cfg, folder)
+    except BaseException as exc:
+        if not isinstance(exc, (SystemExit, KeyboardInterrupt)):
+            setattr(exc, _FROM_JOB, True)
+        raise
+    finally:
+        folder.close()
+
+
+def _run(cfg: DictConfig, folder: RunFolder) -> None:
+    accepted = False
+
+    def accept() -> None:
+        nonlocal accepted
+        folder.accept(cfg)
+        accepted = True
+
+    try:
+        folder.record_command()
+        run_from_config(cfg, show_progress=bool(cfg.get("progress", True)), on_start=accept)
+    except InitialProgramError as exc:  # the problem is broken: the run never started
+        folder.close()
+        _reject(folder, False, str(exc).splitlines()[0])
+    except (ConfigError, ProblemError, SandboxError) as exc:
+        _reject(folder, accepted, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    except OmegaConfBaseException as exc:  # e.g. an interpolation to a key that does not exist
+        key = getattr(exc, "full_key", None)
+        message = str(exc).splitlines()[0]
+        _reject(folder, accepted, f"{key}: {message}" if key else message)
     except LLMAuthenticationError as exc:
-        print(f"error: {exc}; fix the key and add resume=true to continue", file=sys.stderr)
-        sys.exit(USAGE_ERROR)
+        then = "add resume=true to continue" if accepted else "run the command again"
+        _reject(folder, accepted, f"{exc}; fix the key and {then}")
     except KeyboardInterrupt:
         print(
             f"interrupted; continue with the same command plus resume=true "
-            f"(checkpoint_dir={cfg.checkpoint_dir})",
+            f"(checkpoint_dir={folder.ckpt})",
             file=sys.stderr,
         )
         sys.exit(INTERRUPTED)
+    except Exception as exc:
+        line = storage_error_line(exc)
+        if line is None:
+            raise
+        _reject(
+            folder,
+            accepted,
+            f"{line}; once fixed, continue with the same command plus resume=true "
+            f"(checkpoint_dir={folder.ckpt})",
+        )
+
+
+def _reject(folder: RunFolder, accepted: bool, message: str) -> NoReturn:
+    if not accepted:
+        folder.reject()
+    _fail(message)

@@ -238,10 +238,11 @@ def lint_scratchpad(
         out.append(f"{path}: allowed_path: a scratchpad lives at .agent/<name>.md (/{pattern}/)")
     try:
         text = read_text(path)
-    except CorruptScratchpadError as exc:
-        return [*out, f"{path}:{exc.line}: sections: {exc.problem}"]
-    if text is None:
-        return [*out, f"{path}: sections: the file is empty (no sections)"]
+    except CorruptScratchpadError as exc:  # empty, unreadable or not UTF-8
+        where = f"{path}:{exc.line}" if exc.line else str(path)
+        return [*out, f"{where}: sections: {exc.problem}"]
+    if text is None:  # removed since the existence check
+        raise FileNotFoundError(path)
     sections = tuple(contracts.lint("sections", "sections", SECTIONS))
     required_in = tuple(contracts.lint("minimum_evidence", "required_in", EVIDENCED))
     layout, issues = scan(text, sections, required_in)

@@ -70,17 +70,26 @@ class WriteResult:
 
 
 def read_text(path: Path) -> str | None:
-    """The file's text, or None when it is missing or has zero bytes.
+    """The file's text, or None when it is missing.
+
+    A zero-byte file is corrupt, not missing: every scratchpad has its section
+    headings, so an empty one lost its notes (a truncating editor, a full disk)
+    and must not be silently replaced by the skeleton.
 
     Raises:
-        CorruptScratchpadError: the bytes are not UTF-8 (names the line).
+        CorruptScratchpadError: the file is empty, unreadable (a directory, no
+            permission, an I/O error) or not UTF-8 (names the line).
     """
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        raise CorruptScratchpadError(path, 0, f"unreadable ({exc.strerror or exc})") from exc
     if not data:
-        return None
+        raise CorruptScratchpadError(
+            path, 0, "empty (zero bytes; a scratchpad always has its section headings)"
+        )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

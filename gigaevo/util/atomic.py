@@ -1,12 +1,47 @@
-"""Atomic file writes: a reader never sees half a file, even after SIGKILL."""
+"""Atomic file writes: a reader never sees half a file, even after SIGKILL.
+
+Each write goes through a temporary file ``.<name>.<host>-<pid>-<token>.<random>.tmp``
+next to its target. The name says who wrote it, so a temporary file left by a
+killed process can be told from one a live process is still writing, also in a
+card bank shared by several runs (``remove_stale_temp_files``).
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import os
+import re
+import socket
 import tempfile
+import time
+import uuid
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger("gigaevo")
+
+# a temporary file of another host, or of the old unnamed pattern, is an orphan after a day
+# (no atomic write of ours takes that long; a pid on another host cannot be checked)
+FOREIGN_TEMP_MAX_AGE_S = 24 * 3600
+
+_HOST = hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]
+_TOKEN = uuid.uuid4().hex[:6]  # tells this process from an earlier one that had its pid
+_OURS = re.compile(
+    r"^\.(?P<name>.+)\.(?P<host>[0-9a-f]{8})-(?P<pid>\d+)-(?P<token>[0-9a-f]{6})\.[a-z0-9_]+\.tmp$"
+)
+_UNNAMED = re.compile(r"^\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp$")  # before writers were named
+
+
+def _temp_prefix(name: str) -> str:
+    return f".{name}.{_HOST}-{os.getpid()}-{_TOKEN}."
+
+
+def _naming(exc: OSError, path: Path) -> OSError:
+    """``exc`` as the same kind of error naming ``path`` (write() and fsync() name no file)."""
+    assert exc.errno is not None
+    return OSError(exc.errno, exc.strerror or os.strerror(exc.errno), str(path))
 
 
 def atomic_write_bytes(path: str | Path, data: bytes, *, durable: bool = True) -> None:
@@ -20,11 +55,23 @@ def atomic_write_bytes(path: str | Path, data: bytes, *, durable: bool = True) -
     ``durable=False`` skips the directory fsync: after a power loss the file may
     still be the old version (never a torn one), which suits state that is
     rebuilt or reclaimed after a crash anyway, written on every mutation.
+
+    Raises:
+        OSError: the write failed (disk full, no permission, ...); it names ``path``.
     """
     path = Path(path)
+    try:
+        _write(path, data, durable)
+    except OSError as exc:
+        if exc.errno is None:
+            raise
+        raise _naming(exc, path) from exc
+
+
+def _write(path: Path, data: bytes, durable: bool) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path.name), suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), mode)
@@ -60,12 +107,80 @@ def append_jsonl(path: str | Path, record: dict[str, Any]) -> None:
     A line torn by a kill is repaired on the next append: if the file does not
     end with a newline, one is written first so the new record starts a line
     of its own (readers skip the torn fragment).
+
+    Raises:
+        OSError: the append failed (disk full, no permission, ...); it names ``path``.
     """
     path = Path(path)
     line = json.dumps(record, sort_keys=True, default=str) + "\n"
-    with open(path, "a+b") as f:
-        if f.tell() > 0:
-            f.seek(-1, os.SEEK_END)
-            if f.read(1) != b"\n":
-                f.write(b"\n")
-        f.write(line.encode())
+    try:
+        with open(path, "a+b") as f:
+            if f.tell() > 0:
+                f.seek(-1, os.SEEK_END)
+                if f.read(1) != b"\n":
+                    f.write(b"\n")
+            f.write(line.encode())
+    except OSError as exc:
+        if exc.errno is None:
+            raise
+        raise _naming(exc, path) from exc
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def is_stale_temp_file(path: Path, *, now: float | None = None) -> bool:
+    """Whether ``path`` is a temporary file of our atomic writes that nobody is writing.
+
+    Ours on this host: stale when its writer's pid is dead, or when the pid
+    belongs to this process but the name comes from an earlier process that
+    had the same pid (a restarted container). A live pid is never judged stale,
+    whatever the age. Another host's, or one named before writers were named:
+    stale once older than ``FOREIGN_TEMP_MAX_AGE_S``.
+    """
+    m = _OURS.match(path.name)
+    if m is not None and m["host"] == _HOST:
+        pid = int(m["pid"])
+        if pid == os.getpid():
+            return m["token"] != _TOKEN
+        return not _pid_alive(pid)
+    if m is None and _UNNAMED.match(path.name) is None:
+        return False  # not a file of ours
+    try:
+        age = (time.time() if now is None else now) - path.stat().st_mtime
+    except FileNotFoundError:
+        return False
+    return age > FOREIGN_TEMP_MAX_AGE_S
+
+
+def remove_stale_temp_files(directory: str | Path) -> list[Path]:
+    """Delete the stale temporary files of atomic writes in ``directory`` (not recursive).
+
+    Safe while other processes write there (a shared card bank): only files
+    ``is_stale_temp_file`` judges abandoned are removed. Returns what was removed.
+    """
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(directory))
+    except (FileNotFoundError, NotADirectoryError):
+        return removed
+    for entry in entries:
+        if not (entry.name.startswith(".") and entry.name.endswith(".tmp")):
+            continue
+        path = Path(entry.path)
+        if entry.is_file(follow_symlinks=False) and is_stale_temp_file(path):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                continue
+            removed.append(path)
+    if removed:
+        log.info("removed %d stale temporary file(s) in %s", len(removed), directory)
+    return removed

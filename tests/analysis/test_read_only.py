@@ -186,6 +186,8 @@ def test_report_of_a_folder_of_runs_with_different_overrides(
         subprocess.run(["cp", "-r", str(plain_run), str(run_dir)], check=True)
         overrides = ["problem=rastrigin", "memory=none", *extra]
         (run_dir / "command.json").write_text(json.dumps({"overrides": overrides}))
+        # a run folder holds Hydra's record of its command too (checkpoint_dir is the run folder)
+        (run_dir / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
     proc = subprocess.run(
         [sys.executable, "-m", "gigaevo.report", str(folder), "--out", str(tmp_path / "out")],
         capture_output=True,

@@ -66,6 +66,29 @@ def test_initial_program_that_does_not_run(tmp_path: Path) -> None:
     assert code == 2
     line = _one_error_line(err)
     assert "initial program" in line and "ZeroDivisionError" in line
+    assert not ckpt.exists()  # a rejected start leaves no run folder
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ("max_mutant=5", "max_mutant is not a key of the config (did you mean max_mutants?)"),
+        ("evaluator.timeout_s=abc", "evaluator.timeout_s must be a number or null, got 'abc'"),
+        ("evaluator.memory_mb=-1", "evaluator.memory_mb must be positive, got -1"),
+        ("+llm.foo=1", "llm.foo is not an option of OfflineMutatorLLM"),
+        ("evolution.stop.plateau_patience=abc", "evolution.stop.plateau_patience must be"),
+    ],
+)
+def test_bad_value_exits_2_naming_the_key_and_leaves_no_folder(
+    tmp_path: Path, override: str, expected: str
+) -> None:
+    """Hydra's own errors and the components' alike; no .hydra/, command.json or run.log."""
+    code, out, err = run_py("problem=rastrigin", override, "max_mutants=2", cwd=tmp_path)
+    assert code == 2
+    assert expected in _one_error_line(err)
+    assert len([ln for ln in err.splitlines() if ln.strip()]) == 1, err
+    assert "Traceback" not in out + err
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("value", ["abc", "1.5"])
@@ -90,6 +113,40 @@ def test_resume_without_earlier_run(tmp_path: Path) -> None:
     code, _, err = run_py("problem=rastrigin", "resume=true", cwd=tmp_path)
     assert code == 2
     assert "resume=true" in _one_error_line(err)
+
+
+def test_a_refused_sweep_leaves_no_folder(tmp_path: Path) -> None:
+    """Hydra saves multirun.yaml before it checks the swept values; the folder goes again."""
+    code, _, err = run_py("-m", "problem=rastrigin", "max_mutant=1,2", cwd=tmp_path)
+    assert code == 2
+    assert "(did you mean max_mutants?)" in _one_error_line(err)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_hydra_errors_name_the_key_with_the_closest_one() -> None:
+    """In-process: each Hydra composition error of a mistyped command line, as one line."""
+    from hydra import compose, initialize_config_dir
+
+    from gigaevo.pipeline.hydra_errors import hydra_error_line
+    from tests.conftest import CONFIG_DIR
+
+    expected = {
+        "llm=ofline": "llm=ofline: no such option (did you mean offline?); choose one of: ",
+        "evolution.max_inflight=3": "evolution.max_inflight is not a key of the config "
+        "(did you mean evolution.max_in_flight?)",
+        "memory.causal.ofer_probability=0.5": "(did you mean memory.causal.offer_probability?)",
+        "seed=[": "seed=[: not a valid override",
+        "+seed=3": "An item is already at 'seed'",
+    }
+    for override, line in expected.items():
+        with (
+            initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"),
+            pytest.raises(Exception) as info,
+        ):
+            compose("config", overrides=[override])
+        got = hydra_error_line(info.value, CONFIG_DIR, [override])
+        assert got is not None and line in got and "\n" not in got, (override, got)
+    assert hydra_error_line(RuntimeError("a bug"), CONFIG_DIR, []) is None
 
 
 def test_help_and_cfg_job(tmp_path: Path) -> None:

@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 
 import gigaevo.scratchpad.pad as pad_module
-from gigaevo.scratchpad import SECTIONS, SKELETON, Scratchpad, ScratchpadRereadWarning
+from gigaevo.scratchpad import (
+    SECTIONS,
+    SKELETON,
+    CorruptScratchpadError,
+    Scratchpad,
+    ScratchpadRereadWarning,
+)
 from tests.scratchpad.conftest import new_session
 
 
@@ -23,11 +29,21 @@ def test_missing_file_is_an_empty_state_and_gets_the_skeleton(
         assert f"\n## {name}\n" in SKELETON
 
 
-def test_zero_byte_file_is_treated_as_missing(pad: Scratchpad, pad_path: Path) -> None:
+def test_zero_byte_file_is_corrupt_and_left_untouched(pad: Scratchpad, pad_path: Path) -> None:
+    """Every scratchpad has its headings: zero bytes means the notes were lost, not absent."""
     pad_path.parent.mkdir(parents=True)
     pad_path.write_bytes(b"")
-    assert len(pad.load()) == 0
-    assert pad_path.read_text() == SKELETON
+    with pytest.raises(CorruptScratchpadError, match="zero bytes"):
+        pad.load()
+    with pytest.raises(CorruptScratchpadError, match="zero bytes"):
+        pad.record_finding("f", "a claim", source="s")
+    assert pad_path.read_bytes() == b""
+
+
+def test_unreadable_file_is_corrupt(pad: Scratchpad, pad_path: Path) -> None:
+    pad_path.mkdir(parents=True)  # a directory where the file should be
+    with pytest.raises(CorruptScratchpadError, match="unreadable"):
+        pad.load()
 
 
 def test_existing_file_is_not_rewritten_by_a_read(pad: Scratchpad, pad_path: Path) -> None:

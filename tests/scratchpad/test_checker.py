@@ -203,3 +203,11 @@ def test_check_sh_lints_a_scratchpad(tmp_path: Path) -> None:
     code, lines = _sh("--scratchpad", str(bad))
     assert code == 1 and len(lines) == 1 and ":11: sections: entry 'd' has no text" in lines[0]
     assert _sh("--scratchpad", str(tmp_path / "none.md"))[0] == 2
+
+
+def test_lint_and_a_run_agree_on_a_zero_byte_scratchpad(tmp_path: Path) -> None:
+    """check.sh rejects an empty file; a run refuses it too (tests/pipeline/test_resume_edges)."""
+    path = _pad_file(tmp_path, "")
+    assert lint_scratchpad(path, CONTRACTS, today=DAY) == [
+        f"{path}: sections: empty (zero bytes; a scratchpad always has its section headings)"
+    ]

@@ -8,7 +8,12 @@ import os
 import signal
 from pathlib import Path
 
-from gigaevo.util import append_jsonl, atomic_write_json, atomic_write_text
+from gigaevo.util import (
+    append_jsonl,
+    atomic_write_json,
+    atomic_write_text,
+    remove_stale_temp_files,
+)
 
 
 def _writer_forever(path: str) -> None:
@@ -33,6 +38,9 @@ def test_reader_never_sees_half_a_file_even_after_sigkill(tmp_path: Path) -> Non
     assert "i" in json.loads(path.read_text())
     leftovers = [p for p in tmp_path.iterdir() if p.name != "state.json"]
     assert all(p.name.endswith(".tmp") for p in leftovers)
+    # the killed writer's temporary file (if the kill hit mid-write) is recognised as its own
+    assert sorted(remove_stale_temp_files(tmp_path)) == sorted(leftovers)
+    assert [p.name for p in tmp_path.iterdir()] == ["state.json"]
 
 
 def test_atomic_write_text_replaces_content(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -60,11 +61,41 @@ from gigaevo.memory.v2.write.audit import DuplicateAudit, audit_duplicates
 from gigaevo.memory.v2.write.ledger import LEDGER_FILE, WriteLedger
 from gigaevo.memory.v2.write.librarian import Librarian, retire_cards
 from gigaevo.memory.v2.write.outcome import is_strictly_valid, writer_outcome
-from gigaevo.util import atomic_write_json
+from gigaevo.util import add_counters, atomic_write_json
 
 log = logging.getLogger(__name__)
 
 STATS_FILE = "memory_stats.json"
+
+
+def _under(prefix: str, names: str) -> tuple[str, ...]:
+    return tuple(f"{prefix}{name}" for name in names.split())
+
+
+# memory_stats.json adds these up over a run's sessions, so a resumed run reports its
+# totals; every other field is the state at the last close (a new numeric field belongs
+# here or in STATE_FIELDS of tests/memory/test_stats_sessions.py)
+SESSION_COUNTERS = (
+    *_under(
+        "",
+        "sessions outcomes_observed outcomes_strictly_valid outcomes_ingested exemplars_queued "
+        "exemplars_ingested failed_attempts exhausted_items fail_open judge_calls "
+        "ingest_seconds bank.reloads bank.writes",
+    ),
+    *_under("memory_llm.", "calls failures prompt_tokens completion_tokens cost_usd"),
+    *_under(
+        "decide.",
+        "decisions abstain offered withheld head_fits lease_errors lease_redrafts outcomes "
+        "lineage_versions terminals_rejected resumed_decisions lost_outcomes trials_stamped "
+        "trials_duplicate trials_orphan trial_lock_timeouts trials_deferred trials_recovered",
+    ),
+    *_under("decide.applicability.", "decisions calls failures cache_hits labelled"),
+    *_under(
+        "evictor.",
+        "sweeps cards_judged viability_evaluations verdicts retired disabled_sweeps "
+        "sweep_seconds keep_reasons gate",
+    ),
+)
 ABSTAIN_REASON = "memory.selection=none: the provider abstains"
 
 
@@ -153,6 +184,7 @@ class CardBankMemory:
             raise MemoryConfigError("memory.llm must be set when memory.writer.authoring_enabled")
         self.llm = llm
         self.run_id = run_identity(runtime)
+        self._earlier = _earlier_stats(Path(runtime.checkpoint_dir) / STATS_FILE, self.run_id)
         s = self.settings.store
         self.store = LocalMemoryStore(
             runtime.bank_dir,
@@ -326,7 +358,8 @@ class CardBankMemory:
                 if self.evictor is not None and self._bank_error is None:
                     self._retire(None)
                 self.recorder.write_ope()
-            atomic_write_json(Path(self.runtime.checkpoint_dir) / STATS_FILE, self.stats())
+            path = Path(self.runtime.checkpoint_dir) / STATS_FILE
+            atomic_write_json(path, add_counters(self._earlier, self.stats(), SESSION_COUNTERS))
             if self.reader is not None:
                 self.reader.evidence.close()
 
@@ -378,7 +411,7 @@ class CardBankMemory:
         return {**self.reader.stats(), **self.recorder.stats(), **stamps, **labels}
 
     def stats(self) -> dict[str, Any]:
-        """What the write side did in this run (the content of ``memory_stats.json``)."""
+        """What the memory did in this session (``memory_stats.json`` adds earlier sessions)."""
         lib = self.librarian
         c = lib.counters if lib is not None else None
         task_cards = {
@@ -386,6 +419,7 @@ class CardBankMemory:
         }
         return {
             "memory": "v2",
+            "sessions": 1,
             "run_id": self.run_id,
             "task_key": self.runtime.task_key,
             "decide": ABSTAIN_REASON if self.reader is None else self._read_stats(),
@@ -427,6 +461,18 @@ class CardBankMemory:
             "duplicate_audit": None if self.audit is None else self.audit.to_dict(),
             "evictor": {"mode": "none"} if self.evictor is None else self.evictor.stats(),
         }
+
+
+def _earlier_stats(path: Path, run_id: str) -> dict[str, Any] | None:
+    """The totals an earlier session of this run closed with (None for a new run)."""
+    try:
+        earlier = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:  # torn by hand: start the totals again, say so
+        log.warning("%s: unreadable (%s); session totals start again", path, exc)
+        return None
+    return earlier if isinstance(earlier, dict) and earlier.get("run_id") == run_id else None
 
 
 @functools.cache
