@@ -35,6 +35,7 @@ from gigaevo.evolution.stoppers import CostBudget
 from gigaevo.evolution.store import ProgramStore, StoreError
 from gigaevo.llm import LLM_CALLS_FILE, LLMClient, LLMConfigError, UsageTally
 from gigaevo.memory.base import MemoryProvider, MemoryRuntime, MemoryUsageError
+from gigaevo.pipeline.noise import resolve_noise
 from gigaevo.problems import Problem, ProblemError, load_problem
 from gigaevo.scratchpad import (
     CorruptScratchpadError,
@@ -312,6 +313,13 @@ def build_run(cfg: DictConfig, *, show_progress: bool = True) -> BuiltRun:
     memory = _build_memory(cfg, problem, ckpt, notes, store)
     evaluator = instantiate(cfg.evaluator)(problem=problem)
     store.set_meta("sandbox", getattr(evaluator, "isolation", None))
+    try:  # noise.kind=estimate: repeated evaluations of the initial programs (issue 20)
+        problem = resolve_noise(problem, evaluator, store)
+    except ProblemError:
+        evaluator.close()
+        memory.close()
+        store.close()
+        raise
     mutator = instantiate(cfg.pipeline.mutator, llm=llm)
     engine = EvolutionEngine(
         problem=problem,
