@@ -148,7 +148,14 @@ class PosteriorSettings:
         kind_contrast: include the card-kind contrast column kappa (insight -0.5 / program +0.5).
         invalidity_base_rate: p0, the prior invalid probability of the baseline intercept.
         invalidity_baseline_prior_sd, invalidity_shared_prior_sd, invalidity_lineage_prior_sd:
-            prior sds of the invalidity head's baseline, shared and lineage blocks.
+            prior sds of the invalidity head's baseline, shared and lineage blocks (MODEL 5;
+            with the two below, the sds of the context slopes).
+        invalidity_baseline_intercept_prior_sd: prior sd of the problem's own invalid logit
+            around logit(p0) (None: the baseline block's sd, as MODEL 5).
+        invalidity_lineage_intercept_prior_sd: prior sd of a card's own shift of the invalid
+            logit (None: the lineage block's sd on its 1/sqrt(C) column, as MODEL 5). Loose
+            levels let a card's observed invalidity, not the prior, decide the chance
+            constraint after a few cited rows (docs/memory.md, "Invalidity priors").
     """
 
     baseline_prior_sd: float = 0.75
@@ -164,6 +171,8 @@ class PosteriorSettings:
     invalidity_baseline_prior_sd: float = 0.15
     invalidity_shared_prior_sd: float = 0.20
     invalidity_lineage_prior_sd: float = 0.60
+    invalidity_baseline_intercept_prior_sd: float | None = 1.5
+    invalidity_lineage_intercept_prior_sd: float | None = 2.0
 
     def __post_init__(self) -> None:
         for name in (
@@ -177,6 +186,12 @@ class PosteriorSettings:
             "invalidity_lineage_prior_sd",
         ):
             _positive(name, getattr(self, name))
+        for name in (
+            "invalidity_baseline_intercept_prior_sd",
+            "invalidity_lineage_intercept_prior_sd",
+        ):
+            if getattr(self, name) is not None:
+                _positive(name, getattr(self, name))
         bounds = self.reward_residual_sd_bounds
         if len(bounds) != 2 or not 0 < bounds[0] < bounds[1]:
             raise ValueError(

@@ -275,14 +275,30 @@ class DesignSpace:
         baseline_sd: float = 0.15,
         shared_sd: float = 0.20,
         lineage_sd: float = 0.60,
+        *,
+        baseline_intercept_sd: float | None = None,
+        lineage_intercept_sd: float | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """(mu_gamma, v_gamma) of the invalidity head (memory-model.md "Invalidity head and chance
         constraint"), each of shape (P,).
 
-        mu_gamma is logit(base_rate) on the baseline intercept and 0 elsewhere.
+        mu_gamma is logit(base_rate) on the baseline intercept and 0 elsewhere. The block
+        sds are MODEL's; two optional sds loosen only the levels, leaving the context slopes
+        at their block's sd:
+
+        - ``baseline_intercept_sd``: sd of the baseline intercept (the problem's own invalid
+          logit around logit(base_rate));
+        - ``lineage_intercept_sd``: sd of a card's own shift of the invalid logit. Its
+          lineage block's intercept column carries x_0 / sqrt(C) = 1 / sqrt(C), so that
+          column's variance is C * lineage_intercept_sd^2.
         """
         if not 0.0 < base_rate < 1.0:
             raise ValueError(f"invalid base rate must lie in (0, 1), got {base_rate}")
         mean = np.zeros(self.size)
         mean[0] = math.log(base_rate / (1.0 - base_rate))
-        return mean, self.block_values(baseline_sd**2, shared_sd**2, lineage_sd**2)
+        var = self.block_values(baseline_sd**2, shared_sd**2, lineage_sd**2)
+        if baseline_intercept_sd is not None:
+            var[0] = baseline_intercept_sd**2
+        if lineage_intercept_sd is not None:
+            var[self.shared_size :: self.n_context] = self.n_context * lineage_intercept_sd**2
+        return mean, var
