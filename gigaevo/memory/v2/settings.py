@@ -140,7 +140,10 @@ class PosteriorSettings:
     Attributes:
         baseline_prior_sd, shared_effect_prior_sd, lineage_block_prior_sd: prior sds of the
             baseline block, the shared effect block (and contrasts) and every card-lineage
-            block of the immediate and delayed-lineage heads.
+            block of the immediate and delayed-lineage heads (with the next key, the
+            lineage blocks' context slopes).
+        lineage_intercept_prior_sd: prior sd of a card's own average shift of the gain in
+            those heads (None: the lineage block's sd on its 1/sqrt(C) column, as MODEL 3).
         residual_sd_median, residual_log_sd: log-normal prior of the residual sd sigma.
         reward_residual_sd_bounds: truncation [low, high] of sigma, 0 < low < high.
         unknown_measurement_sd: omega of a row whose standard error is unknown.
@@ -161,6 +164,7 @@ class PosteriorSettings:
     baseline_prior_sd: float = 0.75
     shared_effect_prior_sd: float = 0.35
     lineage_block_prior_sd: float = 0.25
+    lineage_intercept_prior_sd: float | None = None
     residual_sd_median: float = 0.20
     residual_log_sd: float = 0.75
     reward_residual_sd_bounds: tuple[float, ...] = (0.01, 5.0)
@@ -187,6 +191,7 @@ class PosteriorSettings:
         ):
             _positive(name, getattr(self, name))
         for name in (
+            "lineage_intercept_prior_sd",
             "invalidity_baseline_intercept_prior_sd",
             "invalidity_lineage_intercept_prior_sd",
         ):

@@ -121,3 +121,13 @@ def test_level_sds_set_only_the_intercept_columns() -> None:
     assert loose[starts] == pytest.approx(4 * 4.0)  # C * sd^2: the column carries 1/sqrt(C)
     _, none = space.invalidity_prior(baseline_intercept_sd=None, lineage_intercept_sd=None)
     assert np.array_equal(none, model) and mu[0] == pytest.approx(np.log(0.05 / 0.95))
+
+
+def test_gain_lineage_intercept_sd_sets_only_the_lineage_intercepts() -> None:
+    space = DesignSpace(4, ("a", "b"), kind_contrast=True)
+    model = space.utility_prior_variance()
+    loose = space.utility_prior_variance(lineage_intercept_sd=0.1)
+    starts = [space.lineage_slice(k).start for k in ("a", "b")]
+    assert np.flatnonzero(loose != model).tolist() == starts
+    assert loose[starts] == pytest.approx(4 * 0.01)  # C * sd^2 on the 1/sqrt(C) column
+    assert np.array_equal(space.utility_prior_variance(lineage_intercept_sd=None), model)

@@ -210,7 +210,10 @@ class HeadFitter:
         post = self.posterior
         return BayesianLinearHead(
             space.utility_prior_variance(
-                post.baseline_prior_sd, post.shared_effect_prior_sd, post.lineage_block_prior_sd
+                post.baseline_prior_sd,
+                post.shared_effect_prior_sd,
+                post.lineage_block_prior_sd,
+                lineage_intercept_sd=post.lineage_intercept_prior_sd,
             ),
             residual_sd_bounds=post.residual_sd_bounds,
             residual_sd_median=post.residual_sd_median,
