@@ -27,23 +27,24 @@ withholding the same share (1 - e) of its proposals; epsilon-greedy (0.1); never
 a uniform card always delivered.
 
 Reported per policy over the seeds: cumulative regret against the oracle (true expected
-hurdle values, MODEL 6.1; a delivered card's value counts its citation probability) with a
-95 % t interval and the paired difference to Thompson-withholding; regret per round in the
-last quarter; abstention share; deliveries of the card that raises invalidity most, and for
-memory v2 that card's exploration share (sum over decisions of e * epsilon * chi_j: what the
-5 % challenger exploration alone would deliver) and the share of decisions where it was in
-the safe set. For memory v2 also: 95 % posterior intervals (end of run) of each card's
-average gain, invalidity and hurdle effect over the contexts where it was proposed,
-against the truth (coverage over cards and seeds); the ITT DR of ``ope_summary.json``
-against the true ITT of the logged decisions (bias in SEs, interval coverage over seeds);
-cards retired and when.
+hurdle values, memory-model.md "Policy"; a delivered card's value counts its citation
+probability) with a 95 % t interval and the paired difference to Thompson-withholding;
+regret per round in the last quarter; abstention share; deliveries of the card that raises
+invalidity most, and for memory v2 that card's exploration share (sum over decisions of e
+* epsilon * chi_j: what the 5 % challenger exploration alone would deliver) and the share
+of decisions where it was in the safe set. For memory v2 also: 95 % posterior intervals
+(end of run) of each card's average gain, invalidity and hurdle effect over the contexts
+where it was proposed, against the truth (coverage over cards and seeds); the ITT DR of
+``ope_summary.json`` against the true ITT of the logged decisions (bias in SEs, interval
+coverage over seeds); cards retired and when.
 
 Variants of memory v2 (``--variants``, comma-separated; ``v2`` is production):
   v2            production settings
   omega-0.15    every outcome without a declared standard error (the old outcome path)
-  no-clip       the delayed-lineage head's draws added unclipped (MODEL 4.2 clips at 0)
+  no-clip       the delayed-lineage head's draws added unclipped (memory-model.md
+                "Delayed-lineage head" clips at 0)
   no-lineage    the delayed-lineage head left out of the decisions
-  model-priors  MODEL.md's invalidity priors (0.15 / 0.20 / 0.60) instead of the defaults
+  model-priors  memory-model.md's invalidity priors (0.15 / 0.20 / 0.60) instead of the defaults
 """
 
 from __future__ import annotations

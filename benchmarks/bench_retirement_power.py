@@ -149,7 +149,7 @@ def main() -> None:
         "--levels",
         default="",
         help="invalidity level sds 'baseline,lineage' instead of the defaults ('none,none': "
-        "MODEL's priors)",
+        "memory-model.md's priors)",
     )
     parser.add_argument("--omegas", default="0,0.15")
     args = parser.parse_args()

@@ -75,8 +75,8 @@ class World:
         return min(0.95, p + (card.invalid if card is not None else 0.0))
 
     def value(self, f: float, b: Sequence[float], card: CardSpec | None) -> float:
-        """Hurdle value q (MODEL 6.1) of using ``card`` (None: no card): expected clipped
-        valid gain times (1 - p) plus p times G- = -f."""
+        """Hurdle value q (memory-model.md "Policy") of using ``card`` (None: no card):
+        expected clipped valid gain times (1 - p) plus p times G- = -f."""
         m = self.baseline(f, b) + (card.gain_at(f, b) if card is not None else 0.0)
         p = self.p_invalid(b, card)
         return (1 - p) * clipped_mean(m, self.spread(f), -f, 1.0 - f) + p * (-f)

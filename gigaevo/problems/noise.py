@@ -1,9 +1,10 @@
 """Measurement noise of a problem's primary metric (``problem.yaml``'s ``noise`` key).
 
 A problem says how precisely one evaluation measures its primary metric, so that the
-causal memory can weigh each outcome by its known measurement sd (MODEL.md section 1:
-omega_i = se / R with a known standard error, 0 for a deterministic evaluation, the
-configured ``memory.posterior_config.unknown_measurement_sd`` when nothing is known):
+causal memory can weigh each outcome by its known measurement sd (memory-model.md
+"Rows and eligibility": omega_i = se / R with a known standard error, 0 for a
+deterministic evaluation, the configured
+``memory.posterior_config.unknown_measurement_sd`` when nothing is known):
 
 - ``deterministic``: evaluating the same program twice gives the same number (the
   built-in problems). Variation between children still exists and is learned as the
@@ -74,9 +75,10 @@ class MeasurementNoise:
     def measurement(self, metrics: Mapping[str, float]) -> tuple[float | None, str | None]:
         """(standard error in metric units or None, measurement kind) of one evaluation.
 
-        The kind is ``deterministic`` or ``scalar`` (MODEL section 1); (None, None) says
-        nothing is known. A ``metric`` declaration whose value is missing, non-finite or
-        negative in ``metrics`` gives (None, None) too: that outcome's noise is unknown.
+        The kind is ``deterministic`` or ``scalar`` (memory-model.md "Rows and
+        eligibility"); (None, None) says nothing is known. A ``metric`` declaration whose
+        value is missing, non-finite or negative in ``metrics`` gives (None, None) too: that
+        outcome's noise is unknown.
         """
         if self.kind == "deterministic":
             return 0.0, "deterministic"

@@ -1,4 +1,5 @@
-"""A problem's measurement noise reaches the causal ledger (issue 20, MODEL section 1).
+"""A problem's measurement noise reaches the causal ledger (issue 20,
+memory-model.md "Rows and eligibility").
 
 Built-in problems declare a deterministic evaluation: every valid terminal of a memory=v2
 run records ``deterministic`` (omega = 0). A user problem whose validator reports the

@@ -143,7 +143,8 @@ class PosteriorSettings:
             block of the immediate and delayed-lineage heads (with the next key, the
             lineage blocks' context slopes).
         lineage_intercept_prior_sd: prior sd of a card's own average shift of the gain in
-            those heads (None: the lineage block's sd on its 1/sqrt(C) column, as MODEL 3).
+            those heads (None: the lineage block's sd on its 1/sqrt(C) column, as
+            memory-model.md "Immediate head").
         residual_sd_median, residual_log_sd: log-normal prior of the residual sd sigma.
         reward_residual_sd_bounds: truncation [low, high] of sigma, 0 < low < high.
         unknown_measurement_sd: omega of a row whose standard error is unknown.
@@ -151,12 +152,14 @@ class PosteriorSettings:
         kind_contrast: include the card-kind contrast column kappa (insight -0.5 / program +0.5).
         invalidity_base_rate: p0, the prior invalid probability of the baseline intercept.
         invalidity_baseline_prior_sd, invalidity_shared_prior_sd, invalidity_lineage_prior_sd:
-            prior sds of the invalidity head's baseline, shared and lineage blocks (MODEL 5;
-            with the two below, the sds of the context slopes).
+            prior sds of the invalidity head's baseline, shared and lineage blocks
+            (memory-model.md "Invalidity head and chance constraint"; with the two below,
+            the sds of the context slopes).
         invalidity_baseline_intercept_prior_sd: prior sd of the problem's own invalid logit
-            around logit(p0) (None: the baseline block's sd, as MODEL 5).
+            around logit(p0) (None: the baseline block's sd, as that page).
         invalidity_lineage_intercept_prior_sd: prior sd of a card's own shift of the invalid
-            logit (None: the lineage block's sd on its 1/sqrt(C) column, as MODEL 5). Loose
+            logit (None: the lineage block's sd on its 1/sqrt(C) column, as that page).
+            Loose
             levels let a card's observed invalidity, not the prior, decide the chance
             constraint after a few cited rows (docs/memory.md, "Invalidity priors").
     """

@@ -1,11 +1,12 @@
 """The chance constraint bites in time with the production invalidity priors (issue 20).
 
-MODEL.md section 5's priors (sd 0.15 on the baseline block, 0.60 on a card's lineage
-block, whose intercept column carries 1/sqrt(C)) give a card's own invalid logit a prior
+The reference priors of memory-model.md "Invalidity head and chance constraint" (sd 0.15
+on the baseline block, 0.60 on a card's lineage block, whose intercept column carries
+1/sqrt(C)) give a card's own invalid logit a prior
 sd of about 0.3: a card observed at 35 % invalid against 5 % controls stays in the safe set
-for 30-60 cited rows (tests in ``test_invalidity.py`` pin MODEL's reference numbers). The
+for 30-60 cited rows (tests in ``test_invalidity.py`` pin the page's reference numbers). The
 production defaults loosen only the two levels (the problem's invalid logit, sd 1.5, and a
-card's own shift of it, sd 2.0) and keep MODEL's slopes; here, on data not shaped like the
+card's own shift of it, sd 2.0) and keep its slopes; here, on data not shaped like the
 model (exact invalid counts at random contexts), they exclude such a card after about as
 many cited rows as a flat Beta-binomial, never exclude a card under delta, admit cold
 cards, and stop excluding neutral cards on problems whose base rate is far from 5 %.
@@ -81,7 +82,7 @@ def test_a_card_at_35_percent_leaves_the_safe_set_about_when_a_flat_beta_binomia
     assert _flat_excludes(10, 0.35) and _flat_excludes(20, 0.35)  # the yardstick of issue 20
     shares = {n: np.mean([_excluded_share(s, n, 0.35) for s in range(6)]) for n in (10, 20)}
     assert shares[10] >= 0.75 and shares[20] >= 0.75, shares
-    # MODEL's reference priors keep it in the safe set at 20 cited rows
+    # the page's reference priors keep it in the safe set at 20 cited rows
     assert np.mean([_excluded_share(s, 20, 0.35, model=True) for s in range(6)]) == 0.0
 
 
@@ -91,7 +92,7 @@ def test_a_card_under_delta_is_never_excluded() -> None:
 
 
 def test_a_neutral_card_stays_safe_when_the_base_rate_is_far_from_five_percent() -> None:
-    """A 40 % base rate (LLM-written programs often fail that often): MODEL's tight
+    """A 40 % base rate (LLM-written programs often fail that often): the page's tight
     baseline level drags p_0 towards 5 % and blames the cards; the loose level does not."""
     args = {"base": 0.40, "n_control": 300}
     shares = [_excluded_share(s, 300, 0.40, **args) for s in range(6)]  # type: ignore[arg-type]

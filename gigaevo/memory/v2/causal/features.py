@@ -298,8 +298,8 @@ class DesignSpace:
         constraint"), each of shape (P,).
 
         mu_gamma is logit(base_rate) on the baseline intercept and 0 elsewhere. The block
-        sds are MODEL's; two optional sds loosen only the levels, leaving the context slopes
-        at their block's sd:
+        sds are that page's; two optional sds loosen only the levels, leaving the context
+        slopes at their block's sd:
 
         - ``baseline_intercept_sd``: sd of the baseline intercept (the problem's own invalid
           logit around logit(base_rate));

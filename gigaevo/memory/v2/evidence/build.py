@@ -98,7 +98,7 @@ def terminal_from_result(decision: DecisionRow, result: MutationResult) -> Termi
 
 
 def measurement_of(result: MutationResult) -> tuple[float | None, MeasurementKind]:
-    """(se, kind) a valid terminal records for ``result`` (MODEL section 1).
+    """(se, kind) a valid terminal records for ``result`` (memory-model.md "Rows and eligibility").
 
     ``deterministic`` (omega = 0) when the problem declares it; else ``scalar`` with the
     result's standard error (raw metric units), or with none when it is unknown or

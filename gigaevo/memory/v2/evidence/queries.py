@@ -143,7 +143,8 @@ def evidence_version(
     observations: Iterable[Observation], latest_lineage: Iterable[LineageRow]
 ) -> str:
     """V: SHA-256 over the content of the usefulness-eligible observations and of each
-    root's latest lineage row (MODEL section 1), in id order.
+    root's latest lineage row (memory-model.md "Rows and eligibility"),
+    in id order.
 
     Args:
         observations: every decision with a terminal; ineligible ones are skipped.

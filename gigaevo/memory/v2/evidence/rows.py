@@ -209,7 +209,7 @@ class TerminalRow:
     """The one terminal of a decision (valid, invalid or censored).
 
     ``se`` (raw metric units) and ``measurement`` say how precisely a valid
-    child's fitness was measured (MODEL section 1: omega = se / R, 0 for a
+    child's fitness was measured (memory-model.md "Rows and eligibility": omega = se / R, 0 for a
     deterministic measurement; se None: unknown).
 
     Raises:
