@@ -1,379 +1,303 @@
-"""Synthetic card world: the causal card policy's regret against an oracle, uniform and greedy.
+"""Card world: memory v2 (the real ``CardBankMemory``) against standard bandit baselines.
 
 Usage:
-    .venv/bin/python benchmarks/bench_card_world.py [--quick] [--rounds 1000]
-        [--seeds 5] [--refit 5] [--jobs 2]
+    .venv/bin/python benchmarks/bench_card_world.py [--world mixed] [--seeds 20]
+        [--rounds 600] [--measurement deterministic|noisy|unknown] [--variants ...]
+        [--jobs 2] [--quick]
 
-No LLM and no evolution: K cards with known true effects act on a synthetic
-mutation outcome. Each round draws a context x = (1, 2f - 1, pi(t), 2b_1 - 1,
-2b_2 - 1) (parent fitness f ~ U[0.2, 0.8] on a [0, 1] metric, behaviour b ~
-U[0, 1]^2); the policy under test picks an action (abstain or deliver a card);
-the outcome is invalid with probability p (5 % without a card, the card's own
-rate with it), else the normalised gain y = 0.01 + 0.02 x_1 - 0.01 x_3 +
-effect + 0.05 N(0, 1), clipped to the feasible interval [-f, 1 - f]. The value
-of an action is the hurdle value of memory-model.md "Policy", q = (1 - p) E[y] + p G-, with
-G- = -f (an invalid child scores the worst feasible gain). Cards (default,
-K = 6): ``good`` (+0.05 gain), four ``neutral`` (0), ``harmful`` (-0.02 gain and
-35 % invalidity: +30 points).
+The world (``card_world.py``) is an evolving two-island MAP-Elites population on a [0, 1]
+metric whose gains and invalid rates are step and quadratic functions of the parent's
+fitness and behaviour (not linear in memory v2's features), with heteroscedastic noise; a
+delivered card is cited with a card-specific probability and acts only when cited. Each
+round the policy under test picks an action for the round's parent: abstain, or propose a
+card that it delivers or (memory v2, Thompson-withholding) withholds as a control.
 
-Policies, all facing the same contexts and noise (common random numbers):
-  oracle   knows every card's effect: argmax of the true value (regret 0).
-  causal   ``gigaevo.memory.v2.causal``: the immediate and invalidity heads
-           refitted every ``--refit`` rounds on the usefulness-eligible rows
-           (withheld controls and delivered cards, all cited here), then
-           ``select`` with the production constants: safe set, probability
-           matching, 5 % challenger exploration and the real offer
-           randomisation (the proposed card is withheld with probability 0.3,
-           and that round's outcome is the no-card one).
-  uniform  a card uniformly at random, always delivered.
-  greedy   argmax of the empirical mean value of each action (abstain and each
-           card), each tried once first; no exploration.
-  abstain  never a card.
+memory v2 is ``CardBankMemory`` as ``config/memory/v2.yaml`` composes it (production
+settings: offer probability, epsilon, delta, alpha, priors, lineage head H = 3 / O = 32,
+causal retirement every 25 outcomes), over a real bank (``cards.json``) of the world's
+cards and its real causal ledger, with authoring off (a fixed card set). Each outcome is
+reported with the measurement the problem declares: ``deterministic`` (omega = 0, the
+built-ins), ``noisy`` (the evaluation adds N(0, 0.02^2) and the problem declares se =
+0.02) or ``unknown`` (nothing declared: omega = memory.posterior_config.
+unknown_measurement_sd, which every outcome got before issue 20).
 
-Regret per round = oracle value - value of the action taken, both from the
-known truth (expected values, so noise in the outcome does not enter). The
-table: cumulative regret after all rounds (mean over seeds, 95 % t interval),
-the regret per round over the last quarter, the share of delivered cards that
-were the good card in each quarter of the rounds, and how often the harmful
-card was proposed and delivered per run. For the causal policy a second row
-(``causal: proposal``) scores the proposed card as if it had always been
-delivered, i.e. the regret without the cost of the randomised controls.
+Baselines on the same per-round random numbers (``card_world.round_numbers``): Gaussian
+Thompson sampling over {no card, each card} on the realised value, with and without
+withholding the same share (1 - e) of its proposals; epsilon-greedy (0.1); never offering;
+a uniform card always delivered.
+
+Reported per policy over the seeds: cumulative regret against the oracle (true expected
+hurdle values, memory-model.md "Policy"; a delivered card's value counts its citation
+probability) with a 95 % t interval and the paired difference to Thompson-withholding;
+regret per round in the last quarter; abstention share; deliveries of the card that raises
+invalidity most, and for memory v2 that card's exploration share (sum over decisions of e
+* epsilon * chi_j: what the 5 % challenger exploration alone would deliver) and the share
+of decisions where it was in the safe set. For memory v2 also: 95 % posterior intervals
+(end of run) of each card's average gain, invalidity and hurdle effect over the contexts
+where it was proposed, against the truth (coverage over cards and seeds); the ITT DR of
+``ope_summary.json`` against the true ITT of the logged decisions (bias in SEs, interval
+coverage over seeds); cards retired and when.
+
+Variants of memory v2 (``--variants``, comma-separated; ``v2`` is production):
+  v2            production settings
+  omega-0.15    every outcome without a declared standard error (the old outcome path)
+  no-clip       the delayed-lineage head's draws added unclipped (memory-model.md
+                "Delayed-lineage head" clips at 0)
+  no-lineage    the delayed-lineage head left out of the decisions
+  model-priors  memory-model.md's invalidity priors (0.15 / 0.20 / 0.60) instead of the defaults
 """
 
 from __future__ import annotations
 
 import os
 
-# one BLAS thread per process: the heads solve many small (P ~ 40) systems, and
-# threaded BLAS on a shared 2-core machine made them ~18x slower (measured)
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
 import math  # noqa: E402
+import pickle  # noqa: E402
+import shutil  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from concurrent.futures import ProcessPoolExecutor  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from gigaevo.memory.v2.causal import (  # noqa: E402
-    BayesianLinearHead,
-    CandidateCard,
-    DesignSpace,
-    LogisticLaplaceHead,
-    SelectionConfig,
-    select,
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from card_world import (  # noqa: E402
+    EpsilonGreedy,
+    Never,
+    Policy,
+    Population,
+    Thompson,
+    Uniform,
+    World,
+    mutate,
+    round_numbers,
+    worlds,
 )
+from memory_arm import Coverage, MemoryArm  # noqa: E402
 
-N_CONTEXT = 5
-BASE_INVALID = 0.05
-SIGMA = 0.05
-
-
-@dataclass(frozen=True)
-class Card:
-    """A card's true effect on the normalised gain and its invalid probability when delivered."""
-
-    card_id: str
-    effect: float
-    invalid: float = BASE_INVALID
-
-
-def default_cards(k: int = 6) -> tuple[Card, ...]:
-    """One good card (+0.05), k - 2 neutral ones, one harmful (-0.02 gain, 35 % invalid)."""
-    neutral = tuple(Card(f"neutral-{i}", 0.0) for i in range(1, k - 1))
-    return (Card("good", 0.05), *neutral, Card("harmful", -0.02, 0.35))
-
-
-@dataclass(frozen=True)
-class Round:
-    """One round's context and shared noise: x (C,), feasible bounds, noise and invalid draw."""
-
-    x: np.ndarray
-    lower: float
-    upper: float
-    noise: float
-    u_invalid: float
-
-
-def rounds_of(n: int, rng: np.random.Generator) -> list[Round]:
-    """n random contexts (progress pi(t) grows with the round) and their noise draws."""
-    out = []
-    for t in range(n):
-        f = rng.uniform(0.2, 0.8)
-        b = rng.uniform(size=2)
-        progress = math.log1p(t) / math.log1p(t + 100.0)
-        x = np.array([1.0, 2 * f - 1, progress, 2 * b[0] - 1, 2 * b[1] - 1])
-        out.append(Round(x, -f, 1.0 - f, float(rng.standard_normal()), float(rng.uniform())))
-    return out
-
-
-def baseline(x: np.ndarray) -> float:
-    return 0.01 + 0.02 * float(x[1]) - 0.01 * float(x[3])
-
-
-def value(r: Round, card: Card | None) -> float:
-    """True hurdle value q of delivering ``card`` (None: no card) in round ``r``."""
-    p = BASE_INVALID if card is None else card.invalid
-    mean = baseline(r.x) + (0.0 if card is None else card.effect)
-    return (1 - p) * min(max(mean, r.lower), r.upper) + p * r.lower
-
-
-def outcome(r: Round, card: Card | None) -> tuple[bool, float]:
-    """(invalid, normalised gain) of the action in round ``r`` (gain = G- when invalid)."""
-    p = BASE_INVALID if card is None else card.invalid
-    if r.u_invalid < p:
-        return True, r.lower
-    y = baseline(r.x) + (0.0 if card is None else card.effect) + SIGMA * r.noise
-    return False, min(max(y, r.lower), r.upper)
-
-
-@dataclass
-class Choice:
-    """What a policy did: the proposed card index (None: abstain) and whether it was delivered."""
-
-    proposed: int | None
-    delivered: bool
-
-
-class Oracle:
-    def __init__(self, cards: tuple[Card, ...]) -> None:
-        self.cards = cards
-
-    def choose(self, t: int, r: Round) -> Choice:
-        values = [value(r, None), *(value(r, c) for c in self.cards)]
-        best = int(np.argmax(values))
-        return Choice(best - 1 if best else None, bool(best))
-
-    def update(self, t: int, r: Round, choice: Choice, invalid: bool, y: float) -> None:
-        return None
-
-
-class Abstain(Oracle):
-    def choose(self, t: int, r: Round) -> Choice:
-        return Choice(None, False)
-
-
-class Uniform(Oracle):
-    def __init__(self, cards: tuple[Card, ...], seed: int) -> None:
-        super().__init__(cards)
-        self.rng = np.random.default_rng([seed, 1])
-
-    def choose(self, t: int, r: Round) -> Choice:
-        return Choice(int(self.rng.integers(len(self.cards))), True)
-
-
-class Greedy(Oracle):
-    """Empirical mean of the realised value per action (index 0 = abstain); no exploration."""
-
-    def __init__(self, cards: tuple[Card, ...]) -> None:
-        super().__init__(cards)
-        self.total = np.zeros(len(cards) + 1)
-        self.count = np.zeros(len(cards) + 1)
-
-    def choose(self, t: int, r: Round) -> Choice:
-        untried = np.flatnonzero(self.count == 0)
-        a = int(untried[0]) if len(untried) else int(np.argmax(self.total / self.count))
-        return Choice(a - 1 if a else None, bool(a))
-
-    def update(self, t: int, r: Round, choice: Choice, invalid: bool, y: float) -> None:
-        a = 0 if choice.proposed is None else choice.proposed + 1
-        self.total[a] += y
-        self.count[a] += 1
-
-
-@dataclass
-class _Rows:
-    x: list[np.ndarray] = field(default_factory=list)
-    card: list[int | None] = field(default_factory=list)
-    invalid: list[float] = field(default_factory=list)
-    y: list[float] = field(default_factory=list)
-
-
-class Causal(Oracle):
-    """The memory-v2 policy: fit the heads, ``select``, randomised offer (memory-model.md
-    "Immediate head" and "Invalidity head and chance constraint" and "Policy")."""
-
-    def __init__(self, cards: tuple[Card, ...], seed: int, refit: int, draws: int) -> None:
-        super().__init__(cards)
-        self.seed, self.refit = seed, max(1, refit)
-        self.space = DesignSpace(N_CONTEXT, tuple(c.card_id for c in cards), kind_contrast=False)
-        self.config = SelectionConfig(summary_draws=draws, world_draws=max(64, draws // 2))
-        self.rows = _Rows()
-        self.heads: tuple[BayesianLinearHead, LogisticLaplaceHead] | None = None
-        self.candidates = [CandidateCard(c.card_id, c.card_id) for c in cards]
-        self.index = {c.card_id: i for i, c in enumerate(cards)}
-
-    def _fit(self) -> tuple[BayesianLinearHead, LogisticLaplaceHead]:
-        rows = self.rows
-        design = np.array(
-            [
-                self.space.row(x, 0) if c is None else self.space.row(x, 1, self.cards[c].card_id)
-                for x, c in zip(rows.x, rows.card, strict=True)
-            ]
-        ).reshape(len(rows.x), self.space.size)
-        invalid = np.asarray(rows.invalid, dtype=float)
-        valid = invalid == 0
-        y = np.asarray(rows.y, dtype=float)[valid]
-        immediate = BayesianLinearHead(self.space.utility_prior_variance())
-        immediate.fit(design[valid], y, np.zeros(len(y)))
-        mu, var = self.space.invalidity_prior()
-        return immediate, LogisticLaplaceHead(mu, var).fit(design, invalid)
-
-    def choose(self, t: int, r: Round) -> Choice:
-        if self.heads is None or t % self.refit == 0:
-            self.heads = self._fit()
-        sel = select(
-            f"card-world:{self.seed}:{t}",
-            self.space,
-            r.x,
-            (r.lower, r.upper),
-            1.0,
-            self.candidates,
-            *self.heads,
-            config=self.config,
-        )
-        if sel.draw.proposed is None:
-            return Choice(None, False)
-        return Choice(self.index[sel.draw.proposed], sel.draw.offered == 1)
-
-    def update(self, t: int, r: Round, choice: Choice, invalid: bool, y: float) -> None:
-        if choice.proposed is None:
-            return  # abstentions train nothing (memory-model.md "Rows and eligibility")
-        self.rows.x.append(r.x)
-        self.rows.card.append(choice.proposed if choice.delivered else None)
-        self.rows.invalid.append(float(invalid))
-        self.rows.y.append(y)
-
-
-POLICIES = ("oracle", "causal", "uniform", "greedy", "abstain")
-
-
-def make_policy(name: str, cards: tuple[Card, ...], seed: int, refit: int, draws: int) -> Oracle:
-    factories: dict[str, Callable[[], Oracle]] = {
-        "oracle": lambda: Oracle(cards),
-        "causal": lambda: Causal(cards, seed, refit, draws),
-        "uniform": lambda: Uniform(cards, seed),
-        "greedy": lambda: Greedy(cards),
-        "abstain": lambda: Abstain(cards),
-    }
-    return factories[name]()
+OFFER = 0.7  # memory.causal.offer_probability (checked against the composed config)
+NOISY_SE = 0.02
 
 
 @dataclass
 class Trace:
-    """Per round: regret of the action taken and of the proposal; proposed and delivered card."""
+    """One policy on one seed."""
 
+    policy: str
     regret: np.ndarray
-    proposal_regret: np.ndarray
-    proposed: list[int | None]
-    delivered: list[int | None]
+    abstain: int = 0
+    # regret by what was done: abstained, proposed and withheld, delivered (summed)
+    regret_by: dict[str, float] = field(default_factory=dict)
+    harmful_delivered: int = 0
+    harmful_exploration: float = 0.0
+    harmful_safe: float = float("nan")
+    coverage: Coverage | None = None
+    itt: tuple[float, float, float] | None = None  # (estimate, se, truth)
+    retired: list[tuple[int, str]] = field(default_factory=list)
+    seconds: float = 0.0
 
 
-def play(
-    name: str,
-    cards: tuple[Card, ...],
-    rounds: list[Round],
-    seed: int,
-    refit: int = 5,
-    draws: int = 1024,
-) -> Trace:
-    """Run one policy through ``rounds``; regrets from the known truth."""
-    policy = make_policy(name, cards, seed, refit, draws)
-    regret, proposal_regret = np.zeros(len(rounds)), np.zeros(len(rounds))
-    proposed: list[int | None] = []
-    delivered: list[int | None] = []
-    for t, r in enumerate(rounds):
-        best = max(value(r, None), *(value(r, c) for c in cards))
-        choice = policy.choose(t, r)
-        card = cards[choice.proposed] if choice.proposed is not None else None
-        taken = card if choice.delivered else None
-        invalid, y = outcome(r, taken)
-        policy.update(t, r, choice, invalid, y)
-        regret[t] = best - value(r, taken)
-        proposal_regret[t] = best - value(r, card)
-        proposed.append(choice.proposed)
-        delivered.append(choice.proposed if choice.delivered else None)
-    return Trace(regret, proposal_regret, proposed, delivered)
+def play(world: World, policy: Policy, seed: int, rounds: int) -> Trace:
+    """Run ``policy`` for ``rounds`` rounds of ``world`` (regret from the known truth)."""
+    started = time.perf_counter()
+    pop = Population.seeded()
+    regret = np.zeros(rounds)
+    harmful = world.harmful()
+    trace = Trace(policy.name, regret)
+    for t in range(rounds):
+        r = round_numbers(seed, t)
+        parent = pop.parent(t, r)
+        proposed, delivered = policy.choose(t, parent, r)
+        card = proposed if delivered else None
+        out = mutate(world, parent, t, r, card)
+        if not out.invalid:
+            disposition = pop.add(out.child)
+            out = type(out)(out.child, False, out.cited, out.y, disposition)
+        f, b = parent.fitness, parent.b
+        best = max(world.deliver_value(f, b, j) for j in [None, *range(len(world.cards))])
+        regret[t] = best - world.deliver_value(f, b, card)
+        trace.abstain += proposed is None
+        kind = "abstained" if proposed is None else ("delivered" if delivered else "withheld")
+        trace.regret_by[kind] = trace.regret_by.get(kind, 0.0) + float(regret[t])
+        trace.harmful_delivered += card == harmful
+        value = -f if out.invalid else float(out.y or 0.0)
+        if isinstance(policy, MemoryArm):
+            policy.observe(t, parent, out)
+        else:
+            policy.update(card, value)
+    if isinstance(policy, MemoryArm):
+        trace.harmful_exploration = policy.exploration.get(world.cards[harmful].card_id, 0.0)
+        trace.harmful_safe = policy.safe_share(world.cards[harmful].card_id)
+        trace.coverage = policy.coverage(world, seed)
+        trace.itt = policy.itt()
+        trace.retired = policy.retired
+        policy.close()
+    trace.seconds = time.perf_counter() - started
+    return trace
 
 
-def run_seed(args: tuple[int, int, int, int, tuple[Card, ...]]) -> dict[str, Trace]:
-    """Every policy on one seed's rounds (common random numbers across policies)."""
-    seed, n_rounds, refit, draws, cards = args
-    rounds = rounds_of(n_rounds, np.random.default_rng(seed))
-    return {name: play(name, cards, rounds, seed, refit, draws) for name in POLICIES}
+def run_one(args: tuple[str, str, str, int, int, str]) -> Trace:
+    world_name, measurement, name, seed, rounds, scratch = args
+    world = worlds(NOISY_SE if measurement == "noisy" else 0.0)[world_name]
+    k = len(world.cards)
+    factories: dict[str, Callable[[], Policy]] = {
+        "Thompson, withholding": lambda: Thompson(k, seed, withhold=1.0 - OFFER),
+        "Thompson": lambda: Thompson(k, seed),
+        "epsilon-greedy": lambda: EpsilonGreedy(k, seed),
+        "never offer": lambda: Never(),
+        "uniform": lambda: Uniform(k, seed),
+    }
+    if name in factories:
+        trace = play(world, factories[name](), seed, rounds)
+        trace.policy = name
+        return trace
+    variant = name.removeprefix("memory ")
+    with tempfile.TemporaryDirectory(dir=scratch) as tmp:
+        arm = MemoryArm(world, Path(tmp), seed, rounds, measurement=measurement, variant=variant)
+        trace = play(world, arm, seed, rounds)
+    trace.policy = name
+    return trace
 
 
-def t_interval(values: list[float]) -> str:
+KINDS = ("abstained", "withheld", "delivered")
+BASELINES = ("Thompson, withholding", "Thompson", "epsilon-greedy", "never offer", "uniform")
+
+
+def t_interval(values: list[float]) -> tuple[float, float]:
     v = np.asarray(values, dtype=float)
-    mean = float(v.mean())
     if len(v) < 2:
-        return f"{mean:.3f}"
-    half = float(stats.t.ppf(0.975, len(v) - 1)) * float(v.std(ddof=1)) / math.sqrt(len(v))
-    return f"{mean:.3f} [{mean - half:.3f}, {mean + half:.3f}]"
-
-
-def summarise(name: str, traces: list[Trace], cards: tuple[Card, ...], proposal: bool) -> str:
-    good, harmful = 0, len(cards) - 1
-    n = len(traces[0].regret)
-    quarter = max(1, n // 4)
-    regrets = [float((t.proposal_regret if proposal else t.regret).sum()) for t in traces]
-    tail = [float((t.proposal_regret if proposal else t.regret)[-quarter:].mean()) for t in traces]
-    shares = []
-    for q in range(4):
-        picks = [
-            d
-            for t in traces
-            for d in (t.proposed if proposal else t.delivered)[q * quarter : (q + 1) * quarter]
-            if d is not None
-        ]
-        shares.append(f"{np.mean([d == good for d in picks]):.0%}" if picks else "-")
-    harmful_proposed = np.mean([sum(p == harmful for p in t.proposed) for t in traces])
-    harmful_delivered = np.mean([sum(d == harmful for d in t.delivered) for t in traces])
-    label = f"{name}: proposal" if proposal else name
-    return (
-        f"  {label:<17} {t_interval(regrets):>26} {float(np.mean(tail)):>10.4f} "
-        f"{' '.join(f'{s:>4}' for s in shares):>20} {harmful_proposed:>9.1f} "
-        f"{harmful_delivered:>9.1f}"
+        return float(v.mean()), 0.0
+    return float(v.mean()), float(
+        stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v))
     )
+
+
+def report(traces: dict[str, list[Trace]], world: World) -> None:
+    ts = [float(t.regret.sum()) for t in traces["Thompson, withholding"]]
+    n = len(traces[next(iter(traces))][0].regret)
+    quarter = max(1, n // 4)
+    print(
+        f"  {'policy':<24} {'regret [95% CI]':>20} {'- TS-withhold [95% CI]':>24} "
+        f"{'last 1/4':>9} {'abstain':>8} {'harm dlv':>9} {'harm expl':>9} {'harm safe':>9}"
+    )
+    for name, runs in traces.items():
+        total = [float(t.regret.sum()) for t in runs]
+        mean, half = t_interval(total)
+        dm, dh = t_interval([a - b for a, b in zip(total, ts, strict=True)])
+        tail = float(np.mean([t.regret[-quarter:].mean() for t in runs]))
+        abstain = float(np.mean([t.abstain for t in runs])) / n
+        dlv = float(np.mean([t.harmful_delivered for t in runs]))
+        memory = name.startswith("memory")
+        expl = f"{np.mean([t.harmful_exploration for t in runs]):9.1f}" if memory else f"{'':>9}"
+        safe = f"{np.nanmean([t.harmful_safe for t in runs]):9.0%}" if memory else f"{'':>9}"
+        print(
+            f"  {name:<24} {mean:>9.2f} +- {half:<7.2f} {dm:>+11.2f} +- {dh:<9.2f} "
+            f"{tail:>9.4f} {abstain:>8.0%} {dlv:>9.1f} {expl} {safe}"
+        )
+    print("  regret by action (no card chosen / proposed but withheld / delivered):")
+    for name, runs in traces.items():
+        parts = [np.mean([t.regret_by.get(k, 0.0) for t in runs]) for k in KINDS]
+        print(f"    {name:<24} " + " / ".join(f"{v:.2f}" for v in parts))
+    memories = [n for n in traces if n.startswith("memory")]
+    if len(memories) > 1:  # variants against the first one, paired by seed
+        first = [float(t.regret.sum()) for t in traces[memories[0]]]
+        for name in memories[1:]:
+            other = [float(t.regret.sum()) for t in traces[name]]
+            dm, dh = t_interval([a - b for a, b in zip(other, first, strict=True)])
+            print(f"  {name} - {memories[0]}: {dm:+.2f} +- {dh:.2f} (paired by seed)")
+    for name in memories:
+        memory_details(name, traces[name], world)
+
+
+def memory_details(name: str, runs: list[Trace], world: World) -> None:
+    print(f"  {name}:")
+    cov = [t.coverage for t in runs if t.coverage is not None]
+    for kind in ("gain", "invalid", "hurdle"):
+        hits = [h for c in cov for h in getattr(c, kind).values()]
+        per_card = {
+            card.card_id: np.mean(
+                [c.__dict__[kind][card.card_id] for c in cov if card.card_id in c.__dict__[kind]]
+            )
+            for card in world.cards
+        }
+        cards = ", ".join(f"{k} {v:.0%}" for k, v in per_card.items() if not math.isnan(v))
+        print(f"    95% interval covers the true {kind} effect: {np.mean(hits):.0%} ({cards})")
+    itt = [t.itt for t in runs if t.itt is not None]
+    if itt:
+        err = np.array([e - truth for e, _, truth in itt])
+        z = np.array([(e - truth) / se for e, se, truth in itt if se > 0])
+        covered = np.mean([abs(e - truth) <= 1.96 * se for e, se, truth in itt])
+        se_mean = err.std(ddof=1) / math.sqrt(len(err)) if len(err) > 1 else math.nan
+        print(
+            f"    ITT DR - truth: {err.mean():+.4f} (+- {se_mean:.4f} = "
+            f"{err.mean() / se_mean:+.1f} SE over {len(err)} seeds); "
+            f"95% CI covers the truth in {covered:.0%}; "
+            f"sd of (DR - truth) / SE {z.std(ddof=1):.2f}"
+        )
+    retired = [r for t in runs for r in t.retired]
+    by_card: dict[str, list[int]] = {}
+    for when, cid in retired:
+        by_card.setdefault(cid, []).append(when)
+    text = ", ".join(
+        f"{c} in {len(w)} runs (median round {int(np.median(w))})"
+        for c, w in sorted(by_card.items())
+    )
+    print(f"    retired: {text or 'none'}; wall {np.mean([t.seconds for t in runs]):.0f} s per run")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="3 seeds x 150 rounds, 512 draws")
-    parser.add_argument("--rounds", type=int, default=1000)
-    parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--cards", type=int, default=6)
-    parser.add_argument("--refit", type=int, default=5, help="refit the heads every k rounds")
-    parser.add_argument("--draws", type=int, default=1024, help="summary draws S_p (worlds S_p/2)")
-    parser.add_argument("--jobs", type=int, default=2, choices=(1, 2))
+    parser.add_argument("--world", default="mixed", choices=sorted(worlds()))
+    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=600)
+    parser.add_argument(
+        "--measurement", default="deterministic", choices=("deterministic", "noisy", "unknown")
+    )
+    parser.add_argument("--variants", default="v2", help="memory v2 variants, comma-separated")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="4 seeds x 200 rounds")
+    parser.add_argument("--save", type=Path, help="pickle the traces here (re-report with --load)")
+    parser.add_argument("--load", type=Path, help="report the traces pickled by --save")
     args = parser.parse_args()
-    seeds, n_rounds, draws = (3, 150, 512) if args.quick else (args.seeds, args.rounds, args.draws)
-    cards = default_cards(args.cards)
+    if args.load:
+        world_name, saved = pickle.loads(args.load.read_bytes())
+        report(saved, worlds()[world_name])
+        return
+    seeds, rounds = (4, 200) if args.quick else (args.seeds, args.rounds)
+    world = worlds()[args.world]
+    variants = [f"memory {v}" for v in args.variants.split(",") if v]
+    names = [*variants, *BASELINES]
+    scratch = "/dev/shm" if Path("/dev/shm").is_dir() else tempfile.gettempdir()
     print(
-        f"card world: K={len(cards)} cards (good +0.05; {len(cards) - 2} neutral; harmful -0.02 "
-        f"gain, 35% invalid), {seeds} seeds x {n_rounds} rounds, refit every {args.refit}, "
-        f"S_p={draws}, S_w={max(64, draws // 2)}, e=0.7, epsilon=0.05"
+        f"card world {world.name!r}: {len(world.cards)} cards "
+        f"({', '.join(c.card_id for c in world.cards)}), {seeds} seeds x {rounds} rounds, "
+        f"measurement {args.measurement}; load {os.getloadavg()[0]:.1f}"
     )
-    start = time.perf_counter()
-    work = [(s, n_rounds, args.refit, draws, cards) for s in range(seeds)]
+    started = time.perf_counter()
+    work = [
+        (args.world, args.measurement, n, s, rounds, scratch) for s in range(seeds) for n in names
+    ]
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        results = list(pool.map(run_seed, work))
-    print(
-        f"  {'policy':<17} {'cumulative regret [95% CI]':>26} {'last 1/4':>10} "
-        f"{'good share by quarter':>20} {'harm prop':>9} {'harm dlv':>9}"
-    )
-    for name in POLICIES:
-        traces = [r[name] for r in results]
-        print(summarise(name, traces, cards, proposal=False))
-        if name == "causal":
-            print(summarise(name, traces, cards, proposal=True))
-    print(
-        f"  wall {time.perf_counter() - start:.0f} s (regret in normalised gain per round summed)"
-    )
+        results = list(pool.map(run_one, work))
+    traces: dict[str, list[Trace]] = {n: [] for n in names}
+    for t in results:
+        traces[t.policy].append(t)
+    if args.save:
+        args.save.write_bytes(pickle.dumps((args.world, traces)))
+    report(traces, world)
+    print(f"  wall {time.perf_counter() - started:.0f} s; load {os.getloadavg()[0]:.1f}")
+    shutil.rmtree(Path(scratch) / "gigaevo-card-world", ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -354,6 +354,7 @@ class Committer:
                 change_report=info.change_report,
                 explanation=info.explanation,
                 child_metrics=dict(prog.metrics),
+                **self.problem.noise.result_fields(prog.metrics),  # se, measurement (issue 20)
             )
         )
 

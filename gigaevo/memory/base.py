@@ -77,6 +77,10 @@ class MutationResult:
     ``improved``, ``rejected``) for valid children and None otherwise;
     ``invalid_reason`` says why an invalid child failed. The codes, change
     report and explanation are what the librarian shows its card author.
+    ``se`` and ``measurement`` describe how precisely ``child_fitness`` was
+    measured, as the problem declares it (``Problem.noise``): the standard
+    error in metric units and the kind (``deterministic`` or ``scalar``);
+    None for both when nothing is known.
     """
 
     attempt: int
@@ -99,6 +103,8 @@ class MutationResult:
     change_report: str = ""
     explanation: str = ""
     child_metrics: dict[str, float] = field(default_factory=dict)
+    se: float | None = None
+    measurement: str | None = None
 
 
 class MemoryUsageError(Exception):

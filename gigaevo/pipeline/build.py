@@ -37,6 +37,7 @@ from gigaevo.evolution.stoppers import CostBudget
 from gigaevo.evolution.store import ProgramStore, StoreError
 from gigaevo.llm import LLM_CALLS_FILE, LLMClient, LLMConfigError, UsageTally
 from gigaevo.memory.base import MemoryProvider, MemoryRuntime, MemoryUsageError
+from gigaevo.pipeline.noise import resolve_noise
 from gigaevo.pipeline.options import ConfigError, check_node, naming, qualify
 from gigaevo.problems import Problem, ProblemError, load_problem
 from gigaevo.scratchpad import (
@@ -382,6 +383,9 @@ def build_run(cfg: DictConfig, *, show_progress: bool = True) -> BuiltRun:
             notes.record_config(_config_choices(cfg, problem, llm))
             notes.write_report()
         memory = _build_memory(cfg, problem, ckpt, notes)
+        opened.callback(memory.close)
+        # noise.kind=estimate: repeated evaluations of the initial programs (issue 20)
+        problem = resolve_noise(problem, evaluator, store)
         opened.pop_all()
     engine = EvolutionEngine(
         problem=problem,

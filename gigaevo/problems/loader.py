@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from gigaevo.problems.noise import MeasurementNoise, parse_noise
 from gigaevo.problems.options import parse_cascade, parse_descriptors
 from gigaevo.problems.spec import MetricsSpec, Problem, ProblemError
 
@@ -33,6 +34,7 @@ _TOP_KEYS = frozenset(
         "validator_sha256",
         "descriptors",
         "cascade",
+        "noise",
     }
 )
 _METRIC_KEYS = frozenset(
@@ -111,6 +113,7 @@ def load_problem(name: str | None = None, directory: str | Path | None = None) -
         validator_sha256=digest,
         descriptors=parse_descriptors(raw, (metrics.primary, *extra), spec_path),
         cascade=cascade,
+        noise=_noise(raw, spec_path, metrics.primary),
     )
 
 
@@ -203,6 +206,13 @@ def _timeout(raw: dict[str, Any], path: Path) -> float:
     if timeout <= 0:
         raise ProblemError(f"{path}: timeout_s must be positive")
     return timeout
+
+
+def _noise(raw: dict[str, Any], path: Path, primary: str) -> MeasurementNoise:
+    try:
+        return parse_noise(raw.get("noise"), primary)
+    except ValueError as exc:
+        raise ProblemError(f"{path}: {exc}") from exc
 
 
 def _extra_names(section: dict[str, Any], primary: str, path: Path) -> tuple[str, ...]:

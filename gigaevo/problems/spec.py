@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gigaevo.problems.descriptors import Descriptor
+from gigaevo.problems.noise import MeasurementNoise
 
 
 class ProblemError(ValueError):
@@ -92,6 +93,8 @@ class Problem:
         descriptors: the problem's behaviour descriptors (the archive's axes
             unless the configuration names others); empty: the generic default.
         cascade: the cheap first stage of evaluation, if any.
+        noise: how noisy one evaluation of the primary metric is (``noise`` in
+            ``problem.yaml``; unknown when absent).
     """
 
     name: str
@@ -106,3 +109,4 @@ class Problem:
     validator_sha256: str | None = None
     descriptors: tuple[Descriptor, ...] = ()
     cascade: CascadeSpec | None = None
+    noise: MeasurementNoise = field(default_factory=MeasurementNoise)

@@ -55,6 +55,14 @@ BAD = [
     ("memory.posterior_config.invalidity_baseline_prior_sd=0", "invalidity_baseline_prior_sd"),
     ("memory.posterior_config.invalidity_shared_prior_sd=0", "invalidity_shared_prior_sd"),
     ("memory.posterior_config.invalidity_lineage_prior_sd=0", "invalidity_lineage_prior_sd"),
+    (
+        "memory.posterior_config.invalidity_baseline_intercept_prior_sd=0",
+        "invalidity_baseline_intercept_prior_sd",
+    ),
+    (
+        "memory.posterior_config.invalidity_lineage_intercept_prior_sd=-1",
+        "invalidity_lineage_intercept_prior_sd",
+    ),
     ("+memory.posterior_config.prior_scale=2", "prior_scale"),
     ("memory.context.progress_log_scale=0", "progress_log_scale"),
     ("memory.context.behaviour_transform=log", "behaviour_transform"),
@@ -127,6 +135,12 @@ def test_defaults_match_the_model(tmp_path: Path) -> None:
             post.invalidity_lineage_prior_sd,
         )
         assert sds == (0.15, 0.20, 0.60)
+        # the levels are loose in production (issue 20; docs/memory.md "Invalidity priors")
+        levels = (
+            post.invalidity_baseline_intercept_prior_sd,
+            post.invalidity_lineage_intercept_prior_sd,
+        )
+        assert levels == (1.5, 2.0)
         ctx = _reader(built).settings.context
         assert (ctx.progress_log_scale, ctx.behaviour_transform) == (100.0, "declared")
     finally:
@@ -148,6 +162,8 @@ def test_knobs_reach_the_heads(tmp_path: Path) -> None:
         "memory.posterior_config.invalidity_baseline_prior_sd=0.3",
         "memory.posterior_config.invalidity_shared_prior_sd=0.4",
         "memory.posterior_config.invalidity_lineage_prior_sd=0.9",
+        "memory.posterior_config.invalidity_baseline_intercept_prior_sd=1.2",
+        "memory.posterior_config.invalidity_lineage_intercept_prior_sd=0.8",
         "memory.context.progress_log_scale=50",
         "memory.context.behaviour_transform=none",
     )
@@ -170,8 +186,11 @@ def test_knobs_reach_the_heads(tmp_path: Path) -> None:
         assert (fit.immediate.residual_sd_median, fit.immediate.residual_log_sd) == (0.3, 0.5)
         assert fit.invalidity.prior_mean[0] == pytest.approx(math.log(0.1 / 0.9))
         ivar = np.asarray(fit.invalidity.prior_variance)
-        assert ivar[0] == pytest.approx(0.09) and ivar[3] == pytest.approx(0.16)
-        assert ivar[space.lineage_slice("K")][0] == pytest.approx(0.81)
+        assert ivar[0] == pytest.approx(1.44) and ivar[1] == pytest.approx(0.09)
+        assert ivar[3] == pytest.approx(0.16)
+        # the card's own level: its 1/sqrt(C) intercept column has variance C * 0.8^2 (C = 3)
+        lineage_var = ivar[space.lineage_slice("K")]
+        assert lineage_var[0] == pytest.approx(3 * 0.64) and lineage_var[1] == pytest.approx(0.81)
         # the unknown-se measurement sd of the immediate rows
         mid = 0.5 * (reader.causal_reward.lower + reader.causal_reward.upper)
         features = row.context.features

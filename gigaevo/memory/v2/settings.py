@@ -140,7 +140,11 @@ class PosteriorSettings:
     Attributes:
         baseline_prior_sd, shared_effect_prior_sd, lineage_block_prior_sd: prior sds of the
             baseline block, the shared effect block (and contrasts) and every card-lineage
-            block of the immediate and delayed-lineage heads.
+            block of the immediate and delayed-lineage heads (with the next key, the
+            lineage blocks' context slopes).
+        lineage_intercept_prior_sd: prior sd of a card's own average shift of the gain in
+            those heads (None: the lineage block's sd on its 1/sqrt(C) column, as
+            memory-model.md "Immediate head").
         residual_sd_median, residual_log_sd: log-normal prior of the residual sd sigma.
         reward_residual_sd_bounds: truncation [low, high] of sigma, 0 < low < high.
         unknown_measurement_sd: omega of a row whose standard error is unknown.
@@ -148,12 +152,22 @@ class PosteriorSettings:
         kind_contrast: include the card-kind contrast column kappa (insight -0.5 / program +0.5).
         invalidity_base_rate: p0, the prior invalid probability of the baseline intercept.
         invalidity_baseline_prior_sd, invalidity_shared_prior_sd, invalidity_lineage_prior_sd:
-            prior sds of the invalidity head's baseline, shared and lineage blocks.
+            prior sds of the invalidity head's baseline, shared and lineage blocks
+            (memory-model.md "Invalidity head and chance constraint"; with the two below,
+            the sds of the context slopes).
+        invalidity_baseline_intercept_prior_sd: prior sd of the problem's own invalid logit
+            around logit(p0) (None: the baseline block's sd, as that page).
+        invalidity_lineage_intercept_prior_sd: prior sd of a card's own shift of the invalid
+            logit (None: the lineage block's sd on its 1/sqrt(C) column, as that page).
+            Loose
+            levels let a card's observed invalidity, not the prior, decide the chance
+            constraint after a few cited rows (docs/memory.md, "Invalidity priors").
     """
 
     baseline_prior_sd: float = 0.75
     shared_effect_prior_sd: float = 0.35
     lineage_block_prior_sd: float = 0.25
+    lineage_intercept_prior_sd: float | None = None
     residual_sd_median: float = 0.20
     residual_log_sd: float = 0.75
     reward_residual_sd_bounds: tuple[float, ...] = (0.01, 5.0)
@@ -164,6 +178,8 @@ class PosteriorSettings:
     invalidity_baseline_prior_sd: float = 0.15
     invalidity_shared_prior_sd: float = 0.20
     invalidity_lineage_prior_sd: float = 0.60
+    invalidity_baseline_intercept_prior_sd: float | None = 1.5
+    invalidity_lineage_intercept_prior_sd: float | None = 2.0
 
     def __post_init__(self) -> None:
         for name in (
@@ -177,6 +193,13 @@ class PosteriorSettings:
             "invalidity_lineage_prior_sd",
         ):
             _positive(name, getattr(self, name))
+        for name in (
+            "lineage_intercept_prior_sd",
+            "invalidity_baseline_intercept_prior_sd",
+            "invalidity_lineage_intercept_prior_sd",
+        ):
+            if getattr(self, name) is not None:
+                _positive(name, getattr(self, name))
         bounds = self.reward_residual_sd_bounds
         if len(bounds) != 2 or not 0 < bounds[0] < bounds[1]:
             raise ValueError(

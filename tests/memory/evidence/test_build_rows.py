@@ -81,3 +81,37 @@ def test_edges_from_results(ledger: SelectionEvidence, kw: dict[str, object], st
     assert stored.ordinal == 1 and ledger.edges() == (stored,)
     if status == "valid":
         assert math.isclose(stored.gain or 0.0, 0.2)  # lower is better: 0.5 -> 0.3
+
+
+@pytest.mark.parametrize(
+    ("kw", "recorded"),
+    [
+        ({"se": 0.0, "measurement": "deterministic"}, (0.0, "deterministic")),
+        ({"se": 0.02, "measurement": "scalar"}, (0.02, "scalar")),
+        ({"se": 0.03, "measurement": "paired"}, (0.03, "paired")),
+        ({}, (None, "scalar")),  # nothing declared: unknown se
+        ({"se": -1.0, "measurement": "scalar"}, (None, "scalar")),  # unusable: unknown
+        ({"se": math.nan, "measurement": "scalar"}, (None, "scalar")),
+    ],
+)
+def test_valid_terminals_record_the_results_measurement(
+    ledger: SelectionEvidence, kw: dict[str, object], recorded: tuple[object, str]
+) -> None:
+    d = make_decision(0, z=0)
+    row = terminal_from_result(d, _result(child_fitness=0.6, **kw))
+    assert (row.se, row.measurement) == recorded
+    invalid = terminal_from_result(d, _result(valid=False, normalised_gain=None, **kw))
+    assert (invalid.se, invalid.measurement) == (None, None)
+    ledger.append_decision(d)
+    ledger.append_terminal(row)
+    assert ledger.terminal(d.decision_id) == row  # read back from the ledger as written
+
+
+def test_a_terminal_refuses_an_unusable_or_misplaced_measurement() -> None:
+    d = make_decision(0, z=0)
+    valid = terminal_from_result(d, _result(child_fitness=0.6))
+    with pytest.raises(ValueError, match="finite and >= 0"):
+        dataclasses.replace(valid, se=-0.1)
+    invalid = terminal_from_result(d, _result(valid=False, normalised_gain=None))
+    with pytest.raises(ValueError, match="valid terminals and only"):
+        dataclasses.replace(invalid, se=0.1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,43 @@ def test_pending_counts_follow_card_lineage(ledger: SelectionEvidence) -> None:
     ledger.append_decision(make_decision(3, proposed="c2"))
     ledger.append_decision(make_decision(4, z=None))
     assert ledger.pending_by_proposal() == {"c1": 2, "c2": 1}  # a lineage sums its ids
+
+
+def _twin(tmp_path: Path, name: str, *, owner: str, clock: float, **change: object) -> str:
+    """V of a small ledger written by session ``owner`` at times around ``clock``."""
+    led = SelectionEvidence(tmp_path / name, owner=owner).open()
+    try:
+        for attempt, (z, cited) in enumerate([(0, False), (1, True), (0, False)]):
+            d = make_decision(attempt, z=z, owner=owner)
+            d = dataclasses.replace(d, created_at=clock + attempt)
+            if attempt == 1 and "digest" in change:  # the proposed card at another revision
+                snap = dataclasses.replace(d.universe[0], text_digest=str(change["digest"]))
+                d = dataclasses.replace(d, universe=(snap, *d.universe[1:]))
+            led.append_decision(d)
+            t = make_terminal(d, cited=("c1",) if cited else (), gain=0.1 + 0.01 * attempt)
+            if attempt == 1:
+                t = dataclasses.replace(
+                    t, gain=change.get("gain", t.gain), se=change.get("se"), created_at=clock
+                )
+            led.append_terminal(dataclasses.replace(t, created_at=clock + 0.5 + attempt))
+        root = make_decision(0, z=0).decision_id
+        residual = float(change.get("residual", 0.02))  # type: ignore[arg-type]
+        led.append_lineage(LineageRow(root, 1, "outcome", 3, 32, 40, residual=residual))
+        return led.evidence_version()
+    finally:
+        led.close()
+
+
+def test_v_is_the_rows_content_not_their_times_or_writing_session(tmp_path: Path) -> None:
+    """The same evidence written by another session at another time has the same V
+    (retirement draws are keyed by V, so a seeded run retires identically); any value a
+    head or the sweep reads moves it."""
+    base = _twin(tmp_path, "a", owner="host-a:11:aaaa", clock=1_000.0)
+    assert _twin(tmp_path, "b", owner="host-b:22:bbbb", clock=9_999.0) == base
+    moved = [
+        _twin(tmp_path, "gain", owner="h:1:x", clock=0.0, gain=0.3),
+        _twin(tmp_path, "se", owner="h:1:x", clock=0.0, se=0.01),
+        _twin(tmp_path, "revision", owner="h:1:x", clock=0.0, digest="digest-c1-v2"),
+        _twin(tmp_path, "lineage", owner="h:1:x", clock=0.0, residual=0.03),
+    ]
+    assert base not in moved and len(set(moved)) == len(moved)

@@ -261,13 +261,28 @@ class DesignSpace:
         return v
 
     def utility_prior_variance(
-        self, baseline_sd: float = 0.75, shared_sd: float = 0.35, lineage_sd: float = 0.25
+        self,
+        baseline_sd: float = 0.75,
+        shared_sd: float = 0.35,
+        lineage_sd: float = 0.25,
+        *,
+        lineage_intercept_sd: float | None = None,
     ) -> np.ndarray:
         """diag(v) of the immediate (and delayed-lineage) prior, shape (P,).
 
         Defaults 0.75^2 (baseline) / 0.35^2 (shared effect, contrasts) / 0.25^2 (lineage blocks).
+        ``lineage_intercept_sd``, when given, is the sd of a card's own average shift of the
+        gain (its lineage block's intercept column, which carries 1/sqrt(C), gets variance
+        C * lineage_intercept_sd^2); ``lineage_sd`` then holds for the context slopes only.
         """
-        return self.block_values(baseline_sd**2, shared_sd**2, lineage_sd**2)
+        var = self.block_values(baseline_sd**2, shared_sd**2, lineage_sd**2)
+        self._set_lineage_intercepts(var, lineage_intercept_sd)
+        return var
+
+    def _set_lineage_intercepts(self, var: np.ndarray, sd: float | None) -> None:
+        """Give every lineage block's intercept column variance C * sd^2 (None: unchanged)."""
+        if sd is not None:
+            var[self.shared_size :: self.n_context] = self.n_context * sd**2
 
     def invalidity_prior(
         self,
@@ -275,14 +290,29 @@ class DesignSpace:
         baseline_sd: float = 0.15,
         shared_sd: float = 0.20,
         lineage_sd: float = 0.60,
+        *,
+        baseline_intercept_sd: float | None = None,
+        lineage_intercept_sd: float | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """(mu_gamma, v_gamma) of the invalidity head (memory-model.md "Invalidity head and chance
         constraint"), each of shape (P,).
 
-        mu_gamma is logit(base_rate) on the baseline intercept and 0 elsewhere.
+        mu_gamma is logit(base_rate) on the baseline intercept and 0 elsewhere. The block
+        sds are that page's; two optional sds loosen only the levels, leaving the context
+        slopes at their block's sd:
+
+        - ``baseline_intercept_sd``: sd of the baseline intercept (the problem's own invalid
+          logit around logit(base_rate));
+        - ``lineage_intercept_sd``: sd of a card's own shift of the invalid logit. Its
+          lineage block's intercept column carries x_0 / sqrt(C) = 1 / sqrt(C), so that
+          column's variance is C * lineage_intercept_sd^2.
         """
         if not 0.0 < base_rate < 1.0:
             raise ValueError(f"invalid base rate must lie in (0, 1), got {base_rate}")
         mean = np.zeros(self.size)
         mean[0] = math.log(base_rate / (1.0 - base_rate))
-        return mean, self.block_values(baseline_sd**2, shared_sd**2, lineage_sd**2)
+        var = self.block_values(baseline_sd**2, shared_sd**2, lineage_sd**2)
+        if baseline_intercept_sd is not None:
+            var[0] = baseline_intercept_sd**2
+        self._set_lineage_intercepts(var, lineage_intercept_sd)
+        return mean, var

@@ -64,14 +64,13 @@ def raw_gain(reward: RewardDefinition, parent: float, child: float) -> float:
     return child - parent if reward.direction == "higher" else parent - child
 
 
-def terminal_from_result(
-    decision: DecisionRow, result: MutationResult, *, se: float | None = None
-) -> TerminalRow:
+def terminal_from_result(decision: DecisionRow, result: MutationResult) -> TerminalRow:
     """The terminal of ``decision`` for the engine's ``result``.
 
     Valid children with a gain are ``valid`` (raw gain versus the frozen
-    parent fitness); ``result.valid`` False is ``invalid``; a valid result
-    without a gain (duplicate, discarded) is ``censored``.
+    parent fitness, with the result's measurement: see ``measurement_of``);
+    ``result.valid`` False is ``invalid``; a valid result without a gain
+    (duplicate, discarded) is ``censored``.
     """
     shown = decision.z == 1 and decision.proposed_id is not None
     cited = tuple(c for c in result.cited_card_ids if shown and c == decision.proposed_id)
@@ -94,8 +93,24 @@ def terminal_from_result(
         child = result.child_id or f"{NO_CHILD}{DISCARDED}"
         return row(child, "censored", cited_ids=(), censor_reason=DISCARDED)
     gain = raw_gain(decision.reward, decision.context.parent_fitness, result.child_fitness)
-    kind: MeasurementKind = "deterministic" if se == 0.0 else "scalar"
+    se, kind = measurement_of(result)
     return row(result.child_id, "valid", cited_ids=cited, gain=gain, se=se, measurement=kind)
+
+
+def measurement_of(result: MutationResult) -> tuple[float | None, MeasurementKind]:
+    """(se, kind) a valid terminal records for ``result`` (memory-model.md "Rows and eligibility").
+
+    ``deterministic`` (omega = 0) when the problem declares it; else ``scalar`` with the
+    result's standard error (raw metric units), or with none when it is unknown or
+    unusable (negative, non-finite): the heads then take the configured unknown omega.
+    """
+    se = result.se
+    if result.measurement == "deterministic":
+        return 0.0, "deterministic"
+    if se is None or not math.isfinite(se) or se < 0:
+        return None, "scalar"
+    kind: MeasurementKind = "paired" if result.measurement == "paired" else "scalar"
+    return float(se), kind
 
 
 def _has_gain(result: MutationResult) -> bool:

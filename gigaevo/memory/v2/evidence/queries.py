@@ -5,16 +5,29 @@ Usefulness eligibility is E = 1{Z = 0 or U = 1} on randomised, non-censored
 rows: withheld controls and delivered cards that were cited. A delivered but
 uncited row (Z = 1, U = 0) is an offer/uptake observation only: it enters OPE
 and nothing else, and it never moves V.
+
+V digests the content of the rows that train the heads and judge retirement
+(row ids, contexts, arms, the proposed card's revision, outcomes and
+measurements, lineage values), never wall-clock times or the writing session's
+identity: a seeded offline run reproduces V, hence its retirement draws, exactly.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from functools import cached_property
+from typing import Any, Literal
 
-from gigaevo.memory.v2.evidence.rows import DecisionRow, LineageRow, TerminalRow
+from gigaevo.memory.v2.evidence.rows import (
+    DecisionRow,
+    LineageRow,
+    TerminalRow,
+    canonical_json,
+    sha256_hex,
+)
 
 Head = Literal["immediate", "invalidity", "lineage"]
 HEADS: tuple[str, ...] = ("immediate", "invalidity", "lineage")
@@ -46,6 +59,48 @@ class Observation:
     @property
     def invalid(self) -> bool:
         return self.terminal.status == "invalid"
+
+    @cached_property
+    def content_digest(self) -> str:
+        """SHA-256 of what this observation says to the heads (see ``observation_content``)."""
+        return sha256_hex(canonical_json(observation_content(self.decision, self.terminal)))
+
+
+def observation_content(decision: DecisionRow, terminal: TerminalRow) -> list[Any]:
+    """The fields of a (decision, terminal) pair that a head fit or a retirement sweep reads.
+
+    The decision's identity (id, run, attempt), frozen context and reward definition, its
+    arm (Z, e and the proposed card with its exact revision: absorbed ids, kind, text
+    digest, RAG label) and the whole terminal but its wall-clock time. Left out: times,
+    the writing session (``owner``), fit diagnostics and the rest of the universe, which
+    no head reads.
+    """
+    pid = decision.proposed_id
+    snap = decision.snapshot(pid) if pid is not None else None
+    cand = decision.candidate(pid) if pid is not None else None
+    card = None
+    if snap is not None:
+        card = [snap.card_id, list(snap.absorbed_ids), snap.kind, snap.text_digest]
+    return [
+        decision.decision_id,
+        decision.run_id,
+        decision.attempt,
+        dataclasses.asdict(decision.context),
+        dataclasses.asdict(decision.reward),
+        [decision.z, decision.offer, pid, card, None if cand is None else cand.rag],
+        _without_time(terminal),
+    ]
+
+
+def lineage_content_digest(row: LineageRow) -> str:
+    """SHA-256 of a lineage row but its wall-clock time."""
+    return sha256_hex(canonical_json(_without_time(row)))
+
+
+def _without_time(row: TerminalRow | LineageRow) -> dict[str, Any]:
+    data = dataclasses.asdict(row)
+    data.pop("created_at")
+    return data
 
 
 def ope_eligible(obs: Observation) -> bool:
@@ -85,22 +140,25 @@ def lineage_rows(
 
 
 def evidence_version(
-    observations: Iterable[Observation], latest_lineage: Iterable[tuple[str, str]]
+    observations: Iterable[Observation], latest_lineage: Iterable[LineageRow]
 ) -> str:
-    """V: SHA-256 over usefulness-eligible (decision, terminal) hashes and lineage hashes.
+    """V: SHA-256 over the content of the usefulness-eligible observations and of each
+    root's latest lineage row (memory-model.md "Rows and eligibility"),
+    in id order.
 
     Args:
         observations: every decision with a terminal; ineligible ones are skipped.
-        latest_lineage: (root decision id, row hash) of each root's latest lineage row.
+        latest_lineage: each root's latest lineage row.
     """
-    h = hashlib.sha256(b"gigaevo.memory.v2.evidence-version.1\n")
+    h = hashlib.sha256(b"gigaevo.memory.v2.evidence-version.2\n")
     eligible = sorted(
-        (o.decision.decision_id, o.decision_sha, o.terminal_sha)
-        for o in observations
-        if usefulness_eligible(o)
+        (o.decision.decision_id, o.content_digest) for o in observations if usefulness_eligible(o)
     )
-    for did, dsha, tsha in eligible:
-        h.update(f"E {did} {dsha} {tsha}\n".encode())
-    for root, sha in sorted(latest_lineage):
-        h.update(f"L {root} {sha}\n".encode())
+    for did, digest in eligible:
+        h.update(f"E {did} {digest}\n".encode())
+    lineage = sorted(
+        (r.root_decision_id, r.version, lineage_content_digest(r)) for r in latest_lineage
+    )
+    for root, version, digest in lineage:
+        h.update(f"L {root} {version} {digest}\n".encode())
     return h.hexdigest()

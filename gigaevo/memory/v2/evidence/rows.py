@@ -208,9 +208,14 @@ class DecisionRow:
 class TerminalRow:
     """The one terminal of a decision (valid, invalid or censored).
 
+    ``se`` (raw metric units) and ``measurement`` say how precisely a valid
+    child's fitness was measured (memory-model.md "Rows and eligibility": omega = se / R, 0 for a
+    deterministic measurement; se None: unknown).
+
     Raises:
         ValueError: a valid row without gain, a gain on a non-valid row, a
-            censored row without reason, or cited ids on a censored row.
+            censored row without reason, cited ids on a censored row, a
+            negative or non-finite se, or a measurement on a non-valid row.
     """
 
     decision_id: str
@@ -235,6 +240,10 @@ class TerminalRow:
             raise ValueError("a censored terminal cites nothing")
         if len(set(self.cited_ids)) != len(self.cited_ids):
             raise ValueError("cited ids repeat")
+        if self.se is not None and not (math.isfinite(self.se) and self.se >= 0):
+            raise ValueError(f"a standard error must be finite and >= 0, got {self.se}")
+        if self.status != "valid" and (self.se is not None or self.measurement is not None):
+            raise ValueError("a measurement is recorded for valid terminals and only for them")
 
 
 @dataclass(frozen=True)

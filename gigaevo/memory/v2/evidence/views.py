@@ -172,7 +172,7 @@ class LedgerViews:
         Recomputed only when a terminal or lineage row arrived since the last call.
         """
         observations = self.observations()
-        latest = [(row.root_decision_id, sha) for row, sha in self._lineage_with_sha(True)]
+        latest = self.lineage()
         key = (self._last["terminals"], self._last["lineage"])
         memo = self._memo.get("version")
         if memo is not None and memo[0] == key:

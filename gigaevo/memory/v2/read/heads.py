@@ -182,6 +182,8 @@ class HeadFitter:
                 post.invalidity_baseline_prior_sd,
                 post.invalidity_shared_prior_sd,
                 post.invalidity_lineage_prior_sd,
+                baseline_intercept_sd=post.invalidity_baseline_intercept_prior_sd,
+                lineage_intercept_sd=post.invalidity_lineage_intercept_prior_sd,
             )
             layout = (space.shared_size, space.n_context)  # block-arrowhead when large
             invalidity = LogisticLaplaceHead(mu, var, layout).fit(design, invalid)
@@ -208,7 +210,10 @@ class HeadFitter:
         post = self.posterior
         return BayesianLinearHead(
             space.utility_prior_variance(
-                post.baseline_prior_sd, post.shared_effect_prior_sd, post.lineage_block_prior_sd
+                post.baseline_prior_sd,
+                post.shared_effect_prior_sd,
+                post.lineage_block_prior_sd,
+                lineage_intercept_sd=post.lineage_intercept_prior_sd,
             ),
             residual_sd_bounds=post.residual_sd_bounds,
             residual_sd_median=post.residual_sd_median,
