@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from gigaevo.programs import pyast
+
 
 class ProgramStatus(StrEnum):
     """What became of a program once it was committed to the store."""
@@ -142,7 +144,7 @@ def normalise_code(code: str) -> str:
     point where tokenising fails is compared with all whitespace stripped.
     """
     try:
-        return ast.unparse(ast.parse(code))
+        return ast.unparse(pyast.parse(code))
     except (SyntaxError, ValueError):
         pass
     skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT}
