@@ -37,7 +37,7 @@ _QUIET_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm", "http
 
 
 def load_litellm() -> ModuleType:
-    """The litellm module, imported once (thread-safe), offline and quiet."""
+    """The litellm module, imported and warmed up once (thread-safe), offline and quiet."""
     global _module
     with _lock:
         if _module is None:
@@ -52,8 +52,27 @@ def load_litellm() -> ModuleType:
                 logger = logging.getLogger(name)
                 logger.setLevel(logging.CRITICAL)
                 logger.propagate = False
+            _warm_up(litellm)
             _module = litellm
         return _module
+
+
+def _warm_up(litellm: ModuleType) -> None:
+    """One mocked completion (no network): litellm loads what a call needs on first use.
+
+    That first use costs about a second; done here it never counts against a
+    request's deadline.
+    """
+    try:
+        _io_loop().run(
+            litellm.acompletion(
+                model="openai/warm-up",
+                messages=[{"role": "user", "content": "warm-up"}],
+                mock_response="ok",
+            )
+        )
+    except Exception:  # only a warm-up: the first real call does the same work
+        logging.getLogger("gigaevo").debug("litellm warm-up failed", exc_info=True)
 
 
 def start_loading() -> threading.Thread | None:

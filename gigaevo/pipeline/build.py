@@ -27,13 +27,14 @@ from gigaevo.evolution import (
     TargetFitness,
     WallClock,
 )
-from gigaevo.evolution.engine import EngineSettings, EvolutionEngine
+from gigaevo.evolution.engine import EvolutionEngine
 from gigaevo.evolution.events import EventLog
 from gigaevo.evolution.feedback import FeedbackSettings
+from gigaevo.evolution.records import DISPATCH_MODES, EngineSettings
 from gigaevo.evolution.state import RunCounters
 from gigaevo.evolution.stoppers import CostBudget
 from gigaevo.evolution.store import ProgramStore, StoreError
-from gigaevo.llm import LLM_CALLS_FILE, LLMClient, LLMConfigError, UsageTally
+from gigaevo.llm import LLM_CALLS_FILE, LLMClient, LLMConfigError, UsageTally, start_loading
 from gigaevo.memory.base import MemoryProvider, MemoryRuntime, MemoryUsageError
 from gigaevo.problems import Problem, ProblemError, load_problem
 from gigaevo.scratchpad import (
@@ -102,6 +103,26 @@ def validate_config(cfg: DictConfig) -> None:
     mode = OmegaConf.select(cfg, "pipeline.mutator.mode")
     if mode not in ("diff", "rewrite"):
         raise ConfigError(f"pipeline.mutator.mode must be 'diff' or 'rewrite', got {mode!r}")
+    dispatch = OmegaConf.select(cfg, "evolution.dispatch", default="auto")
+    if dispatch not in ("auto", *DISPATCH_MODES):
+        choices = ", ".join(("auto", *DISPATCH_MODES))
+        raise ConfigError(f"evolution.dispatch must be one of {choices}, got {dispatch!r}")
+    if OmegaConf.select(cfg, "evolution.dispatch_ahead") is not None:
+        _require_int(cfg, "evolution.dispatch_ahead", 0)
+
+
+def _dispatch_mode(cfg: DictConfig, llm: LLMClient) -> str:
+    """``evolution.dispatch``; ``auto`` is strict for a reproducible (offline) mutator."""
+    mode = str(OmegaConf.select(cfg, "evolution.dispatch", default="auto"))
+    if mode == "auto":
+        return "strict" if getattr(llm, "reproducible", False) else "arrival"
+    return mode
+
+
+def _uses_litellm(cfg: DictConfig) -> bool:
+    """Whether the mutator or the memory talks to a remote model (so litellm will be needed)."""
+    targets = (OmegaConf.select(cfg, key) for key in ("llm._target_", "memory.llm._target_"))
+    return any(str(t).endswith("LiteLLMRouter") for t in targets if t)
 
 
 def resolve_problem(cfg: DictConfig) -> Problem:
@@ -299,6 +320,8 @@ def build_run(cfg: DictConfig, *, show_progress: bool = True) -> BuiltRun:
         ConfigError, ProblemError: bad configuration; nothing has been run.
     """
     validate_config(cfg)
+    if _uses_litellm(cfg):  # seconds of imports, overlapped with loading and the sandbox start
+        start_loading()
     problem = resolve_problem(cfg)
     llm, max_cost_usd = _build_llm(cfg)
     ckpt = Path(str(cfg.checkpoint_dir)).resolve()
@@ -332,6 +355,8 @@ def build_run(cfg: DictConfig, *, show_progress: bool = True) -> BuiltRun:
             max_mutants=int(cfg.max_mutants),
             max_in_flight=int(evo.max_in_flight),
             task_key=problem.name,
+            dispatch=_dispatch_mode(cfg, llm),
+            dispatch_ahead=int(OmegaConf.select(evo, "dispatch_ahead", default=0) or 0),
         ),
         show_progress=show_progress,
         llm_usage=UsageTally(ckpt / LLM_CALLS_FILE),

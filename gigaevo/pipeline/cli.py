@@ -1,7 +1,8 @@
 """Command-line glue for ``run.py``: error reporting, exit codes and resume lookup.
 
 Bad configuration exits with code 2 and one line on stderr naming the key or
-file; so does a model that refuses the API key (the run stays resumable).
+file; so does a model that refuses the API key or a model server that cannot
+be reached (the run stays resumable).
 ``resume=true`` without an explicit ``checkpoint_dir`` or ``hydra.run.dir``
 continues the most recent run under ``outputs/`` that was started with the
 same overrides.
@@ -19,7 +20,7 @@ from omegaconf import DictConfig
 
 from gigaevo.evaluation import SandboxError
 from gigaevo.evolution.committer import InitialProgramError
-from gigaevo.llm.errors import LLMAuthenticationError
+from gigaevo.llm.errors import LLMStopError
 from gigaevo.pipeline.build import ConfigError, run_from_config
 from gigaevo.problems import ProblemError
 from gigaevo.util import atomic_write_json
@@ -106,8 +107,8 @@ def run_job(cfg: DictConfig) -> None:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"error: {message}", file=sys.stderr)
         sys.exit(USAGE_ERROR)
-    except LLMAuthenticationError as exc:
-        print(f"error: {exc}; fix the key and add resume=true to continue", file=sys.stderr)
+    except LLMStopError as exc:
+        print(f"error: {exc}; {exc.remedy}", file=sys.stderr)
         sys.exit(USAGE_ERROR)
     except KeyboardInterrupt:
         print(

@@ -41,7 +41,7 @@ class _Junk:
 
 
 def _hammer(parse: Callable[[str], Any], threads: int = 8, rounds: int = 40) -> list[str]:
-    """Parse SOURCE ``rounds`` times in each of ``threads`` threads; the distinct dumps or errors."""
+    """Parse SOURCE ``rounds`` times in each of ``threads`` threads; each dump or error."""
     seen: list[str] = []
     lock = threading.Lock()
 
