@@ -353,7 +353,8 @@ class Committer:
         )
         atomic_write_text(self.dir / "best_program.py", header + prog.code)
 
-    def write_summary(self, wall_seconds: float, stop_reason: str | None) -> None:
+    def write_summary(self, wall_seconds: float, stop_reason: str | None, **extra: Any) -> None:
+        """Write ``summary.json`` (``extra``: further fields of this session)."""
         k = self.counters
         summary = {
             "problem": self.problem.name,
@@ -382,6 +383,7 @@ class Committer:
             "attempt_errors": dict(k.attempt_errors),
             "finished": stop_reason not in UNFINISHED,
             **self.reporter.summary(k),
+            **extra,
         }
         atomic_write_json(self.dir / "summary.json", summary)
 

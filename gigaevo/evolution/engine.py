@@ -120,7 +120,7 @@ class EvolutionEngine:
             problem=problem,
             islands=islands,
             migration=migration,
-            observe=self.lane.observe,
+            observe=self.lane.observe_here if settings.dispatch == "strict" else self.lane.observe,
             store=store,
             events=events,
             checkpoint_dir=checkpoint_dir,
@@ -199,7 +199,7 @@ class EvolutionEngine:
                 self._count_lane_errors()
                 reason = stop_reason_of(exc)
                 c.events.emit("stop", reason=reason, n_mutants=c.counters.n_mutants)
-                c.write_summary(self._wall(), reason)
+                c.write_summary(self._wall(), reason, **self._session())
                 self._notes_interrupted()
             raise
         finally:
@@ -207,7 +207,7 @@ class EvolutionEngine:
             self.lane.close()
         self._count_lane_errors()
         c.events.emit("stop", reason=stop, n_mutants=c.counters.n_mutants)
-        c.write_summary(self._wall(), stop)
+        c.write_summary(self._wall(), stop, **self._session())
         self._notes_finish(stop)
         return c.counters
 
@@ -263,14 +263,22 @@ class EvolutionEngine:
         return sorted(done, key=outstanding.__getitem__)
 
     def _commit(self, result: AttemptResult, attempt: int) -> None:
+        # strict order: the memory thread decides beside the workers, but the store and
+        # the memory see the same sequence as when the main thread called the memory
+        # itself: every earlier dispatch is stored before this commit, and the commit's
+        # observation is made here, inline (a kill then resumes to the uninterrupted
+        # history, and checkpoints write every note the memory staged)
+        if self.settings.dispatch == "strict":
+            self.lane.flush()
         self._count_lane_errors()
         self.committer.commit_attempt(result, self._wall())
-        if self.settings.dispatch == "strict":
-            # the memory observes before anything else happens, as if it ran inline: a kill
-            # then loses no observation that an uninterrupted run would have made before the
-            # next dispatch, and checkpoints write every note the memory staged (exact resume)
-            self.lane.flush()
+        self._count_lane_errors()
         self._notes_commit(attempt)
+
+    def _session(self) -> dict[str, object]:
+        """How this session ran, for summary.json: the dispatch mode, the memory thread's time."""
+        seconds = {k: round(v, 3) for k, v in self.lane.seconds.items()}
+        return {"dispatch": self.settings.dispatch, "memory_seconds": seconds}
 
     def _count_lane_errors(self) -> None:
         for _ in range(self.lane.take_observe_errors()):

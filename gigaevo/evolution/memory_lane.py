@@ -5,10 +5,14 @@ decision and returns a future of the attempt's ``Dispatch``, persisted in the
 program store as soon as the decision is made (so before the model call);
 ``observe`` queues the terminal of a committed attempt. Both run on the
 lane's single thread in the order they were queued, so the provider needs no
-locking of its own, and in strict order a decision sees exactly the
-observations it would see if the engine called the memory inline: the
-history stays reproducible. Meanwhile the main thread commits and dispatches
-and the worker threads call the model: the memory never holds a free slot.
+locking of its own. Meanwhile the main thread commits and dispatches and the
+worker threads call the model: the memory never holds a free slot.
+
+In strict order the engine waits for the lane before each commit and
+observes inline (``observe_here``, the lane being idle), so the memory and
+the store see exactly the sequence of a memory called on the main thread:
+the history stays reproducible and a kill resumes to the uninterrupted one.
+Only the decisions overlap the workers there.
 
 Errors: a ``MemoryUsageError`` (an unreadable bank, say) is fatal: the lane
 stops and ``check`` raises it on the main thread. Any other exception in a
@@ -20,17 +24,21 @@ Resume: the memory censors a decision of the dead session as a lost outcome
 when a later attempt is observed first (it assumes attempt order). In
 arrival order a later attempt can commit before a replayed one, so the lane
 holds back observations of attempts after the first replayed attempt not yet
-observed, and sends them (in commit order) once it is.
+observed, and sends them once it is: replayed attempts first (by attempt),
+then the others in commit order.
 
 Observations are queued in commit order and ``flush`` waits for all queued
-work; the engine flushes before a summary is written, at the end of a run
-and on Ctrl-C (``close``), so a stopped run's memory has seen every commit.
+work; the engine flushes before the final summary is written, at the end of
+a run and when it stops early or on Ctrl-C (``close``), so a stopped run's
+memory has seen every commit. (Between a commit and its observation a kill
+loses the observation; the memory censors it on resume.)
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
@@ -58,8 +66,10 @@ class MemoryLane:
         self.store = store
         self.fatal: MemoryUsageError | None = None
         self._observe_errors = 0
+        self.seconds = {"decide": 0.0, "observe": 0.0}  # time the memory spent, this session
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="memory")
-        self._replayed: set[int] = set()
+        self._replays: frozenset[int] = frozenset()
+        self._replayed: set[int] = set()  # replays not yet observed
         self._held: list[MutationResult] = []
         self._decisions: list[Future[Dispatch]] = []
         self._lock = threading.Lock()
@@ -67,7 +77,8 @@ class MemoryLane:
     # -- main thread ------------------------------------------------------------
     def expect_replays(self, attempts: Iterable[int]) -> None:
         """Attempts of a dead session that will be replayed (see Resume above)."""
-        self._replayed = set(attempts)
+        self._replays = frozenset(attempts)
+        self._replayed = set(self._replays)
 
     def take_observe_errors(self) -> int:
         """Observations that raised since the last call."""
@@ -92,8 +103,18 @@ class MemoryLane:
         first = min(self._replayed, default=None)
         ready = [r for r in self._held if first is None or r.attempt < first]
         self._held = [r for r in self._held if first is not None and r.attempt >= first]
-        for r in ready:
+        replays = sorted((r for r in ready if r.attempt in self._replays), key=_attempt)
+        for r in replays + [r for r in ready if r.attempt not in self._replays]:
             self._pool.submit(self._observe, r)
+
+    def observe_here(self, result: MutationResult) -> None:
+        """Observe on the calling thread, now; only while the lane is idle (after ``flush``).
+
+        Strict order observes inline, so that a kill right after a commit loses
+        no more than it did when the engine called the memory itself.
+        """
+        self._replayed.discard(result.attempt)
+        self._observe(result)
 
     def check(self) -> None:
         """Raise the lane's fatal error, if it met one."""
@@ -124,6 +145,7 @@ class MemoryLane:
         if context is None or skeleton.failure is not None:
             self.store.add_dispatch(skeleton)
             return skeleton
+        started = time.perf_counter()
         try:
             decision = self.memory.decide(context)
             d = replace(skeleton, slate=decision.slate, card_ids=decision.card_ids)
@@ -134,12 +156,15 @@ class MemoryLane:
             log.warning("memory decision of attempt %d failed: %r", skeleton.attempt, exc)
             failure = clip_text(f"memory decide: {type(exc).__name__}: {exc}", FAILURE_CHARS)
             d = replace(skeleton, failure=failure)
+        finally:
+            self.seconds["decide"] += time.perf_counter() - started
         self.store.add_dispatch(d)
         return d
 
     def _observe(self, result: MutationResult) -> None:
         if self.fatal is not None:
             return
+        started = time.perf_counter()
         try:
             self.memory.observe(result)
         except MemoryUsageError as exc:
@@ -148,7 +173,13 @@ class MemoryLane:
             with self._lock:
                 self._observe_errors += 1
             log.warning("memory observation of attempt %d failed: %r", result.attempt, exc)
+        finally:
+            self.seconds["observe"] += time.perf_counter() - started
 
 
 def _nothing() -> None:
     return None
+
+
+def _attempt(result: MutationResult) -> int:
+    return result.attempt

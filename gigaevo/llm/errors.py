@@ -70,7 +70,7 @@ class LLMUnreachableError(LLMStopError):
         base = api_base if api_base else "null (the provider's default)"
         super().__init__(
             f"cannot reach the model: llm.api_base={base}, model {model} "
-            f"({kind} on {failures} requests in a row, no answer)"
+            f"({kind}: no answer to {failures} requests in a row)"
         )
         self.model = model
         self.api_base = api_base

@@ -194,7 +194,7 @@ class LiteLLMRouter:
                 error = self._failed(spec, seed, exc, failure, attempt, retried_on, started)
                 if down:
                     raise LLMUnreachableError(
-                        spec.model, spec.api_base, failure.kind, self._unreachable
+                        spec.model, spec.api_base, failure.kind, self.unreachable_after
                     ) from None
                 raise error from None
             self._count_unreachable(None, True)
