@@ -19,7 +19,6 @@ request in flight (the engine calls it when the run is interrupted).
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import email.utils
 import logging
@@ -109,6 +108,9 @@ class _IOLoop:
     """One asyncio event loop in a daemon thread; blocking callers wait on its futures."""
 
     def __init__(self) -> None:
+        import asyncio  # here, not at the top: an offline run never pays its import
+
+        self._asyncio = asyncio
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self.loop.run_forever, name="gigaevo-llm-io", daemon=True
@@ -118,7 +120,7 @@ class _IOLoop:
         self._lock = threading.Lock()
 
     def run(self, coro: Coroutine[Any, Any, _T]) -> _T:
-        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        future = self._asyncio.run_coroutine_threadsafe(coro, self.loop)
         with self._lock:
             self._pending.add(future)
         try:
@@ -182,6 +184,7 @@ def send(
         Exception: whatever litellm raises (see ``classify``).
     """
     litellm = load_litellm()
+    import asyncio
 
     async def call() -> Any:
         request = litellm.acompletion(
