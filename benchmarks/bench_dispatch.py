@@ -23,7 +23,11 @@ loop dispatches one request per ``mean latency / in_flight`` after the first
 - ``loop s/mutant`` = window / (requests - in_flight);
 - ``ideal s/mutant`` = mean emulated latency of the served requests / in_flight;
 - ``efficiency`` = ideal / loop (goal: >= 85 % in every cell);
-- ``OpenEvolve ratio`` = our loop time / OpenEvolve's at the same in_flight (goal < 0.6).
+- ``OpenEvolve ratio`` = our loop time / OpenEvolve's at the same in_flight (goal < 0.6);
+- ``CPU ms/mutant``: CPU time of the framework's processes (sandbox or worker
+  processes included) per mutant, start-up included; on this 2-core machine a
+  loop needs it under 2 x 1000 x ideal to keep up at all;
+- the memory thread's time per mutant (``memory_seconds`` of summary.json).
 
 A row with ``evolution.dispatch=strict`` (one slow answer holds the others)
 is printed for reference. The load average is printed with the figures.
@@ -34,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -92,7 +97,8 @@ def loop_figures(requests: list[dict[str, Any]], in_flight: int) -> dict[str, fl
 
 def run_gigaevo(
     workdir: Path, server: Server, in_flight: int, memory: str, mutants: int, *extra: str
-) -> None:
+) -> dict[str, Any]:
+    """Run ``run.py`` against ``server``; its summary.json."""
     pipeline = "memory_guided" if memory == "v2" else "guided"
     args = [
         "problem=circle_packing",
@@ -118,6 +124,7 @@ def run_gigaevo(
     )
     if proc.returncode != 0:
         raise SystemExit(f"run.py failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return dict(json.loads((workdir / "run" / "summary.json").read_text()))
 
 
 OPENEVOLVE_EVALUATOR = '''
@@ -214,10 +221,15 @@ def run_openevolve(
         raise SystemExit(f"OpenEvolve failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
 
 
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _row(name: str, f: dict[str, float], note: str = "") -> str:
     return (
         f"| {name} | {int(f['requests'])} | {f['mean_latency']:.3f} | {f['ideal']:.4f} "
-        f"| {f['loop']:.4f} | {100 * f['efficiency']:.0f} % | {note} |"
+        f"| {f['loop']:.4f} | {100 * f['efficiency']:.0f} % | {f['cpu'] * 1000:.0f} | {note} |"
     )
 
 
@@ -232,8 +244,11 @@ def main() -> None:
     parser.add_argument("--openevolve", help="python of a venv with openevolve==0.4.0")
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.2f}")
-    print("| run | requests | mean latency s | ideal s/mutant | loop s/mutant | efficiency | |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| run | requests | mean latency s | ideal s/mutant | loop s/mutant | efficiency "
+        "| CPU ms/mutant | |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     ours: dict[int, float] = {}
     plans: list[tuple[str, int, str, tuple[str, ...]]] = []
     for cell in args.cells:
@@ -247,23 +262,28 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             server = Server(Path(tmp), args.seed, args.median, args.sigma)
             try:
-                started = time.perf_counter()
-                run_gigaevo(Path(tmp), server, flight, memory, mutants, *extra)
+                started, cpu = time.perf_counter(), _cpu()
+                summary = run_gigaevo(Path(tmp), server, flight, memory, mutants, *extra)
                 total = time.perf_counter() - started
                 f = loop_figures(server.requests(), flight)
+                f["cpu"] = (_cpu() - cpu) / mutants
             finally:
                 server.close()
         if not extra and memory == "none":
             ours[flight] = f["loop"]
-        print(_row(name, f, f"run.py {total:.1f} s in all"), flush=True)
+        m = summary.get("memory_seconds", {})
+        memory_ms = {k: round(1000 * v / mutants, 1) for k, v in m.items()}
+        note = f"run.py {total:.1f} s in all; memory thread ms/mutant {memory_ms}"
+        print(_row(name, f, note), flush=True)
     if args.openevolve:
         with tempfile.TemporaryDirectory() as tmp:
             server = Server(Path(tmp), args.seed, args.median, args.sigma)
             try:
-                started = time.perf_counter()
+                started, cpu = time.perf_counter(), _cpu()
                 run_openevolve(args.openevolve, Path(tmp), server, 8, args.mutants)
                 total = time.perf_counter() - started
                 f = loop_figures(server.requests(), 8)
+                f["cpu"] = (_cpu() - cpu) / args.mutants
             finally:
                 server.close()
         ratio = ours.get(8, float("nan")) / f["loop"]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import email.utils
+import importlib
 import logging
 import os
 import threading
@@ -74,23 +75,27 @@ def _warm_up(litellm: ModuleType) -> None:
         logging.getLogger("gigaevo").debug("litellm warm-up failed", exc_info=True)
 
 
-def start_loading() -> threading.Thread | None:
-    """Import litellm in a daemon thread (None when it is already imported).
+def start_loading(*then_import: str) -> threading.Thread:
+    """Import litellm (if not yet done), then the modules ``then_import``, in a daemon thread.
 
-    The first call then waits only for what is left of the import.
+    The first call then waits only for what is left of the import. One thread
+    does it all, one module after the other, so that the background imports
+    never race each other for a shared dependency.
     """
-    if _module is not None:
-        return None
-    thread = threading.Thread(target=_load_quietly, name="gigaevo-litellm-import", daemon=True)
+    thread = threading.Thread(
+        target=_load_quietly, args=then_import, name="gigaevo-import", daemon=True
+    )
     thread.start()
     return thread
 
 
-def _load_quietly() -> None:
+def _load_quietly(*then_import: str) -> None:
     try:
         load_litellm()
-    except Exception:  # a broken install: the first call raises it again, where it is reported
-        logging.getLogger("gigaevo").debug("background litellm import failed", exc_info=True)
+        for name in then_import:
+            importlib.import_module(name)
+    except Exception:  # a broken install: the first use raises it again, where it is reported
+        logging.getLogger("gigaevo").debug("background import failed", exc_info=True)
 
 
 class DeadlineExceeded(TimeoutError):

@@ -125,6 +125,22 @@ def _uses_litellm(cfg: DictConfig) -> bool:
     return any(str(t).endswith("LiteLLMRouter") for t in targets if t)
 
 
+def _import_behind(cfg: DictConfig) -> None:
+    """Start the slow imports a remote run will need, in one background thread.
+
+    litellm (seconds) for the model calls, then scikit-learn's text vectoriser,
+    which the card bank's embedder loads with the first card (about a second
+    that would otherwise stall the memory thread mid-run). An offline run
+    imports neither here (its start-up stays short).
+    """
+    if not _uses_litellm(cfg):
+        return
+    embedder = str(OmegaConf.select(cfg, "memory.embedder._target_", default="") or "")
+    start_loading(
+        *(["sklearn.feature_extraction.text"] if embedder.endswith("HashingEmbedder") else [])
+    )
+
+
 def resolve_problem(cfg: DictConfig) -> Problem:
     """Load ``problem.dir`` when given, else the built-in ``problem.name``."""
     directory = OmegaConf.select(cfg, "problem.dir")
@@ -320,8 +336,7 @@ def build_run(cfg: DictConfig, *, show_progress: bool = True) -> BuiltRun:
         ConfigError, ProblemError: bad configuration; nothing has been run.
     """
     validate_config(cfg)
-    if _uses_litellm(cfg):  # seconds of imports, overlapped with loading and the sandbox start
-        start_loading()
+    _import_behind(cfg)  # overlapped with loading the problem and starting the sandbox
     problem = resolve_problem(cfg)
     llm, max_cost_usd = _build_llm(cfg)
     ckpt = Path(str(cfg.checkpoint_dir)).resolve()
