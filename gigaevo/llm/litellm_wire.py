@@ -76,15 +76,16 @@ def _warm_up(litellm: ModuleType) -> None:
 
 
 def start_loading(*then_import: str) -> threading.Thread:
-    """Import litellm (if not yet done), then the modules ``then_import``, in a daemon thread.
+    """Import litellm (if not yet done), then the modules ``then_import``, in a thread.
 
     The first call then waits only for what is left of the import. One thread
     does it all, one module after the other, so that the background imports
-    never race each other for a shared dependency.
+    never race each other for a shared dependency. It is not a daemon: a
+    process that ends early waits for it, because a daemon thread frozen at
+    exit in the middle of an import keeps the import lock, and the next import
+    (a finaliser's) would wait for ever.
     """
-    thread = threading.Thread(
-        target=_load_quietly, args=then_import, name="gigaevo-import", daemon=True
-    )
+    thread = threading.Thread(target=_load_quietly, args=then_import, name="gigaevo-import")
     thread.start()
     return thread
 
