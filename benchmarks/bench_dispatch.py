@@ -175,7 +175,7 @@ database:
 evaluator:
   timeout: 20
   cascade_evaluation: false
-  parallel_evaluations: {in_flight}
+  parallel_evaluations: {in_flight}  # OpenEvolve's worker processes: LLM call + evaluation
   use_llm_feedback: false
 """
 
@@ -196,7 +196,6 @@ def run_openevolve(
         "from openevolve import OpenEvolve\n"
         "from openevolve.config import load_config\n"
         "config = load_config(sys.argv[4])\n"
-        f"config.max_parallel_iterations = {in_flight}\n"
         "evolve = OpenEvolve(sys.argv[1], sys.argv[2], config=config, output_dir=sys.argv[3])\n"
         "asyncio.run(evolve.run(iterations=int(sys.argv[5])))\n"
     )
