@@ -81,9 +81,7 @@ def _rows(tmp_path: Path) -> list[tuple[int, int, dict[str, Any]]]:
 
 def test_nothing_listening_stops_the_run_at_once(tmp_path: Path) -> None:
     url = closed_url()
-    args = _args(
-        tmp_path, url, "max_mutants=40", "evolution.max_in_flight=4", "llm.max_retries=4"
-    )
+    args = _args(tmp_path, url, "max_mutants=40", "evolution.max_in_flight=4", "llm.max_retries=4")
     code, _, err = run_py(*args, cwd=tmp_path)
     assert code == 2
     assert err.strip().splitlines()[-1] == (
@@ -115,9 +113,7 @@ def test_memory_v2_in_arrival_order_survives_any_answers(tmp_path: Path) -> None
     with OpenAIServer(
         MIXED * 3, default="diff", latency=(0.02, 1.0), seed=3, trickle_seconds=0.05
     ) as server:
-        args = _args(
-            tmp_path, server.url, "max_mutants=24", "evolution.max_in_flight=4", "seed=3"
-        )
+        args = _args(tmp_path, server.url, "max_mutants=24", "evolution.max_in_flight=4", "seed=3")
         code, _, err = run_py(*args, cwd=tmp_path)
         behaviours = server.behaviours()
     assert code == 0, err
