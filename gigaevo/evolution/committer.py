@@ -1,9 +1,12 @@
-"""Ordered commits: turn an attempt's result into a Program, archive it, persist, report.
+"""Commits: turn an attempt's result into a Program, archive it, persist, report.
 
 The committer runs on the engine's main thread only. It owns the counters,
 the cache of programs by id and the set of evaluated code digests, and it is
-the single writer of the program store, ``best_program.py`` and
-``summary.json``.
+the single writer of programs to the store, ``best_program.py`` and
+``summary.json``. Each commit hands the memory its ``MutationResult``
+through ``observe`` (the engine's memory lane). A failure while turning a
+result into a program (a metric missing, a cell that cannot be computed) is
+contained: the attempt is committed as failed at stage ``bookkeeping``.
 """
 
 from __future__ import annotations
@@ -11,33 +14,38 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gigaevo.evaluation.base import EvaluationResult, Evaluator
 from gigaevo.evolution.archive_report import ArchiveReporter
+from gigaevo.evolution.attempt import failed_attempt
 from gigaevo.evolution.events import EventLog
 from gigaevo.evolution.feedback import FeedbackBook, FeedbackSettings
 from gigaevo.evolution.islands import IslandModel
 from gigaevo.evolution.migration import RingMigration
+from gigaevo.evolution.records import AttemptResult
 from gigaevo.evolution.state import RunCounters
 from gigaevo.evolution.store import ProgramStore
 from gigaevo.llm.call_log import UsageTally
-from gigaevo.memory.base import Decision, MemoryProvider, MutationResult, ground_citations
+from gigaevo.memory.base import Decision, MutationResult, ground_citations
 from gigaevo.problems.spec import Problem
 from gigaevo.programs import MutationInfo, Program, ProgramStatus, code_digest, make_program_id
 from gigaevo.util import atomic_write_json, atomic_write_text
 
-if TYPE_CHECKING:
-    from gigaevo.evolution.engine import AttemptResult
-
 log = logging.getLogger("gigaevo")
 
-# stop reason when the model refused the credentials (the run is resumable, not finished)
-AUTH_FAILED = "llm_authentication_failed"
-_UNFINISHED = (None, "interrupted", AUTH_FAILED)
+# stop reasons of a session that ended before its budget or stoppers (the run is resumable)
+UNFINISHED = (
+    None,
+    "interrupted",
+    "llm_authentication_failed",
+    "llm_unreachable",
+    "sandbox_failed",
+    "memory_failed",
+)
 
 
 OUTPUT_TAIL_CHARS = 1000  # of a program's output kept in the store (for its children's prompts)
@@ -56,7 +64,7 @@ class Committer:
         problem: Problem,
         islands: IslandModel,
         migration: RingMigration,
-        memory: MemoryProvider,
+        observe: Callable[[MutationResult], None],
         store: ProgramStore,
         events: EventLog,
         checkpoint_dir: Path,
@@ -69,7 +77,7 @@ class Committer:
         self.metrics = problem.metrics
         self.islands = islands
         self.migration = migration
-        self.memory = memory
+        self.observe = observe
         self.store = store
         self.events = events
         self.dir = Path(checkpoint_dir)
@@ -173,10 +181,19 @@ class Committer:
         """Turn ``result`` into a program, archive it and persist everything in one commit."""
         d = result.dispatch
         parent = self.program(d.parent_id)
-        prog = self._build_program(result, parent)
+        try:
+            prog = self._build_program(result, parent)
+        except Exception as exc:  # this attempt's bookkeeping: it fails, the run goes on
+            log.warning("attempt %d: bookkeeping failed: %r", d.attempt, exc)
+            reason = f"{type(exc).__name__}: {exc}"
+            result = failed_attempt(d, "bookkeeping", reason, result.outcome.info)
+            prog = self._build_program(result, parent)
         k = self.counters
         k.n_mutants += 1
         k.mutants_since_improvement += 1
+        k.next_attempt = max(k.next_attempt, d.attempt + 1)
+        if result.error_stage is not None:
+            k.count_error(result.error_stage)
         self._count_llm(result)
         add = None
         if prog.status is ProgramStatus.DUPLICATE:
@@ -206,7 +223,7 @@ class Committer:
         self.reporter.after_commit(k.n_mutants)
         k.wall_seconds = wall_seconds
         self.store.commit(prog, result.digest or "", attempt=d.attempt, state=self._state())
-        self._tell_memory(result, prog, parent, add)
+        self.observe(_memory_result(result, prog, parent, add, self.metrics, self.problem))
         self.events.emit(
             "mutant",
             attempt=d.attempt,
@@ -326,38 +343,6 @@ class Committer:
                 to_island=m.to_island,
             )
 
-    def _tell_memory(self, result: AttemptResult, prog: Program, parent: Program, add: Any) -> None:
-        d, info = result.dispatch, result.outcome.info
-        decision = Decision(attempt=d.attempt, slate=d.slate, card_ids=d.card_ids)
-        gain = None
-        if prog.valid and math.isfinite(prog.fitness):
-            gain = self.metrics.normalised_gain(parent.fitness, prog.fitness)
-        self.memory.observe(
-            MutationResult(
-                attempt=d.attempt,
-                child_id=prog.id,
-                parent_id=parent.id,
-                status=str(prog.status),
-                valid=prog.valid,
-                parent_fitness=parent.fitness,
-                child_fitness=prog.fitness,
-                normalised_gain=gain,
-                cited_card_ids=ground_citations(info.card_ids_used, decision),
-                accepted=add is not None and add.status != "rejected",
-                island=d.island,
-                parent_cell=tuple(parent.cell or ()),
-                child_cell=prog.cell,
-                archive_status=None if add is None else str(add.status),
-                invalid_reason=prog.invalid_reason,
-                parent_code=parent.code,
-                child_code=prog.code,
-                change_report=info.change_report,
-                explanation=info.explanation,
-                child_metrics=dict(prog.metrics),
-                **self.problem.noise.result_fields(prog.metrics),  # se, measurement (issue 20)
-            )
-        )
-
     def _state(self) -> dict[str, Any]:
         return {"counters": self.counters.to_dict(), "islands": self.islands.to_dict()}
 
@@ -368,7 +353,8 @@ class Committer:
         )
         atomic_write_text(self.dir / "best_program.py", header + prog.code)
 
-    def write_summary(self, wall_seconds: float, stop_reason: str | None) -> None:
+    def write_summary(self, wall_seconds: float, stop_reason: str | None, **extra: Any) -> None:
+        """Write ``summary.json`` (``extra``: further fields of this session)."""
         k = self.counters
         summary = {
             "problem": self.problem.name,
@@ -393,10 +379,47 @@ class Committer:
             "wall_seconds": round(wall_seconds, 3),
             "seed": self.seed,
             "stop_reason": stop_reason,
-            "finished": stop_reason not in _UNFINISHED,
+            "n_attempt_errors": sum(k.attempt_errors.values()),
+            "attempt_errors": dict(k.attempt_errors),
+            "finished": stop_reason not in UNFINISHED,
             **self.reporter.summary(k),
+            **extra,
         }
         atomic_write_json(self.dir / "summary.json", summary)
+
+
+def _memory_result(
+    result: AttemptResult, prog: Program, parent: Program, add: Any, metrics: Any, problem: Problem
+) -> MutationResult:
+    """The terminal of a committed attempt as the memory sees it."""
+    d, info = result.dispatch, result.outcome.info
+    decision = Decision(attempt=d.attempt, slate=d.slate, card_ids=d.card_ids)
+    gain = None
+    if prog.valid and math.isfinite(prog.fitness):
+        gain = metrics.normalised_gain(parent.fitness, prog.fitness)
+    return MutationResult(
+        attempt=d.attempt,
+        child_id=prog.id,
+        parent_id=parent.id,
+        status=str(prog.status),
+        valid=prog.valid,
+        parent_fitness=parent.fitness,
+        child_fitness=prog.fitness,
+        normalised_gain=gain,
+        cited_card_ids=ground_citations(info.card_ids_used, decision),
+        accepted=add is not None and add.status != "rejected",
+        island=d.island,
+        parent_cell=tuple(parent.cell or ()),
+        child_cell=prog.cell,
+        archive_status=None if add is None else str(add.status),
+        invalid_reason=prog.invalid_reason,
+        parent_code=parent.code,
+        child_code=prog.code,
+        change_report=info.change_report,
+        explanation=info.explanation,
+        child_metrics=dict(prog.metrics),
+        **problem.noise.result_fields(prog.metrics),  # se, measurement (issue 20)
+    )
 
 
 def _replace_info(info: MutationInfo, **changes: Any) -> MutationInfo:

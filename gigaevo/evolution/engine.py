@@ -1,65 +1,72 @@
-"""The steady-state engine: dispatch mutations, evaluate in parallel, commit in order.
+"""The steady-state engine: dispatch mutations, run them in worker threads, commit the results.
 
-Up to ``max_in_flight`` mutation attempts are outstanding at once; there is no
-generation barrier. Results are committed strictly in attempt order, and
-attempt ``a + max_in_flight`` is dispatched right after attempt ``a`` commits,
-so every dispatch sees the same archive state in every run: the history
-depends on the seed and ``max_in_flight``, never on ``max_workers`` or timing.
-Each dispatch (parent, inspirations, memory decision, seed, and the
-scratchpad prefix its prompt carries) is persisted before the LLM is called
-and replayed verbatim on resume.
+Up to ``max_in_flight`` attempts call the model or are evaluated at once;
+there is no generation barrier. Two dispatch modes (``EngineSettings.dispatch``;
+what each guarantees is in docs/running.md, "Dispatch modes"):
+
+- **strict**: results are committed in attempt order, and attempt
+  ``a + max_in_flight`` is dispatched right after attempt ``a`` commits, so
+  every dispatch sees the same archive state in every run: the history depends
+  on the seed and ``max_in_flight``, never on ``max_workers`` or timing.
+- **arrival**: results are committed as they arrive and a freed slot is
+  refilled at once; ``dispatch_ahead`` more attempts are decided while the
+  slots are busy. One slow answer never idles the other slots; the history
+  depends on timing.
+
+In both, each dispatch (parent, inspirations, memory decision, seed, and the
+scratchpad prefix its prompt carries) is persisted before the model is called
+and replayed verbatim on resume. The memory's decisions and observations run
+on their own thread (``MemoryLane``), beside the model calls. An exception in
+one attempt becomes a failed attempt (``AttemptRunner``); only the errors in
+``RUN_STOPPERS`` and Ctrl-C stop the run, which then stays resumable.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from collections.abc import Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
-from gigaevo.evaluation.base import EvaluationResult, Evaluator
-from gigaevo.evolution.committer import AUTH_FAILED, Committer
+from gigaevo.evaluation.base import Evaluator
+from gigaevo.evaluation.pool import SandboxError
+from gigaevo.evolution.attempt import RUN_STOPPERS, AttemptRunner
+from gigaevo.evolution.committer import Committer
 from gigaevo.evolution.events import EventLog, Progress
 from gigaevo.evolution.feedback import FeedbackSettings
 from gigaevo.evolution.islands import IslandModel
+from gigaevo.evolution.memory_lane import MemoryLane
 from gigaevo.evolution.migration import RingMigration
+from gigaevo.evolution.records import AttemptResult, Dispatch, EngineSettings
 from gigaevo.evolution.selection import InspirationSampler, IslandScheduler, ParentSelector
 from gigaevo.evolution.state import RunCounters
 from gigaevo.evolution.stoppers import RunState, Stopper
-from gigaevo.evolution.store import Dispatch, ProgramStore
+from gigaevo.evolution.store import ProgramStore
+from gigaevo.llm import abort_calls
 from gigaevo.llm.call_log import UsageTally
-from gigaevo.llm.errors import LLMAuthenticationError
+from gigaevo.llm.errors import LLMStopError
 from gigaevo.memory.base import MemoryProvider, MutationContext
-from gigaevo.mutation.base import MutationOutcome, MutationRequest, Mutator
+from gigaevo.mutation.base import Mutator
 from gigaevo.problems.spec import Problem
-from gigaevo.programs import Program, code_digest
+from gigaevo.programs import clip_text
 from gigaevo.scratchpad import RunOutcome, RunScratchpad
 from gigaevo.util import derive_rng, derive_seed
 
 log = logging.getLogger("gigaevo")
 
-
-@dataclass(frozen=True)
-class AttemptResult:
-    """What a worker thread hands back for one attempt."""
-
-    dispatch: Dispatch
-    outcome: MutationOutcome
-    digest: str | None
-    evaluation: EvaluationResult | None  # None: failed mutation or skipped duplicate
+__all__ = ["AttemptResult", "EngineSettings", "EvolutionEngine"]
 
 
-@dataclass(frozen=True)
-class EngineSettings:
-    """Plain knobs of the loop."""
-
-    seed: int
-    max_mutants: int
-    max_in_flight: int = 4
-    task_key: str = ""
+def stop_reason_of(exc: BaseException) -> str:
+    """The ``summary.json`` stop reason of an exception that ended a session."""
+    if isinstance(exc, LLMStopError):
+        return exc.stop_reason
+    if isinstance(exc, SandboxError):
+        return "sandbox_failed"
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    return "memory_failed"
 
 
 class EvolutionEngine:
@@ -95,8 +102,6 @@ class EvolutionEngine:
         feedback: FeedbackSettings | None = None,
     ) -> None:
         self.problem = problem
-        self.mutator = mutator
-        self.evaluator = evaluator
         self.memory = memory
         self.islands = islands
         self.selector = selector
@@ -110,11 +115,12 @@ class EvolutionEngine:
         self.scratchpad = scratchpad  # the run's notes: read once at build, written at checkpoints
         if scratchpad is not None:
             scratchpad.attach_prefix_log(store)
+        self.lane = MemoryLane(memory, store)
         self.committer = Committer(
             problem=problem,
             islands=islands,
             migration=migration,
-            memory=memory,
+            observe=self.lane.observe_here if settings.dispatch == "strict" else self.lane.observe,
             store=store,
             events=events,
             checkpoint_dir=checkpoint_dir,
@@ -122,8 +128,15 @@ class EvolutionEngine:
             llm_usage=llm_usage,
             feedback=feedback,
         )
-        self._digest_claims: dict[str, int] = {}
-        self._claims_lock = threading.Lock()
+        self.runner = AttemptRunner(
+            problem=problem,
+            mutator=mutator,
+            evaluator=evaluator,
+            program=self.committer.program,
+            known_digest=self.committer.known_digest,
+            prefix=self._notes_prefix,
+            claim_in_flight=settings.dispatch == "strict",
+        )
         self._started = time.monotonic()
         self._wall_base = 0.0
 
@@ -132,12 +145,29 @@ class EvolutionEngine:
     def counters(self) -> RunCounters:
         return self.committer.counters
 
+    @property
+    def mutator(self) -> Mutator:
+        return self.runner.mutator
+
+    @mutator.setter
+    def mutator(self, mutator: Mutator) -> None:
+        self.runner.mutator = mutator
+
+    @property
+    def evaluator(self) -> Evaluator:
+        return self.runner.evaluator
+
+    @evaluator.setter
+    def evaluator(self, evaluator: Evaluator) -> None:
+        self.runner.evaluator = evaluator
+
     def run(self) -> RunCounters:
         """Evolve until the budget or a stopper ends the run; returns the counters.
 
         Raises:
-            LLMAuthenticationError: the model refused the credentials; the
-                summary says so and the run stays resumable.
+            RUN_STOPPERS (credentials refused, server unreachable, sandbox or
+            memory unusable) and KeyboardInterrupt: the summary says so and
+            the run stays resumable.
         """
         c = self.committer
         resumed = self.store.count() > 0
@@ -151,6 +181,7 @@ class EvolutionEngine:
         pending = [
             d for d in self.store.pending_dispatches() if d.attempt < self.settings.max_mutants
         ]
+        self.lane.expect_replays(d.attempt for d in pending)
         self._notes_start(resumed, pending)
         stop = self._stop_reason()
         if stop is None and not pending and c.counters.n_mutants >= self.settings.max_mutants:
@@ -160,53 +191,98 @@ class EvolutionEngine:
         )
         try:
             stop = self._loop(pending, stop, progress)
-        except (KeyboardInterrupt, LLMAuthenticationError) as exc:
-            reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else AUTH_FAILED
-            c.events.emit("stop", reason=reason, n_mutants=c.counters.n_mutants)
-            c.write_summary(self._wall(), reason)
-            self._notes_interrupted()
+            self.lane.flush()  # the memory has seen every commit before the summary
+        except (KeyboardInterrupt, *RUN_STOPPERS) as exc:
+            try:
+                self.lane.close()  # the memory sees every commit before the summary
+            finally:
+                self._count_lane_errors()
+                reason = stop_reason_of(exc)
+                c.events.emit("stop", reason=reason, n_mutants=c.counters.n_mutants)
+                c.write_summary(self._wall(), reason, **self._session())
+                self._notes_interrupted()
             raise
         finally:
             progress.close()
+            self.lane.close()
+        self._count_lane_errors()
         c.events.emit("stop", reason=stop, n_mutants=c.counters.n_mutants)
-        c.write_summary(self._wall(), stop)
+        c.write_summary(self._wall(), stop, **self._session())
         self._notes_finish(stop)
         return c.counters
 
     # -- loop -----------------------------------------------------------------
     def _loop(self, pending: list[Dispatch], stop: str | None, progress: Progress) -> str:
-        c = self.committer
-        next_attempt = pending[-1].attempt + 1 if pending else c.counters.n_mutants
-        futures: dict[int, Future[AttemptResult]] = {}
-        pool = ThreadPoolExecutor(self.settings.max_in_flight, thread_name_prefix="mutant")
-        interrupted = False
+        c, s = self.committer, self.settings
+        k = c.counters
+        last = pending[-1].attempt + 1 if pending else 0
+        next_attempt = max(k.next_attempt, k.n_mutants, last)
+        outstanding: dict[Future[AttemptResult], int] = {}
+        pool = ThreadPoolExecutor(s.max_in_flight, thread_name_prefix="mutant")
         try:
             for d in pending:
-                futures[d.attempt] = pool.submit(self._attempt, d)
-            while stop is None and len(futures) < self.settings.max_in_flight:
-                if next_attempt >= self.settings.max_mutants:
-                    break
-                futures[next_attempt] = pool.submit(self._attempt, self._dispatch(next_attempt))
-                next_attempt += 1
-            while futures:
-                attempt = min(futures)
-                result = futures.pop(attempt).result()
-                c.commit_attempt(result, self._wall())
-                self._notes_commit(attempt)
-                progress.update(c.counters.best_fitness, c.valid_share())
-                if stop is None:
-                    stop = self._stop_reason()
-                if stop is None and next_attempt < self.settings.max_mutants:
-                    futures[next_attempt] = pool.submit(self._attempt, self._dispatch(next_attempt))
+                outstanding[pool.submit(self.runner.run, d)] = d.attempt
+            while True:
+                while stop is None and len(outstanding) < s.outstanding:
+                    if next_attempt >= s.max_mutants:
+                        break
+                    decided = self._dispatch(next_attempt, outstanding.values())
+                    outstanding[pool.submit(self.runner.run, decided)] = next_attempt
                     next_attempt += 1
-        except KeyboardInterrupt:
-            interrupted = True  # dispatched attempts stay in the store and replay on resume
+                if not outstanding:
+                    break
+                for future in self._ready(outstanding):
+                    attempt = outstanding.pop(future)
+                    self._commit(future.result(), attempt)
+                    progress.update(k.best_fitness, c.valid_share())
+                    if stop is None:
+                        stop = self._stop_reason()
+                self.lane.check()
+                if stop is not None:
+                    _cancel_unstarted(outstanding)  # arrival order: decided ahead, not started
+        except BaseException as exc:  # dispatched attempts stay stored and replay on resume
+            self._halt(exc, pool)
             raise
-        finally:
-            pool.shutdown(wait=not interrupted, cancel_futures=True)
-        if stop is None:
-            stop = "max_mutants"
-        return stop
+        pool.shutdown(wait=True)
+        return stop or "max_mutants"
+
+    def _halt(self, exc: BaseException, pool: ThreadPoolExecutor) -> None:
+        """Stop the workers at once: no new model call, calls in flight aborted, then wait."""
+        self.runner.stop(exc)
+        self.lane.cancel_decisions()
+        abort_calls()
+        pool.shutdown(wait=True, cancel_futures=True)  # what is left: evaluations in flight
+
+    def _ready(self, outstanding: dict[Future[AttemptResult], int]) -> list[Future[AttemptResult]]:
+        """Results to commit now: the lowest attempt (strict), or all that have arrived."""
+        if self.settings.dispatch == "strict":
+            first = min(outstanding, key=outstanding.__getitem__)
+            first.result()
+            return [first]
+        done, _ = wait(outstanding, return_when=FIRST_COMPLETED)
+        return sorted(done, key=outstanding.__getitem__)
+
+    def _commit(self, result: AttemptResult, attempt: int) -> None:
+        # strict order: the memory thread decides beside the workers, but the store and
+        # the memory see the same sequence as when the main thread called the memory
+        # itself: every earlier dispatch is stored before this commit, and the commit's
+        # observation is made here, inline (a kill then resumes to the uninterrupted
+        # history, and checkpoints write every note the memory staged)
+        if self.settings.dispatch == "strict":
+            self.lane.flush()
+        self._count_lane_errors()
+        self.committer.commit_attempt(result, self._wall())
+        self._count_lane_errors()
+        self._notes_commit(attempt)
+
+    def _session(self) -> dict[str, object]:
+        """How this session ran, for summary.json: the dispatch mode, the memory thread's time."""
+        seconds = {k: round(v, 3) for k, v in self.lane.seconds.items()}
+        return {"dispatch": self.settings.dispatch, "memory_seconds": seconds}
+
+    def _count_lane_errors(self) -> None:
+        for _ in range(self.lane.take_observe_errors()):
+            self.counters.count_error("memory observe")
 
     def _stop_reason(self) -> str | None:
         k = self.counters
@@ -223,6 +299,50 @@ class EvolutionEngine:
 
     def _wall(self) -> float:
         return self._wall_base + (time.monotonic() - self._started)
+
+    # -- dispatch (main thread; the decision on the memory lane) -----------------
+    def _dispatch(self, attempt: int, in_flight: Iterable[int]) -> Future[Dispatch]:
+        seed = self.settings.seed
+        island = self.scheduler.island_for(attempt, self.islands.n_islands)
+        skeleton = Dispatch(attempt, island, "", (), derive_seed(seed, "mutate", attempt))
+        context = None
+        try:
+            skeleton, context = self._select(skeleton)
+        except Exception as exc:  # one attempt's selection: it fails, the run goes on
+            log.warning("selection for attempt %d failed: %r", attempt, exc)
+            best = self.islands.elites(island)[0]
+            failure = clip_text(f"selection: {type(exc).__name__}: {exc}", 600)
+            skeleton = Dispatch(
+                attempt, island, best.program_id, (), skeleton.seed, failure=failure
+            )
+        if self.scratchpad is not None:  # recorded first: a replay must see the same prompt
+            oldest = min([attempt, *in_flight])
+            self.scratchpad.prefix_for_dispatch(attempt, oldest)
+        return self.lane.decide(context, skeleton)
+
+    def _select(self, skeleton: Dispatch) -> tuple[Dispatch, MutationContext]:
+        """The parent and inspirations of ``skeleton``'s attempt, and the memory's context."""
+        attempt, island = skeleton.attempt, skeleton.island
+        rng = derive_rng(self.settings.seed, "select", attempt)
+        elites = self.islands.elites(island)
+        parent = self.selector.select(elites, self.problem.metrics, rng)
+        others = self.inspirations.sample(elites, parent, self.problem.metrics, rng)
+        parent_prog = self.committer.program(parent.program_id)
+        context = MutationContext(
+            task_key=self.settings.task_key,
+            attempt=attempt,
+            parent_id=parent.program_id,
+            parent_fitness=parent.fitness,
+            island=island,
+            cell=tuple(parent.cell),
+            coordinates=self.committer.coordinates(parent_prog),
+            progress=min(1.0, attempt / max(1, self.settings.max_mutants)),
+            parent_code=parent_prog.code,
+        )
+        ids = tuple(e.program_id for e in others)
+        feedback = self.committer.feedback.for_parent(parent_prog)
+        d = Dispatch(attempt, island, parent.program_id, ids, skeleton.seed, feedback=feedback)
+        return d, context
 
     # -- scratchpad (main thread, except _notes_prefix) -------------------------
     def _notes_start(self, resumed: bool, pending: list[Dispatch]) -> None:
@@ -258,75 +378,8 @@ class EvolutionEngine:
         """The scratchpad prefix of ``attempt``'s prompt (the one it was dispatched with)."""
         return "" if self.scratchpad is None else self.scratchpad.prefix_for_attempt(attempt)
 
-    # -- dispatch (main thread) ------------------------------------------------
-    def _dispatch(self, attempt: int) -> Dispatch:
-        seed = self.settings.seed
-        rng = derive_rng(seed, "select", attempt)
-        island = self.scheduler.island_for(attempt, self.islands.n_islands)
-        elites = self.islands.elites(island)
-        parent = self.selector.select(elites, self.problem.metrics, rng)
-        others = self.inspirations.sample(elites, parent, self.problem.metrics, rng)
-        parent_prog = self.committer.program(parent.program_id)
-        context = MutationContext(
-            task_key=self.settings.task_key,
-            attempt=attempt,
-            parent_id=parent.program_id,
-            parent_fitness=parent.fitness,
-            island=island,
-            cell=tuple(parent.cell),
-            coordinates=self.committer.coordinates(parent_prog),
-            progress=min(1.0, attempt / max(1, self.settings.max_mutants)),
-            parent_code=parent_prog.code,
-        )
-        decision = self.memory.decide(context)
-        d = Dispatch(
-            attempt=attempt,
-            island=island,
-            parent_id=parent.program_id,
-            inspiration_ids=tuple(e.program_id for e in others),
-            seed=derive_seed(seed, "mutate", attempt),
-            slate=decision.slate,
-            card_ids=decision.card_ids,
-            feedback=self.committer.feedback.for_parent(parent_prog),
-        )
-        if self.scratchpad is not None:  # recorded first: a replay must see the same prompt
-            self.scratchpad.prefix_for_dispatch(attempt, self.counters.n_mutants)
-        self.store.add_dispatch(d)
-        return d
 
-    # -- attempt (worker thread) ----------------------------------------------
-    def _attempt(self, d: Dispatch) -> AttemptResult:
-        parent = self.committer.program(d.parent_id)
-        insp: Sequence[Program] = [self.committer.program(i) for i in d.inspiration_ids]
-        request = MutationRequest(
-            task_description=self.problem.description,
-            metrics=self.problem.metrics,
-            parent=parent,
-            inspirations=tuple(insp),
-            seed=d.seed,
-            memory_slate=d.slate,
-            scratchpad=self._notes_prefix(d.attempt),
-            feedback=d.feedback,
-        )
-        outcome = self.mutator.mutate(request)
-        if outcome.child_code is None:
-            return AttemptResult(d, outcome, None, None)
-        digest = code_digest(outcome.child_code)
-        if self._is_known_duplicate(digest, d.attempt):
-            return AttemptResult(d, outcome, digest, None)
-        return AttemptResult(d, outcome, digest, self.evaluator.evaluate(outcome.child_code))
-
-    def _is_known_duplicate(self, digest: str, attempt: int) -> bool:
-        """True when an earlier attempt or committed program has this code.
-
-        The commit step decides duplicates authoritatively (in order); this
-        only spares evaluations whose verdict is already certain.
-        """
-        if self.committer.known_digest(digest):
-            return True
-        with self._claims_lock:
-            claim = self._digest_claims.get(digest)
-            if claim is not None and claim < attempt:
-                return True
-            self._digest_claims[digest] = attempt if claim is None else min(claim, attempt)
-            return False
+def _cancel_unstarted(outstanding: dict[Future[AttemptResult], int]) -> None:
+    """Drop attempts not yet started (they stay dispatched and replay on resume)."""
+    for future in [f for f in outstanding if f.cancel()]:
+        del outstanding[future]

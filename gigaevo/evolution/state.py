@@ -29,6 +29,10 @@ class RunCounters:
     # cascade evaluation: programs the first stage stopped, and those it let through
     n_cascade_stopped: int = 0
     n_cascade_passed: int = 0
+    # attempt numbers below this were dispatched (commits may come out of order)
+    next_attempt: int = 0
+    # unexpected exceptions contained in one attempt, by stage (the run went on)
+    attempt_errors: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -51,6 +55,10 @@ class RunCounters:
             "n_stopped": self.n_cascade_stopped,
             "n_full": self.n_cascade_passed,
         }
+
+    def count_error(self, stage: str) -> None:
+        """Tally an exception contained in one attempt at ``stage``."""
+        self.attempt_errors[stage] = self.attempt_errors.get(stage, 0) + 1
 
     def count_reason(self, reason: str) -> None:
         """Tally an invalid reason by its kind (text before the first colon)."""

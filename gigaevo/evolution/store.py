@@ -3,21 +3,25 @@
 One file, ``programs.sqlite3`` in ``checkpoint_dir``. Each committed mutant is
 one transaction that writes the program row, deletes its dispatch row and
 replaces the island checkpoint, so after a SIGKILL the store is exactly the
-state after the last complete commit.
+state after the last complete commit. The engine's main thread commits while
+its memory thread adds dispatches: one lock serialises every use of the
+connection, so a dispatch never lands inside a commit's transaction.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gigaevo.mutation.base import ParentFeedback
+from gigaevo.evolution.records import Dispatch
 from gigaevo.programs import Program
+
+__all__ = ["SCHEMA_VERSION", "Dispatch", "ProgramStore", "StoreError"]
 
 SCHEMA_VERSION = 1
 
@@ -53,41 +57,6 @@ class StoreWriteError(StoreError):
     """
 
 
-@dataclass(frozen=True)
-class Dispatch:
-    """A mutation attempt as decided before the LLM call; replayed verbatim on resume.
-
-    ``feedback`` is the parent's feedback section as it stood at dispatch.
-    """
-
-    attempt: int
-    island: int
-    parent_id: str
-    inspiration_ids: tuple[str, ...]
-    seed: int
-    slate: str = ""
-    card_ids: tuple[str, ...] = ()
-    feedback: ParentFeedback = field(default_factory=ParentFeedback)
-
-    def to_json(self) -> str:
-        d = asdict(self)
-        d["inspiration_ids"] = list(self.inspiration_ids)
-        d["card_ids"] = list(self.card_ids)
-        if self.feedback:
-            d["feedback"] = self.feedback.to_dict()
-        else:
-            del d["feedback"]  # rows without feedback stay as they were
-        return json.dumps(d, sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> Dispatch:
-        d = json.loads(text)
-        d["inspiration_ids"] = tuple(d["inspiration_ids"])
-        d["card_ids"] = tuple(d.get("card_ids", ()))
-        d["feedback"] = ParentFeedback.from_dict(d.get("feedback") or {})
-        return cls(**d)
-
-
 class ProgramStore:
     """SQLite-backed store of programs and run state.
 
@@ -101,6 +70,7 @@ class ProgramStore:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -119,36 +89,44 @@ class ProgramStore:
 
     # -- meta -----------------------------------------------------------------
     def get_meta(self, key: str) -> Any:
-        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else json.loads(row[0])
 
     def set_meta(self, key: str, value: Any) -> None:
-        with self._writing():
+        with self._lock, self._writing():
             self._db.execute(
                 "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value))
             )
 
     # -- programs -------------------------------------------------------------
     def count(self) -> int:
-        return int(self._db.execute("SELECT COUNT(*) FROM programs").fetchone()[0])
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM programs").fetchone()[0])
 
     def get(self, program_id: str) -> Program:
-        row = self._db.execute("SELECT data FROM programs WHERE id = ?", (program_id,)).fetchone()
+        with self._lock:
+            row = self._db.execute(
+                "SELECT data FROM programs WHERE id = ?", (program_id,)
+            ).fetchone()
         if row is None:
             raise KeyError(program_id)
         return Program.from_dict(json.loads(row[0]))
 
     def iter_programs(self) -> Iterator[Program]:
-        """All programs in commit order."""
-        for (data,) in self._db.execute("SELECT data FROM programs ORDER BY ordinal"):
+        """All programs by ordinal: the initial ones, then mutants by attempt number."""
+        with self._lock:
+            rows = self._db.execute("SELECT data FROM programs ORDER BY ordinal").fetchall()
+        for (data,) in rows:
             yield Program.from_dict(json.loads(data))
 
     def digests(self) -> dict[str, str]:
         """Normalised-code digest -> id of the first program with it (evaluated ones only)."""
         out: dict[str, str] = {}
-        rows = self._db.execute(
-            "SELECT digest, id FROM programs WHERE status != 'duplicate' ORDER BY ordinal"
-        )
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT digest, id FROM programs WHERE status != 'duplicate' ORDER BY ordinal"
+            ).fetchall()
         for digest, pid in rows:
             out.setdefault(digest, pid)
         return out
@@ -166,7 +144,7 @@ class ProgramStore:
         Raises:
             StoreWriteError: the transaction failed and was rolled back.
         """
-        with self._writing():
+        with self._lock, self._writing():
             self._commit(program, digest, attempt, state)
 
     def _commit(
@@ -216,15 +194,17 @@ class ProgramStore:
 
     # -- dispatches -----------------------------------------------------------
     def add_dispatch(self, dispatch: Dispatch) -> None:
-        with self._writing():
+        with self._lock, self._writing():
             self._db.execute(
                 "INSERT INTO dispatches(attempt, data) VALUES (?, ?)",
                 (dispatch.attempt, dispatch.to_json()),
             )
 
     def pending_dispatches(self) -> list[Dispatch]:
-        rows = self._db.execute("SELECT data FROM dispatches ORDER BY attempt")
+        with self._lock:
+            rows = self._db.execute("SELECT data FROM dispatches ORDER BY attempt").fetchall()
         return [Dispatch.from_json(data) for (data,) in rows]
 
     def close(self) -> None:
-        self._db.close()
+        with self._lock:
+            self._db.close()

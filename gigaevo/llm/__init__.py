@@ -8,13 +8,22 @@ explanation and ``card_ids_used``). ``LiteLLMRouter`` serves remote models
 (Gemini, OpenAI, any OpenAI-compatible server) with retries, a call log
 (``call_log``) and seeded model choice; ``request_json`` asks any client for
 JSON that conforms to a schema. Nothing here imports litellm at import time:
-the router imports it on its first call.
+the router imports it on its first call, or ``start_loading`` in the
+background; ``abort_calls`` cancels every remote request in flight.
 """
 
 from gigaevo.llm.answer_format import EvolveLayout, locate_search, split_evolve_blocks
 from gigaevo.llm.base import LLMClient, LLMResponse, Message
 from gigaevo.llm.call_log import LLM_CALLS_FILE, CallLog, CallRecord, LLMUsage, UsageTally
-from gigaevo.llm.errors import LLMAuthenticationError, LLMCallError, LLMConfigError, LLMError
+from gigaevo.llm.errors import (
+    LLMAuthenticationError,
+    LLMCallError,
+    LLMConfigError,
+    LLMError,
+    LLMStopError,
+    LLMUnreachableError,
+)
+from gigaevo.llm.litellm_wire import abort_calls, start_loading
 from gigaevo.llm.models import ModelSpec
 from gigaevo.llm.offline import OfflineMutatorLLM
 from gigaevo.llm.prompt_reader import PromptView, read_prompt
@@ -33,6 +42,8 @@ __all__ = [
     "LLMConfigError",
     "LLMError",
     "LLMResponse",
+    "LLMStopError",
+    "LLMUnreachableError",
     "LLMUsage",
     "LiteLLMRouter",
     "Message",
@@ -42,9 +53,11 @@ __all__ = [
     "RetryPolicy",
     "StructuredResult",
     "UsageTally",
+    "abort_calls",
     "locate_search",
     "parse_json_answer",
     "read_prompt",
     "request_json",
     "split_evolve_blocks",
+    "start_loading",
 ]

@@ -68,6 +68,8 @@ class OfflineMutatorLLM:
             whose text names a known tactic (the card is then cited).
     """
 
+    reproducible = True  # the answer is a function of the prompt and the seeds (strict dispatch)
+
     def __init__(
         self,
         seed: int = 0,

@@ -42,6 +42,7 @@ from gigaevo.llm.offline import card_tactic
 from gigaevo.llm.offline_applicability import MODULE_SCOPE, label_cards
 from gigaevo.llm.offline_tactics import TACTICS
 from gigaevo.llm.prompt_reader import fenced_blocks
+from gigaevo.programs import pyast
 
 _MASK64 = (1 << 64) - 1
 _AGENT_RE = re.compile(r"^Agent:\s*([a-z_]+)\s*$", re.MULTILINE)
@@ -252,7 +253,7 @@ def changed_scope(parent: str, child: str) -> str:
         None,
     )
     try:
-        tree = ast.parse(child)
+        tree = pyast.parse(child)
     except SyntaxError:
         return MODULE_SCOPE
     if first is None:
@@ -270,7 +271,7 @@ def changed_scope(parent: str, child: str) -> str:
 def strategy_family(code: str) -> str:
     """The program's structure inside its EVOLVE-BLOCK, constants and names of locals abstracted."""
     try:
-        tree = ast.parse(code)
+        tree = pyast.parse(code)
     except SyntaxError:
         return ""
     lines = code.splitlines()

@@ -17,6 +17,7 @@ import numpy as np
 
 from gigaevo.llm.answer_format import editable_line_ranges, split_lines
 from gigaevo.llm.prompt_reader import ElitePrompt
+from gigaevo.programs import pyast
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class SourceView:
     def __init__(self, code: str) -> None:
         self.code = code if code.endswith("\n") else code + "\n"
         self.lines = split_lines(self.code)
-        self.tree = ast.parse(self.code)
+        self.tree = pyast.parse(self.code)
         self.ranges = editable_line_ranges(self.code)
         starts = [0]
         for line in self.lines:

@@ -5,14 +5,20 @@ picks a model by weight (seeded by the call seed, so a replayed attempt goes
 to the same model), sends the chat through litellm with a timeout, retries
 rate limits, server errors, timeouts and connection errors with capped
 exponential backoff and jitter, and records the call (failed ones too) in
-the call log. Credentials refused (401/403) raise ``LLMAuthenticationError``
-at once. API keys are read from the environment variables the config names,
+the call log. ``timeout_s`` bounds each request as a whole (a trickled body
+included). Credentials refused (401/403) raise ``LLMAuthenticationError``
+at once; ``unreachable_after`` connection failures (or 404 answers) in a row
+with no answer in between raise ``LLMUnreachableError`` (before the first
+answer every request counts; after it, every call that used up its retries),
+so that a run against a server that is down stops before it spends its
+budget. API keys are read from the environment variables the config names,
 at construction, and never appear in a record, a log line or an exception.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -21,7 +27,12 @@ from typing import Any
 from gigaevo.llm import litellm_wire as wire
 from gigaevo.llm.base import LLMResponse, Message
 from gigaevo.llm.call_log import CallLog, CallRecord
-from gigaevo.llm.errors import LLMAuthenticationError, LLMCallError, LLMConfigError
+from gigaevo.llm.errors import (
+    LLMAuthenticationError,
+    LLMCallError,
+    LLMConfigError,
+    LLMUnreachableError,
+)
 from gigaevo.llm.models import NO_KEY, ModelSpec, model_specs, read_key
 from gigaevo.llm.retry import RetryPolicy
 from gigaevo.util import derive_rng
@@ -39,7 +50,8 @@ class LiteLLMRouter:
             ``output_cost_per_mtok``.
         api_base: default server URL (``http://host:port/v1`` for OpenAI-compatible servers).
         api_key_env: default environment variable holding the key; None sends no key.
-        timeout_s: per-request timeout in seconds.
+        timeout_s: the longest one request may take in all, in seconds (each retry
+            gets its own).
         max_retries, backoff_initial_s, backoff_max_s, backoff_multiplier, jitter:
             the ``RetryPolicy``.
         temperature, max_tokens: sampling settings (None: the provider's default).
@@ -51,6 +63,7 @@ class LiteLLMRouter:
         seed: the router's own seed (model choice and jitter).
         role: recorded with each call (``mutator``, ``memory``).
         call_log: a ``CallLog`` or the path of the JSONL file; None records nothing.
+        unreachable_after: connection failures in a row that stop the run (see above).
 
     Raises:
         LLMConfigError: a bad option, or a key variable is missing (naming it).
@@ -77,6 +90,7 @@ class LiteLLMRouter:
         seed: int = 0,
         role: str = "mutator",
         call_log: CallLog | str | Path | None = None,
+        unreachable_after: int = 3,
     ) -> None:
         self.specs = model_specs(model, models, api_base, api_key_env)
         try:
@@ -92,7 +106,17 @@ class LiteLLMRouter:
                 f"llm.structured_outputs must be one of {STRUCTURED_MODES}, "
                 f"got {structured_outputs!r}"
             )
+        if isinstance(unreachable_after, bool) or not (
+            isinstance(unreachable_after, int) and unreachable_after >= 1
+        ):
+            raise LLMConfigError(
+                f"llm.unreachable_after must be an integer >= 1, got {unreachable_after!r}"
+            )
         self.timeout_s = float(timeout_s)
+        self.unreachable_after = unreachable_after
+        self._answered = False  # some request got an answer (any status but 404)
+        self._unreachable = 0  # connection failures in a row since the last answer
+        self._health = threading.Lock()
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.extra_params = dict(extra_params or {})
@@ -106,6 +130,8 @@ class LiteLLMRouter:
         self._secrets = tuple(k for k in self._keys.values() if k != NO_KEY)
         weights = [s.weight for s in self.specs]
         self._p = [w / sum(weights) for w in weights]
+
+    reproducible = False  # a sampling remote model: answers are not a function of the seed
 
     def __repr__(self) -> str:
         return f"LiteLLMRouter(models={[s.model for s in self.specs]!r}, role={self.role!r})"
@@ -134,8 +160,9 @@ class LiteLLMRouter:
 
         Raises:
             LLMAuthenticationError: the provider refused the key (no retry).
+            LLMUnreachableError: the server cannot be reached (see the module docstring).
             LLMCallError: retries used up, or an error that cannot be retried
-                (bad request, unknown model, context too long, ...).
+                (bad request, context too long, ...).
         """
         spec = self.choose(seed)
         payload = [{"role": m.role, "content": m.content} for m in messages]
@@ -158,12 +185,31 @@ class LiteLLMRouter:
                 )
             except Exception as exc:  # the provider boundary: classified and recorded below
                 failure = wire.classify(exc)
-                if failure.retryable and attempt <= self.retry.max_retries:
+                last = not (failure.retryable and attempt <= self.retry.max_retries)
+                down = self._count_unreachable(failure, last)
+                if not last and not down:
                     retried_on.append(failure.kind)
                     time.sleep(self.retry.delay(attempt - 1, rng, failure.retry_after))
                     continue
-                raise self._failed(spec, seed, exc, failure, attempt, retried_on, started) from None
+                error = self._failed(spec, seed, exc, failure, attempt, retried_on, started)
+                if down:
+                    raise LLMUnreachableError(
+                        spec.model, spec.api_base, failure.kind, self.unreachable_after
+                    ) from None
+                raise error from None
+            self._count_unreachable(None, True)
             return self._succeeded(spec, seed, answer, attempt, retried_on, started)
+
+    def _count_unreachable(self, failure: wire.Failure | None, last: bool) -> bool:
+        """Count one request's outcome (None: answered); True when the server counts as down."""
+        with self._health:
+            if failure is None or not failure.unreachable:
+                if failure is None or failure.status is not None:
+                    self._answered, self._unreachable = True, 0
+                return False
+            if not self._answered or last:
+                self._unreachable += 1
+            return self._unreachable >= self.unreachable_after
 
     def _params(
         self, spec: ModelSpec, seed: int, response_format: dict[str, Any] | None

@@ -6,24 +6,30 @@ import logging
 
 from gigaevo.llm.answer_format import MODES
 from gigaevo.llm.base import LLMClient, LLMResponse
-from gigaevo.llm.errors import LLMAuthenticationError
+from gigaevo.llm.errors import LLMStopError
 from gigaevo.mutation.base import MutationOutcome, MutationRequest
 from gigaevo.mutation.prompt import build_messages
 from gigaevo.mutation.response import ParsedAnswer, apply_answer, parse_answer
 from gigaevo.mutation.search_replace import AnswerError
-from gigaevo.programs import MutationInfo
+from gigaevo.programs import MutationInfo, clip_text
 
 logger = logging.getLogger(__name__)
+
+# what a mutation record keeps of a model's text (head and tail beyond these lengths)
+RAW_ANSWER_CHARS = 4000
+SECTION_CHARS = 4000
+FAILURE_CHARS = 600
 
 
 class LLMMutator:
     """``Mutator`` that asks an ``LLMClient`` for a change to the parent.
 
     A bad answer or a failing call never raises: the outcome then has
-    ``child_code=None`` and ``info.failure`` says why (the raw answer is kept).
-    The one exception is ``LLMAuthenticationError`` (credentials refused),
-    which propagates so that the engine stops the run. Thread-safe as long as
-    the client is.
+    ``child_code=None`` and ``info.failure`` says why (the raw answer is kept,
+    clipped to ``RAW_ANSWER_CHARS``; the change report and explanation to
+    ``SECTION_CHARS``). The one exception is ``LLMStopError`` (credentials
+    refused, server unreachable), which propagates so that the engine stops
+    the run. Thread-safe as long as the client is.
 
     Args:
         llm: the model (or the offline mutator).
@@ -41,11 +47,11 @@ class LLMMutator:
         messages = build_messages(request, self.mode)
         try:
             response = self.llm.complete(messages, seed=request.seed)
-        except LLMAuthenticationError:
+        except LLMStopError:
             raise  # not a failed mutation: every later call would fail too, so the run stops
         except Exception as exc:  # the LLM-call boundary: record what was caught and go on
             logger.warning("LLM call failed: %s: %s", type(exc).__name__, exc)
-            failure = f"llm error: {type(exc).__name__}: {exc}"
+            failure = clip_text(f"llm error: {type(exc).__name__}: {exc}", FAILURE_CHARS)
             info = MutationInfo(
                 model=self.llm.name, failure=failure, inspiration_ids=inspiration_ids
             )
@@ -71,13 +77,15 @@ def _info(
     inspiration_ids: tuple[str, ...],
     failure: str | None = None,
 ) -> MutationInfo:
+    failed = failure is not None
     return MutationInfo(
         model=response.model,
-        tactic=parsed.tactic,
-        change_report=parsed.change_report,
-        explanation=parsed.explanation,
-        card_ids_used=parsed.card_ids_used,
+        tactic=parsed.tactic[:80],
+        change_report=clip_text(parsed.change_report, SECTION_CHARS),
+        explanation=clip_text(parsed.explanation, SECTION_CHARS),
+        card_ids_used=tuple(c[:80] for c in parsed.card_ids_used[:32]),
         inspiration_ids=inspiration_ids,
-        failure=failure,
-        raw_answer=response.text if failure is not None else None,
+        failure=None if failure is None else clip_text(failure, FAILURE_CHARS),
+        raw_answer=clip_text(response.text, RAW_ANSWER_CHARS) if failed else None,
+        raw_answer_chars=len(response.text) if failed else None,
     )

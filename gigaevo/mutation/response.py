@@ -20,7 +20,6 @@ parent's code outside the block (then the markers were dropped: an error).
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from gigaevo.mutation.search_replace import (
     check_child,
     splice_rewrite,
 )
+from gigaevo.programs import pyast
 
 _FENCE_OPEN = re.compile(r"^\s*```\s*(python3?|py)?\s*$", re.IGNORECASE)
 _FENCE_ANY = re.compile(r"^\s*```")
@@ -179,7 +179,7 @@ def _card_ids(prose: list[str]) -> tuple[tuple[str, ...], str | None]:
             value = json.loads(raw)
         except ValueError:
             try:
-                value = ast.literal_eval(raw)
+                value = pyast.literal_eval(raw)
             except (ValueError, SyntaxError):
                 return (), f"malformed {CARD_IDS_KEY}: {raw[:80]!r}"
         if not isinstance(value, (list, tuple)) or not all(

@@ -8,7 +8,6 @@ is re-indented to the matched place), is tried before giving up.
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -20,6 +19,7 @@ from gigaevo.llm.answer_format import (
     split_evolve_blocks,
     split_lines,
 )
+from gigaevo.programs import pyast
 
 
 class AnswerError(ValueError):
@@ -158,7 +158,7 @@ def check_child(parent: str, child: str) -> str:
     if _significant(parent, keep_blank=True) == _significant(child, keep_blank=True):
         raise AnswerError("no_change", "no change: the child is identical to the parent")
     try:
-        ast.parse(child)
+        pyast.parse(child)
     except SyntaxError as exc:
         raise AnswerError(
             "syntax", f"the child does not parse: SyntaxError at line {exc.lineno}: {exc.msg}"

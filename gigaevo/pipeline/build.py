@@ -29,13 +29,14 @@ from gigaevo.evolution import (
     TargetFitness,
     WallClock,
 )
-from gigaevo.evolution.engine import EngineSettings, EvolutionEngine
+from gigaevo.evolution.engine import EvolutionEngine
 from gigaevo.evolution.events import EventLog
 from gigaevo.evolution.feedback import FeedbackSettings
+from gigaevo.evolution.records import DISPATCH_MODES, EngineSettings
 from gigaevo.evolution.state import RunCounters
 from gigaevo.evolution.stoppers import CostBudget
 from gigaevo.evolution.store import ProgramStore, StoreError
-from gigaevo.llm import LLM_CALLS_FILE, LLMClient, LLMConfigError, UsageTally
+from gigaevo.llm import LLM_CALLS_FILE, LLMClient, LLMConfigError, UsageTally, start_loading
 from gigaevo.memory.base import MemoryProvider, MemoryRuntime, MemoryUsageError
 from gigaevo.pipeline.noise import resolve_noise
 from gigaevo.pipeline.options import ConfigError, check_node, naming, qualify
@@ -123,6 +124,42 @@ def validate_config(cfg: DictConfig) -> None:
     mode = OmegaConf.select(cfg, "pipeline.mutator.mode")
     if mode not in ("diff", "rewrite"):
         raise ConfigError(f"pipeline.mutator.mode must be 'diff' or 'rewrite', got {mode!r}")
+    dispatch = OmegaConf.select(cfg, "evolution.dispatch", default="auto")
+    if dispatch not in ("auto", *DISPATCH_MODES):
+        choices = ", ".join(("auto", *DISPATCH_MODES))
+        raise ConfigError(f"evolution.dispatch must be one of {choices}, got {dispatch!r}")
+    if OmegaConf.select(cfg, "evolution.dispatch_ahead") is not None:
+        _require_int(cfg, "evolution.dispatch_ahead", 0)
+
+
+def _dispatch_mode(cfg: DictConfig, llm: LLMClient) -> str:
+    """``evolution.dispatch``; ``auto`` is strict for a reproducible (offline) mutator."""
+    mode = str(OmegaConf.select(cfg, "evolution.dispatch", default="auto"))
+    if mode == "auto":
+        return "strict" if getattr(llm, "reproducible", False) else "arrival"
+    return mode
+
+
+def _uses_litellm(cfg: DictConfig) -> bool:
+    """Whether the mutator or the memory talks to a remote model (so litellm will be needed)."""
+    targets = (OmegaConf.select(cfg, key) for key in ("llm._target_", "memory.llm._target_"))
+    return any(str(t).endswith("LiteLLMRouter") for t in targets if t)
+
+
+def _import_behind(cfg: DictConfig) -> None:
+    """Start the slow imports a remote run will need, in one background thread.
+
+    litellm (seconds) for the model calls, then scikit-learn's text vectoriser,
+    which the card bank's embedder loads with the first card (about a second
+    that would otherwise stall the memory thread mid-run). An offline run
+    imports neither here (its start-up stays short).
+    """
+    if not _uses_litellm(cfg):
+        return
+    embedder = str(OmegaConf.select(cfg, "memory.embedder._target_", default="") or "")
+    start_loading(
+        *(["sklearn.feature_extraction.text"] if embedder.endswith("HashingEmbedder") else [])
+    )
 
 
 def resolve_problem(cfg: DictConfig) -> Problem:
@@ -359,6 +396,7 @@ def build_run(cfg: DictConfig, *, show_progress: bool = True) -> BuiltRun:
         ConfigError, ProblemError: bad configuration; nothing has been run.
     """
     validate_config(cfg)
+    _import_behind(cfg)  # overlapped with loading the problem and starting the sandbox
     problem = resolve_problem(cfg)
     llm, max_cost_usd = _build_llm(cfg)
     evo = cfg.evolution
@@ -406,6 +444,8 @@ def build_run(cfg: DictConfig, *, show_progress: bool = True) -> BuiltRun:
             max_mutants=int(cfg.max_mutants),
             max_in_flight=int(evo.max_in_flight),
             task_key=problem.name,
+            dispatch=_dispatch_mode(cfg, llm),
+            dispatch_ahead=int(OmegaConf.select(evo, "dispatch_ahead", default=0) or 0),
         ),
         show_progress=show_progress,
         llm_usage=UsageTally(ckpt / LLM_CALLS_FILE),

@@ -2,7 +2,7 @@
 
 Bad input exits with code 2 and one line on stderr naming the key or file: a
 typo or ill-typed value (Hydra's own errors included, with the closest valid
-key), a broken problem, a model that refuses the API key, a corrupt file, a
+key), a broken problem, a model that refuses the API key or cannot be reached, a corrupt file, a
 full disk or a lost permission. Nothing already stored is lost, a run stopped
 by a storage failure resumes once it is fixed, and a rejected start leaves no
 run folder behind. ``resume=true`` continues a run killed at any moment (see
@@ -24,7 +24,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from gigaevo.evaluation import SandboxError
 from gigaevo.evolution.committer import InitialProgramError
-from gigaevo.llm.errors import LLMAuthenticationError
+from gigaevo.llm.errors import LLMStopError
 from gigaevo.pipeline.build import ConfigError, run_from_config
 from gigaevo.pipeline.hydra_errors import hydra_error_line
 from gigaevo.pipeline.runs import (
@@ -145,9 +145,11 @@ def _run(cfg: DictConfig, folder: RunFolder) -> None:
         key = getattr(exc, "full_key", None)
         message = str(exc).splitlines()[0]
         _reject(folder, accepted, f"{key}: {message}" if key else message)
-    except LLMAuthenticationError as exc:
-        then = "add resume=true to continue" if accepted else "run the command again"
-        _reject(folder, accepted, f"{exc}; fix the key and {then}")
+    except LLMStopError as exc:  # a refused key, no server: every later call would fail too
+        remedy = exc.remedy
+        if not accepted:
+            remedy = remedy.replace("add resume=true to continue", "run the command again")
+        _reject(folder, accepted, f"{exc}; {remedy}")
     except KeyboardInterrupt:
         print(
             f"interrupted; continue with the same command plus resume=true "

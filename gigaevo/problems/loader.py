@@ -20,6 +20,7 @@ import yaml
 from gigaevo.problems.noise import MeasurementNoise, parse_noise
 from gigaevo.problems.options import parse_cascade, parse_descriptors
 from gigaevo.problems.spec import MetricsSpec, Problem, ProblemError
+from gigaevo.programs import pyast
 
 EVOLVE_START = "# EVOLVE-BLOCK-START"
 EVOLVE_END = "# EVOLVE-BLOCK-END"
@@ -155,7 +156,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 def _parse_python(path: Path) -> tuple[str, ast.Module]:
     source = _read_text(path)
     try:
-        tree = ast.parse(source, filename=str(path))
+        tree = pyast.parse(source, filename=str(path))
     except SyntaxError as exc:
         raise ProblemError(
             f"{path}: does not parse as Python (line {exc.lineno}: {_one_line(exc.msg)})"

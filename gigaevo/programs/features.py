@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
+from gigaevo.programs import pyast
+
 
 def code_length(code: str) -> float:
     """Number of characters of ``code``."""
@@ -19,7 +21,7 @@ def n_lines(code: str) -> float:
 def n_statements(code: str) -> float:
     """Number of AST statements (at any depth) in ``code``; 0 when it does not parse."""
     try:
-        tree = ast.parse(code)
+        tree = pyast.parse(code)
     except (SyntaxError, ValueError, RecursionError):
         return 0.0
     return float(sum(1 for node in ast.walk(tree) if isinstance(node, ast.stmt)))

@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from gigaevo.programs import pyast
+
 
 class ProgramStatus(StrEnum):
     """What became of a program once it was committed to the store."""
@@ -21,9 +23,30 @@ class ProgramStatus(StrEnum):
     DUPLICATE = "duplicate"  # normalised code equal to an earlier program; not evaluated
 
 
+def clip_text(text: str, limit: int) -> str:
+    """``text`` if it has at most ``limit`` characters, else its head and tail around a note.
+
+    The head keeps two thirds of the room, the tail the rest; the note says
+    how many characters were left out. The result is at most ``limit``
+    characters long (for ``limit`` >= 64).
+    """
+    if len(text) <= limit:
+        return text
+    note = f"\n[... {len(text)} characters in all; the middle is left out ...]\n"
+    room = max(0, limit - len(note))
+    head = (2 * room) // 3
+    tail = room - head
+    return text[:head] + note + (text[len(text) - tail :] if tail else "")
+
+
 @dataclass(frozen=True)
 class MutationInfo:
-    """How a child was produced: which operator, which model, what it said."""
+    """How a child was produced: which operator, which model, what it said.
+
+    ``raw_answer`` is kept when the answer failed to parse or apply, clipped
+    to a bounded head and tail (``raw_answer_chars`` is the full length), so
+    that a model answering megabytes of garbage grows the store by kilobytes.
+    """
 
     model: str
     tactic: str = ""
@@ -32,7 +55,8 @@ class MutationInfo:
     card_ids_used: tuple[str, ...] = ()
     inspiration_ids: tuple[str, ...] = ()
     failure: str | None = None  # reason when the answer could not be turned into a child
-    raw_answer: str | None = None  # kept when the answer failed to parse
+    raw_answer: str | None = None  # kept (clipped) when the answer failed to parse
+    raw_answer_chars: int | None = None  # length of the whole raw answer
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -142,7 +166,7 @@ def normalise_code(code: str) -> str:
     point where tokenising fails is compared with all whitespace stripped.
     """
     try:
-        return ast.unparse(ast.parse(code))
+        return ast.unparse(pyast.parse(code))
     except (SyntaxError, ValueError):
         pass
     skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT}

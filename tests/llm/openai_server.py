@@ -15,12 +15,20 @@ answers like a model would, with ``usage`` token counts:
 - ``rate_limit``: HTTP 429 with ``Retry-After``;
 - ``server_error``: HTTP 500;
 - ``slow``: sleeps ``slow_seconds`` and then answers like ``diff``;
+- ``trickle``: a ``diff`` answer whose body is sent one byte every
+  ``trickle_seconds`` (headers at once, as a stalled proxy would);
+- ``huge_garbage``: ``huge_chars`` characters of prose without code;
 - ``unauthorized``: HTTP 401 (its message echoes the bearer token, as a
   careless proxy might, so tests can check that nothing repeats it);
 - ``forbidden``: HTTP 403; ``not_found``: HTTP 404 (an unknown model).
 - ``program``: the next of the ``programs`` given to the server, whole, in a
   fenced block (the new content of the parent's EVOLVE block): how the
   red-team tests feed attack programs into a run.
+
+With ``latency=(median, sigma)`` every answer waits a log-normal time first
+(seeded by ``seed`` and the request number, so a replayed script waits the
+same), the heavy tail of a real model. ``closed_url()`` is an ``api_base``
+where nothing listens.
 
 Every request is recorded (``requests``: path, headers, JSON body, the
 behaviour used) for assertions.
@@ -29,7 +37,10 @@ behaviour used) for assertions.
 from __future__ import annotations
 
 import json
+import math
+import random
 import re
+import socket
 import threading
 import time
 from collections import deque
@@ -47,6 +58,8 @@ BEHAVIOURS = (
     "rate_limit",
     "server_error",
     "slow",
+    "trickle",
+    "huge_garbage",
     "unauthorized",
     "forbidden",
     "not_found",
@@ -74,6 +87,14 @@ def changed_line(code: str, k: int) -> tuple[str, str] | None:
             factor = 0.5 + 0.03 * (k % 13)
             return line, _NUMBER.sub(lambda m, f=factor: f"{float(m.group(0)) * f:.4f}", line)
     return None
+
+
+def closed_url() -> str:
+    """An ``api_base`` on 127.0.0.1 where nothing listens (a port just bound and released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
 
 
 def _report(body: str) -> str:
@@ -109,6 +130,10 @@ class OpenAIServer:
         script: behaviours for the first requests, in order of arrival.
         default: the behaviour once the script is used up.
         slow_seconds: how long ``slow`` waits before answering.
+        trickle_seconds: the pause between two bytes of a ``trickle`` body.
+        huge_chars: the length of a ``huge_garbage`` answer.
+        latency: (median, sigma) of a log-normal wait before each answer, or None.
+        seed: seeds the latency draws.
         retry_after: the ``Retry-After`` header value of a 429.
         json_payload: the content of ``json`` answers.
         programs: the code ``program`` answers return, in order of arrival.
@@ -120,6 +145,10 @@ class OpenAIServer:
         *,
         default: str = "diff",
         slow_seconds: float = 2.0,
+        trickle_seconds: float = 0.5,
+        huge_chars: int = 500_000,
+        latency: tuple[float, float] | None = None,
+        seed: int = 0,
         retry_after: str = "0",
         json_payload: Any = None,
         programs: Iterable[str] = (),
@@ -130,6 +159,10 @@ class OpenAIServer:
         self._script: deque[str] = deque(script)
         self.default = default
         self.slow_seconds = slow_seconds
+        self.trickle_seconds = trickle_seconds
+        self.huge_chars = huge_chars
+        self.latency = latency
+        self.seed = seed
         self.retry_after = retry_after
         self.json_payload = json_payload if json_payload is not None else {"ok": True}
         self.programs: deque[str] = deque(programs)
@@ -162,6 +195,13 @@ class OpenAIServer:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
+
+    def delay(self, k: int) -> float:
+        """The log-normal wait before answer ``k`` (0 without ``latency``)."""
+        if self.latency is None:
+            return 0.0
+        median, sigma = self.latency
+        return random.Random(self.seed * 1_000_003 + k).lognormvariate(math.log(median), sigma)
 
     def _next(self, record: dict[str, Any]) -> tuple[str, int]:
         with self._lock:
@@ -215,8 +255,7 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                     status, {"error": {"message": behaviour, "type": "invalid_request_error"}}
                 )
                 return
-            if behaviour == "slow":
-                time.sleep(server.slow_seconds)
+            time.sleep(server.delay(k) + (server.slow_seconds if behaviour == "slow" else 0.0))
             prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
             if behaviour == "json":
                 text = json.dumps(server.json_payload)
@@ -224,9 +263,30 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 with server._lock:
                     code = server.programs.popleft() if server.programs else "pass\n"
                 text = _report(f"```python\n{code}```\n")
+            elif behaviour == "huge_garbage":
+                line = "I cannot see a way to improve this program; let me think again. "
+                text = (line * (server.huge_chars // len(line) + 1))[: server.huge_chars]
             else:
-                text = mutation_answer(prompt, "diff" if behaviour == "slow" else behaviour, k)
-            self._send(200, _completion(body.get("model", "model"), text, prompt, k))
+                kind = "diff" if behaviour in ("slow", "trickle") else behaviour
+                text = mutation_answer(prompt, kind, k)
+            payload = _completion(body.get("model", "model"), text, prompt, k)
+            if behaviour == "trickle":
+                self._trickle(json.dumps(payload).encode())
+            else:
+                self._send(200, payload)
+
+        def _trickle(self, data: bytes) -> None:
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                for i in range(len(data)):
+                    self.wfile.write(data[i : i + 1])
+                    self.wfile.flush()
+                    time.sleep(server.trickle_seconds)
+            except (BrokenPipeError, ConnectionResetError):
+                return  # the client gave up: the deadline worked
 
         def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
             data = json.dumps(payload).encode()

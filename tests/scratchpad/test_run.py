@@ -162,6 +162,10 @@ def test_corrupt_scratchpad_stops_the_run_before_any_work(
     assert not (tmp_path / "run" / STORE_FILE).exists()
 
 
+class _Kill(BaseException):
+    """Ends the session like a kill (an Exception in one attempt would be contained)."""
+
+
 @dataclass
 class _Crash:
     """Fails one attempt with ``exc`` (as a kill would stop it), others go to ``inner``."""
@@ -207,7 +211,7 @@ def test_crash_and_resume_replays_the_same_prompts(
     make_cfg: Callable[..., DictConfig], tmp_path: Path, crash_attempt: int
 ) -> None:
     args = ("max_mutants=24", "scratchpad.record_every=3", "seed=4")
-    _run_with(make_cfg(*args, run="crashed"), crash_attempt, RuntimeError("simulated kill"))
+    _run_with(make_cfg(*args, run="crashed"), crash_attempt, _Kill("simulated kill"))
     run_from_config(make_cfg(*args, "resume=true", run="crashed"), show_progress=False)
     built = build_run(make_cfg(*args, run="whole"), show_progress=False)
     recorder = _Recording(built.engine.mutator)

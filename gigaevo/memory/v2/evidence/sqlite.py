@@ -90,8 +90,14 @@ BEGIN SELECT RAISE(ABORT, 'ledger rows are immutable: {table} refuses {op}'); EN
 
 
 def connect(path: str, busy_timeout_s: float) -> sqlite3.Connection:
-    """Open the ledger in autocommit mode (transactions are explicit), WAL, busy timeout."""
-    conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None)
+    """Open the ledger in autocommit mode (transactions are explicit), WAL, busy timeout.
+
+    The provider is built and closed on the engine's main thread and used on
+    its memory thread (one thread at a time), hence ``check_same_thread=False``.
+    """
+    conn = sqlite3.connect(
+        path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+    )
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA foreign_keys = ON")
