@@ -58,8 +58,12 @@ def _cases() -> tuple[np.ndarray, np.ndarray]:
         [[[1e3, 0.0], [0.0, 1e3]], [[1e-8, 0.0], [0.0, 1e-8]], [[25.0, 1.0], [1.0, 25.0]],
          [[1e-6, 1e-7], [1e-7, 1e2]], [[9.0, -8.9], [-8.9, 9.0]]]
     )  # fmt: skip
-    bad_m = np.array([[0.0, np.nan], [-3.0, -3.0], [-3.0, -3.0]])
-    bad_c = np.array([np.eye(2), [[0.2, 0.2], [0.2, 0.2]], [[-1.0, 0.0], [0.0, 1.0]]])
+    # non-finite means (an infinite one on either arm gives the fixed rules a clean 0 or 1:
+    # the card must fail all the same), singular, negative variance
+    bad_m = np.array([[0.0, np.nan], [np.inf, -3.0], [-3.0, np.inf], [-3.0, -3.0], [-3.0, -3.0]])
+    bad_c = np.array(
+        [np.eye(2), np.eye(2), np.eye(2), [[0.2, 0.2], [0.2, 0.2]], [[-1.0, 0.0], [0.0, 1.0]]]
+    )
     return (
         np.concatenate([means, real_m, near_m, ext_m, bad_m]),
         np.concatenate([covs, real_c, near_c, ext_c, bad_c]),
@@ -101,6 +105,8 @@ def test_duplicate_cards_share_one_integral_and_keep_order() -> None:
     out = acceptance_probabilities(m, c)
     assert out[0] == out[2] and out[0] != out[1]
     assert acceptance_probabilities(np.zeros((0, 2)), np.zeros((0, 2, 2))) == []
+    with pytest.raises(ValueError, match="eta_means and eta_covs must describe the same cards"):
+        acceptance_probabilities(m, c[:2])
 
 
 def test_cold_start_example_through_the_batch() -> None:
