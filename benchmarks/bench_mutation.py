@@ -103,7 +103,12 @@ GENERATE = (
     "os.makedirs('mutants', exist_ok=True)\n"
     "copy_src_dir(); copy_also_copy_files(); setup_source_paths(); create_mutants(1)\n"
 )
-STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 36: "timeout"}
+# mutmut's exit-code labels (mutmut/stats.py); 255 is also what a worker returns when the
+# mutant breaks the import itself (a fresh-import module), which kills it as surely
+STATUS = {
+    **{1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests"},
+    **{36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout"},
+}
 
 
 def _mutmut_section(module: str, tree: Path = ROOT) -> str:

@@ -193,3 +193,52 @@ def test_report_keeps_itt_fields_flat_and_under_itt() -> None:
     empty = offer_gate_report([1, 1], [0.1, 0.2], [0, 0], [0, 0], [0.7, 0.7])
     assert empty["insufficient_data"] and empty["gates"] is None
     assert str(empty["reason"]).startswith("insufficient_data")
+
+
+def test_two_rows_give_a_standard_error_and_a_flat_score_gives_no_z() -> None:
+    # one row per arm, q = 0, e = 1/2: psi = 2 Y1 = 0.2 and -2 Y0 = 0.2 -> equal scores
+    flat = itt_summary([1, 0], [0.1, -0.1], [0, 0], [0, 0], [0.5, 0.5])
+    assert flat.dr == pytest.approx(0.2) and flat.se == 0.0
+    assert flat.z is not None and np.isnan(flat.z) and np.isnan(flat.p_value)  # type: ignore[arg-type]
+    # psi = 0.2 and -0.4: sd (ddof 1) = 0.6 / sqrt(2), SE = sd / sqrt(2) = 0.3
+    two = itt_summary([1, 0], [0.1, 0.2], [0, 0], [0, 0], [0.5, 0.5])
+    assert two.dr == pytest.approx(-0.1) and two.se == pytest.approx(0.3)
+    assert two.z == pytest.approx(-0.1 / 0.3)
+
+
+def test_gate_value_rejects_a_propensity_of_zero_and_accepts_the_pi_bounds() -> None:
+    with pytest.raises(DesignError, match="e in"):
+        gate_value(0.5, Z, Y, Q1, Q0, [0.7, 0.0, 0.7, 0.7])
+    for pi in (0.0, 1.0):
+        assert gate_value(pi, Z, Y, Q1, Q0, E).n == 4
+    with pytest.raises(DesignError, match="pi must lie"):
+        gate_value([0.5, 0.5, 0.5, 1.0 + 1e-9], Z, Y, Q1, Q0, E)
+
+
+def test_zero_weights_have_zero_effective_sample_size() -> None:
+    # pi = 0 on rows that were all shown: every weight pi / e is 0
+    gv = gate_value(0.0, [1, 1], [0.2, 0.4], [0.1, 0.1], [0.05, 0.05], [0.7, 0.7])
+    assert gv.ess == 0.0 and gv.max_weight == 0.0
+    assert gv.value == pytest.approx(0.05)  # psi = q0 on every row
+
+
+def test_report_intervals_labels_and_an_empty_ledger() -> None:
+    report = offer_gate_report(Z, Y, Q1, Q0, E, runs=["a", "a", "b", "b"])
+    gates = report["gates"]
+    for name, pi in (("always_offer", "pi = 1"), ("never_offer", "pi = 0"), ("logged", "pi = e")):
+        entry = gates[name]  # type: ignore[index]
+        assert entry["gate"] == name and entry["pi"].startswith(pi)
+        assert entry["ci_low"] == pytest.approx(entry["value"] - 1.96 * entry["se"])
+        assert entry["ci_high"] == pytest.approx(entry["value"] + 1.96 * entry["se"])
+        assert (entry["n"], entry["n_runs"]) == (4, 2)
+    assert report["mean_offer_probability"] == pytest.approx(0.7)
+    # 2 of 4 shown against e = 0.7: a 20-point gap warns
+    assert report["flags"] == {"low_power": True, "propensity_warning": True,  # type: ignore[comparison-overlap]
+                               "ips_outside_ci": False}  # fmt: skip
+    assert report["low_power"] is True and report["n_treated"] == report["n_control"] == 2
+    one_run = offer_gate_report(Z, Y, Q1, Q0, E)["gates"]["never_offer"]  # type: ignore[index]
+    assert one_run["ci_low"] is None and one_run["ci_high"] is None
+    assert one_run["se_note"].startswith("one run")
+    empty = offer_gate_report([], [], [], [], [])
+    assert empty["insufficient_data"] and empty["mean_offer_probability"] is None
+    assert empty["n"] == 0 and empty["gate_difference"] is None
