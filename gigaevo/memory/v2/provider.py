@@ -58,8 +58,9 @@ from gigaevo.memory.v2.read.trials import (
 from gigaevo.memory.v2.settings import MemorySettings, ReadSideSettings
 from gigaevo.memory.v2.write.agents import AgentUsage, CardAuthor, EquivalenceJudge, TaskView
 from gigaevo.memory.v2.write.audit import DuplicateAudit, audit_duplicates
+from gigaevo.memory.v2.write.cards_out import retire_cards
 from gigaevo.memory.v2.write.ledger import LEDGER_FILE, WriteLedger
-from gigaevo.memory.v2.write.librarian import Librarian, retire_cards
+from gigaevo.memory.v2.write.librarian import Librarian
 from gigaevo.memory.v2.write.outcome import is_strictly_valid, writer_outcome
 from gigaevo.memory.v2.write.resume import LibrarianState, resume_writes
 from gigaevo.util import add_counters, atomic_write_json
