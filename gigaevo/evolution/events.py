@@ -2,25 +2,85 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from gigaevo.util import append_jsonl
+from gigaevo.util import append_jsonl_many
 
 log = logging.getLogger("gigaevo")
 
 
+def event(kind: str, **fields: Any) -> dict[str, Any]:
+    """One event record, stamped now."""
+    return {"event": kind, "time": round(time.time(), 3), **fields}
+
+
 class EventLog:
-    """Append-only JSON-lines log of what the run did, one event per line."""
+    """Append-only JSON-lines log of what the run did, one event per line.
+
+    The events of one committed attempt are written together (``emit_all``,
+    one write): after a kill they are all in the file or none is.
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self._batch: list[dict[str, Any]] | None = None
 
     def emit(self, kind: str, **fields: Any) -> None:
-        append_jsonl(self.path, {"event": kind, "time": round(time.time(), 3), **fields})
+        """Write one event now, or add it to the batch being collected."""
+        if self._batch is not None:
+            self._batch.append(event(kind, **fields))
+        else:
+            self.emit_all([event(kind, **fields)])
+
+    @contextmanager
+    def collecting(self) -> Iterator[list[dict[str, Any]]]:
+        """Collect the events emitted inside the block instead of writing them (one commit's
+        events, written later with ``emit_all``)."""
+        batch: list[dict[str, Any]] = []
+        self._batch = batch
+        try:
+            yield batch
+        finally:
+            self._batch = None
+
+    def emit_all(self, records: list[dict[str, Any]]) -> None:
+        if records:
+            append_jsonl_many(self.path, records)
+
+    def size(self) -> int:
+        """Bytes in the log now (0 before the first event)."""
+        try:
+            return self.path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def holds_mutant(self, attempt: int, since: int) -> bool:
+        """True when the ``mutant`` event of ``attempt`` was written at or after byte ``since``."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(since)
+                tail = f.read()
+        except FileNotFoundError:
+            return False
+        for line in tail.split(b"\n"):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue  # empty, or torn by a kill
+            if (
+                isinstance(record, dict)
+                and record.get("event") == "mutant"
+                and record.get("attempt") == attempt
+            ):
+                return True
+        return False
 
 
 class Progress:

@@ -3,9 +3,12 @@
 One file, ``programs.sqlite3`` in ``checkpoint_dir``. Each committed mutant is
 one transaction that writes the program row, deletes its dispatch row and
 replaces the island checkpoint, so after a SIGKILL the store is exactly the
-state after the last complete commit. The engine's main thread commits while
-its memory thread adds dispatches: one lock serialises every use of the
-connection, so a dispatch never lands inside a commit's transaction.
+state after the last complete commit. The same transaction adds the commit's
+outbox entry (its events and the memory's observation), removed once they are
+delivered, so a commit's effects outside the store are never lost. The
+engine's main thread commits while its memory thread adds dispatches: one lock
+serialises every use of the connection, so a dispatch never lands inside a
+commit's transaction.
 """
 
 from __future__ import annotations
@@ -41,6 +44,11 @@ CREATE TABLE IF NOT EXISTS dispatches (
 CREATE TABLE IF NOT EXISTS meta (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS outbox (
+    attempt INTEGER PRIMARY KEY,
+    seq INTEGER NOT NULL,
+    data TEXT NOT NULL
 );
 """
 
@@ -138,17 +146,27 @@ class ProgramStore:
         *,
         attempt: int | None,
         state: dict[str, Any],
+        outbox: dict[str, Any] | None = None,
     ) -> None:
         """Write one program, retire its dispatch and replace the run state, atomically.
+
+        ``outbox``: what the commit must still cause outside the store (its
+        events, the memory's observation), kept until ``outbox_done``; an
+        entry a kill left is delivered again on resume (``outbox_entries``).
 
         Raises:
             StoreWriteError: the transaction failed and was rolled back.
         """
         with self._lock, self._writing():
-            self._commit(program, digest, attempt, state)
+            self._commit(program, digest, attempt, state, outbox)
 
     def _commit(
-        self, program: Program, digest: str, attempt: int | None, state: dict[str, Any]
+        self,
+        program: Program,
+        digest: str,
+        attempt: int | None,
+        state: dict[str, Any],
+        outbox: dict[str, Any] | None,
     ) -> None:
         cur = self._db.cursor()
         cur.execute("BEGIN IMMEDIATE")
@@ -165,6 +183,12 @@ class ProgramStore:
             )
             if attempt is not None:
                 cur.execute("DELETE FROM dispatches WHERE attempt = ?", (attempt,))
+            if attempt is not None and outbox is not None:
+                cur.execute(
+                    "INSERT INTO outbox(attempt, seq, data) "
+                    "SELECT ?, COALESCE(MAX(seq), 0) + 1, ? FROM outbox",
+                    (attempt, json.dumps(outbox, sort_keys=True)),
+                )
             cur.execute(
                 "INSERT OR REPLACE INTO meta(key, value) VALUES ('state', ?)",
                 (json.dumps(state, sort_keys=True),),
@@ -191,6 +215,18 @@ class ProgramStore:
             yield
         except sqlite3.OperationalError as exc:
             raise StoreWriteError(f"{self.path}: {exc}") from exc
+
+    # -- outbox ---------------------------------------------------------------
+    def outbox_entries(self) -> list[tuple[int, dict[str, Any]]]:
+        """(attempt, entry) of commits whose effects outside the store may be missing."""
+        with self._lock:
+            rows = self._db.execute("SELECT attempt, data FROM outbox ORDER BY seq").fetchall()
+        return [(int(a), json.loads(data)) for a, data in rows]
+
+    def outbox_done(self, attempt: int) -> None:
+        """Every effect of ``attempt``'s commit is delivered: forget its entry."""
+        with self._lock, self._writing():
+            self._db.execute("DELETE FROM outbox WHERE attempt = ?", (attempt,))
 
     # -- dispatches -----------------------------------------------------------
     def add_dispatch(self, dispatch: Dispatch) -> None:

@@ -3,6 +3,7 @@ files, one-line storage errors, counters summed across sessions, seeded RNG deri
 
 from gigaevo.util.atomic import (
     append_jsonl,
+    append_jsonl_many,
     atomic_write_bytes,
     atomic_write_json,
     atomic_write_text,
@@ -16,6 +17,7 @@ from gigaevo.util.rng import derive_rng, derive_seed
 __all__ = [
     "add_counters",
     "append_jsonl",
+    "append_jsonl_many",
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_text",

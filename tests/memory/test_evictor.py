@@ -30,8 +30,8 @@ from gigaevo.memory.v2.read.evictor import (
     foreign_veto,
 )
 from gigaevo.memory.v2.read.reader import CausalReader
+from gigaevo.memory.v2.write.cards_out import retire_cards
 from gigaevo.memory.v2.write.ledger import LEDGER_FILE, WriteLedger
-from gigaevo.memory.v2.write.librarian import retire_cards
 from gigaevo.pipeline.build import resolve_problem, run_from_config
 from tests.conftest import compose_config
 from tests.memory.helpers import open_store, runtime

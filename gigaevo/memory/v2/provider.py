@@ -58,9 +58,11 @@ from gigaevo.memory.v2.read.trials import (
 from gigaevo.memory.v2.settings import MemorySettings, ReadSideSettings
 from gigaevo.memory.v2.write.agents import AgentUsage, CardAuthor, EquivalenceJudge, TaskView
 from gigaevo.memory.v2.write.audit import DuplicateAudit, audit_duplicates
+from gigaevo.memory.v2.write.cards_out import retire_cards
 from gigaevo.memory.v2.write.ledger import LEDGER_FILE, WriteLedger
-from gigaevo.memory.v2.write.librarian import Librarian, retire_cards
+from gigaevo.memory.v2.write.librarian import Librarian
 from gigaevo.memory.v2.write.outcome import is_strictly_valid, writer_outcome
+from gigaevo.memory.v2.write.resume import LibrarianState, resume_writes
 from gigaevo.util import add_counters, atomic_write_json
 
 log = logging.getLogger(__name__)
@@ -196,15 +198,24 @@ class CardBankMemory:
         ).open()
         self.ledger = WriteLedger(Path(runtime.checkpoint_dir) / LEDGER_FILE)
         self.tombstones = Tombstones()
+        # a resumed run: finish a bank write a kill interrupted, take over the tombstones
+        done = resume_writes(self.ledger, self.store, self.tombstones, self.run_id)
         self.usage = AgentUsage()
         self.judge: EquivalenceJudge | None = None
-        self.librarian = self._librarian() if (llm is not None and authoring and writes) else None
+        self.librarian = (
+            self._librarian(done) if (llm is not None and authoring and writes) else None
+        )
+        self.librarian_state = LibrarianState(Path(runtime.checkpoint_dir), self.run_id)
+        if self.librarian is not None:
+            self.librarian_state.load(self.librarian)
         self.audit: DuplicateAudit | None = None
         self._observed = 0
         self._eligible = 0
         self._closed = False
         self._bank_error: str | None = None
         self.reader, self.recorder = self._reader(selection, causal)
+        # outcomes of the run so far (the retirement cadence counts them across sessions)
+        self._run_outcomes = 0 if self.reader is None else len(self.reader.evidence.edges())
         self.stamper: TrialStamper | None = None
         if self.reader is not None and writes:
             self.stamper = TrialStamper(self.store, self.reader.evidence)
@@ -272,7 +283,7 @@ class CardBankMemory:
             seed=rt.seed,
         )
 
-    def _librarian(self) -> Librarian:
+    def _librarian(self, done: set[tuple[int, str]]) -> Librarian:
         assert self.llm is not None
         w, rt = self.settings.writer, self.runtime
         task = TaskView(rt.task_key, bounded_context(rt.task_description))
@@ -299,6 +310,7 @@ class CardBankMemory:
             run_id=self.run_id,
             seed=rt.seed,
             notes=rt.scratchpad,
+            done=done,
         )
 
     # -- MemoryProvider --------------------------------------------------------
@@ -319,19 +331,25 @@ class CardBankMemory:
             self._observe(result)
 
     def _observe(self, result: MutationResult) -> None:
-        self._observed += 1
+        """Every step is idempotent: an outcome observed again on resume (a kill came
+        between its commit and the end of its observation) finishes what is missing."""
+        again = self.reader is not None and self.reader.evidence.edge(result.child_id) is not None
+        if not again:
+            self._observed += 1
+            self._run_outcomes += 1
         if self.recorder is not None:
             self.recorder.observe(result)
         if self.stamper is not None:
             self.stamper.observe(decision_key_id(self.run_id, result.attempt))
         if is_strictly_valid(result):
-            self._eligible += 1
+            self._eligible += 0 if again else 1
             if self.librarian is not None:
                 self.librarian.submit(writer_outcome(result, self.runtime.metrics))
                 if self.settings.write.cadence == "live":
                     self._drain(final=False)
+                self.librarian_state.save(self.librarian)
         if self.evictor is not None and self.settings.write.cadence == "live":
-            self._retire(self._observed)
+            self._retire(self._run_outcomes)
 
     def close(self) -> None:
         """Ingest what is queued, audit duplicates, write ``memory_stats.json``. Idempotent.
@@ -349,6 +367,7 @@ class CardBankMemory:
         try:
             if self.librarian is not None and self._bank_error is None:
                 self._drain(final=True)
+                self.librarian_state.save(self.librarian)
                 self._audit()
         finally:
             if self.stamper is not None and self._bank_error is None:

@@ -4,8 +4,9 @@ When a card is causally retired, its id and the exact normalised authored
 payload (kind, description, explanation) are remembered in memory. A later
 candidate with the same payload is refused (``rejected_retired``), which stops
 a deterministic author from re-admitting what was just retired. A genuinely
-different formulation is still eligible. Nothing is persisted: there is no
-durable compatibility registry.
+different formulation is still eligible. Nothing is persisted: a resumed run
+rebuilds its own from the ``retired`` rows of its write ledger (``remember``);
+there is no durable compatibility registry.
 """
 
 from __future__ import annotations
@@ -28,6 +29,11 @@ class Tombstones:
         self._ids.add(card.id)
         self._ids.update(card.aliases)
         self._payloads.add(card.text_digest)
+
+    def remember(self, card_id: str, digest: str) -> None:
+        """Remember a card retired earlier in this run (from its ``retired`` ledger row)."""
+        self._ids.add(card_id)
+        self._payloads.add(digest)
 
     def is_retired_id(self, card_id: str) -> bool:
         return card_id in self._ids

@@ -16,6 +16,12 @@ fails the attempt; the item is retried at the next drain, and after
 ``writer.max_ingest_attempts`` attempts it is dropped for the run with a
 ``discarded`` row. Raw mutation notes are never banked. Every item ends in
 exactly one ledger row.
+
+Exactly once across kills: a bank write and its rows are one unit of the
+write ledger (``WriteLedger.intend`` / ``commit``); an item whose row is in
+the ledger (``done``) is never queued again when its outcome is observed
+again on resume; ``state`` / ``restore`` carry the exemplar trigger's best
+fitness and the items waiting for a retry over a restart.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from gigaevo.memory.v2.bank.cards import (
     Card,
@@ -39,11 +45,20 @@ from gigaevo.memory.v2.bank.cards import (
 from gigaevo.memory.v2.bank.store import LocalMemoryStore
 from gigaevo.memory.v2.bank.tombstones import Tombstones
 from gigaevo.memory.v2.errors import AgentAnswerError, BankLockTimeout, IngestTimeout
+from gigaevo.memory.v2.records import from_json, to_json
 from gigaevo.memory.v2.settings import ExemplarSettings, WriterSettings
 from gigaevo.memory.v2.write.agents import AuthoredCard, CardAuthor, EquivalenceJudge, Verdict
+from gigaevo.memory.v2.write.cards_out import card_row, retire_cards
 from gigaevo.memory.v2.write.deadline import Deadline, call_before
-from gigaevo.memory.v2.write.edits import Edit, admit, pool, retire
-from gigaevo.memory.v2.write.ledger import CandidateText, LedgerRow, WriteLedger, stamp
+from gigaevo.memory.v2.write.edits import Edit, admit, pool
+from gigaevo.memory.v2.write.ledger import (
+    CandidateText,
+    LedgerRow,
+    Pooled,
+    Witness,
+    WriteLedger,
+    stamp,
+)
 from gigaevo.memory.v2.write.outcome import WriterOutcome, evidence_of
 from gigaevo.scratchpad import NoteWriter
 from gigaevo.util import derive_seed
@@ -101,6 +116,8 @@ class Librarian:
         seed: the run seed (agent call seeds derive from it).
         notes: the run's scratchpad; each newly admitted card is recorded there
             as a Hypothesis ``card.<id>`` (authored, not yet validated).
+        done: (attempt, stage) of the items this run's ledger already holds a
+            row for (a resumed run: their outcomes are not ingested again).
     """
 
     def __init__(
@@ -118,6 +135,7 @@ class Librarian:
         run_id: str,
         seed: int,
         notes: NoteWriter | None = None,
+        done: set[tuple[int, str]] | None = None,
     ) -> None:
         self.store = store
         self.author = author
@@ -134,22 +152,63 @@ class Librarian:
         self.counters = WriterCounters()
         self._queue: deque[_Item] = deque()
         self._best: float | None = None  # oriented best fitness seen (exemplar trigger)
+        self._done: set[tuple[int, str]] = set(done or ())
 
     @property
     def pending(self) -> int:
         return len(self._queue)
 
     def submit(self, outcome: WriterOutcome) -> None:
-        """Queue the insight of a strictly valid outcome (and an exemplar for a new best child)."""
-        self._queue.append(_Item(outcome, "insight"))
-        self.counters.queued_insights += 1
+        """Queue the insight of a strictly valid outcome (and an exemplar for a new best child).
+
+        An item already ingested or queued (an outcome observed again on resume) is skipped.
+        """
+        if self._fresh(outcome.attempt, "insight"):
+            self._queue.append(_Item(outcome, "insight"))
+            self.counters.queued_insights += 1
         sign = 1.0 if outcome.higher_is_better else -1.0
         parent, child = sign * outcome.parent_fitness, sign * outcome.child_fitness
         self._best = parent if self._best is None else max(self._best, parent)
         if self.exemplars.enabled and outcome.accepted and child > self._best:
             self._best = child
-            self._queue.append(_Item(outcome, "program"))
-            self.counters.queued_exemplars += 1
+            if self._fresh(outcome.attempt, "program"):
+                self._queue.append(_Item(outcome, "program"))
+                self.counters.queued_exemplars += 1
+
+    def _fresh(self, attempt: int, stage: Stage) -> bool:
+        """True unless the item has its row already or waits in the queue."""
+        if (attempt, stage) in self._done:
+            return False
+        return all((i.outcome.attempt, i.stage) != (attempt, stage) for i in self._queue)
+
+    def state(self) -> dict[str, Any]:
+        """What a restart must carry over: the exemplar trigger and the items awaiting a retry."""
+        return {
+            "best": self._best,
+            "queue": [
+                {
+                    "outcome": to_json(i.outcome),
+                    "stage": i.stage,
+                    "attempts": i.attempts,
+                    "last_error": i.last_error,
+                }
+                for i in self._queue
+            ],
+        }
+
+    def restore(self, state: dict[str, Any], where: str) -> None:
+        """Take over ``state`` (from ``state``) at start-up.
+
+        Raises:
+            CardFormatError: an item is malformed (``where`` names the file).
+        """
+        best = state.get("best")
+        self._best = None if best is None else float(best)
+        for n, raw in enumerate(state.get("queue", [])):
+            outcome = from_json(WriterOutcome, raw["outcome"], f"{where}: queue[{n}]")
+            stage: Stage = "program" if raw["stage"] == "program" else "insight"
+            if self._fresh(outcome.attempt, stage):
+                self._queue.append(_Item(outcome, stage, int(raw["attempts"]), raw["last_error"]))
 
     def drain(self, *, final: bool = False) -> None:
         """One attempt at each queued item; with ``final``, until the queue is empty.
@@ -202,16 +261,19 @@ class Librarian:
         item.attempts += 1
         started = time.perf_counter()
         try:
-            row = self._attempt(item, started)
+            rows = self._attempt(item, started)
         except _ATTEMPT_ERRORS as exc:
             self.counters.failed_attempts += 1
             item.last_error = f"{type(exc).__name__}: {exc}"
             if item.attempts < self.writer.max_ingest_attempts:
                 return False
             self.counters.exhausted += 1
-            row = self._row(item, "discarded", f"attempts_exhausted: {item.last_error}", started)
+            reason = f"attempts_exhausted: {item.last_error}"
+            rows = [self._row(item, "discarded", reason, started)]
         self.counters.ingest_seconds += time.perf_counter() - started
-        self.ledger.append(row)
+        self.ledger.commit(rows)
+        self._done.add((item.outcome.attempt, item.stage))
+        row = rows[-1]  # side rows (an eviction) come before the item's own
         if row.outcome == "added" and row.card_id and self.notes is not None:
             card = self.store.get(row.card_id)
             text = card.description if card is not None else "(card no longer in the bank)"
@@ -222,7 +284,7 @@ class Librarian:
             self.counters.ingested_exemplars += 1
         return True
 
-    def _attempt(self, item: _Item, started: float) -> LedgerRow:
+    def _attempt(self, item: _Item, started: float) -> list[LedgerRow]:
         deadline = Deadline(self.writer.ingest_call_timeout_s)
         kind: CardKind = "insight" if item.stage == "insight" else "program"
         seed = derive_seed(self.seed, f"memory.author.{item.stage}", item.outcome.attempt)
@@ -230,7 +292,7 @@ class Librarian:
         write = self.author.insight if kind == "insight" else self.author.program
         answer = call_before(deadline, lambda: write(item.outcome, seed), f"{kind}-author")
         if answer.card is None:
-            return self._row(item, "discarded", f"author_drop: {answer.reason}", started)
+            return [self._row(item, "discarded", f"author_drop: {answer.reason}", started)]
         cand = _Candidate(
             new_card_id(kind, self.run_id, item.outcome.attempt, item.stage),
             kind,
@@ -241,7 +303,7 @@ class Librarian:
         if self.tombstones.is_retired_id(cand.id) or self.tombstones.is_retired_payload(
             kind, text.description, text.explanation_summary
         ):
-            return self._row(item, "rejected_retired", "payload of a retired card", started, cand)
+            return [self._row(item, "rejected_retired", "payload of a retired card", started, cand)]
         wait = min(self.store.authoring_lock_timeout_s, deadline.remaining())
         with self.store.authoring(timeout_s=wait):
             self.store.refresh()
@@ -249,19 +311,26 @@ class Librarian:
             verdict = Verdict(None, "no neighbours")
             if neighbours:
                 verdict, fail_open = self._judge(cand, neighbours, item, deadline)
-            edit = self._write(item, cand, verdict)
-        return self._row(
-            item,
-            edit.outcome,
-            edit.reason,
-            started,
-            cand,
-            card_id=edit.card_id,
-            revision=edit.revision,
-            neighbour_ids=tuple(c.id for c in neighbours),
-            judge=None if not neighbours or fail_open else _verdict_word(verdict),
-            fail_open=fail_open,
-        )
+
+            def rows(edit: Edit) -> list[LedgerRow]:
+                side = [] if edit.evicted is None else [self._evicted_row(edit.evicted, cand)]
+                return [
+                    *side,
+                    self._row(
+                        item,
+                        edit.outcome,
+                        edit.reason,
+                        started,
+                        cand,
+                        card_id=edit.card_id,
+                        revision=edit.revision,
+                        neighbour_ids=tuple(c.id for c in neighbours),
+                        judge=None if not neighbours or fail_open else _verdict_word(verdict),
+                        fail_open=fail_open,
+                    ),
+                ]
+
+            return self._write(item, cand, verdict, rows)
 
     def _neighbours(self, cand: _Candidate) -> tuple[list[Card], FailOpen]:
         scope = self.task_key if self.writer.scope == "task" else None
@@ -293,8 +362,17 @@ class Librarian:
             return Verdict(None, f"judge failed, NEW assumed: {exc}"), "judge"
         return verdict, None
 
-    def _write(self, item: _Item, cand: _Candidate, verdict: Verdict) -> Edit:
-        """Admit or pool inside one bank transaction; side rows for evicted cards."""
+    def _write(
+        self,
+        item: _Item,
+        cand: _Candidate,
+        verdict: Verdict,
+        rows_of: Callable[[Edit], list[LedgerRow]],
+    ) -> list[LedgerRow]:
+        """Admit or pool inside one bank transaction; the rows it makes (side rows first).
+
+        The rows are saved as the ledger's intent before ``cards.json`` is replaced.
+        """
         o, now = item.outcome, time.time()
         evidence = evidence_of(o, self.task_key, self.run_id, cand.id, now)
         rep = None
@@ -323,19 +401,24 @@ class Librarian:
             else self.writer.max_cards_per_task
         )
 
-        def apply(cards: dict[str, Card]) -> Edit:
+        def edit_of(cards: dict[str, Card]) -> Edit:
             if verdict.equivalent_id is not None:
                 edit = pool(cards, verdict.equivalent_id, evidence, provenance, rep=rep, now=now)
                 if edit is not None:
                     return edit
+                edit = admit(cards, card, max_cards=limit, rep=rep)
+                return Edit(edit.outcome, edit.card_id, edit.revision, "equivalent card gone; NEW")
             return admit(cards, card, max_cards=limit, rep=rep)
 
-        edit = self.store.transaction(apply)
-        if verdict.equivalent_id is not None and edit.outcome != "updated":
-            edit = Edit(edit.outcome, edit.card_id, edit.revision, "equivalent card gone; NEW")
-        if edit.evicted is not None:
-            self._side_row(edit.evicted, "evicted", f"capacity: weaker than {cand.id}")
-        return edit
+        def apply(cards: dict[str, Card]) -> list[LedgerRow]:
+            edit = edit_of(cards)
+            rows = rows_of(edit)
+            witness = _witness(edit, cand.id)
+            if witness is not None:  # the bank changes: rows and write are one unit
+                self.ledger.intend(rows, witness)
+            return rows
+
+        return self.store.transaction(apply)
 
     # -- rows ----------------------------------------------------------------
     def _row(
@@ -370,55 +453,18 @@ class Librarian:
             **fields,  # type: ignore[arg-type]
         )
 
-    def _side_row(self, card: Card, outcome: str, reason: str) -> None:
-        self.ledger.append(card_row(card, outcome, reason, self.run_id))
+    def _evicted_row(self, card: Card, cand: _Candidate) -> LedgerRow:
+        return card_row(card, "evicted", f"capacity: weaker than {cand.id}", self.run_id)
 
 
-def card_row(card: Card, outcome: str, reason: str, run_id: str) -> LedgerRow:
-    """The ``card`` ledger row of a retired or evicted card."""
-    ts, when = stamp()
-    return LedgerRow(
-        ts=ts,
-        time=when,
-        run_id=run_id,
-        task_key=card.task_key,
-        item="card",
-        outcome=outcome,  # type: ignore[arg-type]
-        reason=reason,
-        card_id=card.id,
-        revision=card.revision,
-        candidate=CandidateText(card.description, card.explanation_summary),
-    )
-
-
-def retire_cards(
-    store: LocalMemoryStore,
-    ledger: WriteLedger,
-    tombstones: Tombstones,
-    card_ids: list[str],
-    reason: str,
-    *,
-    run_id: str,
-    still_retirable: Callable[[Card], bool] | None = None,
-) -> list[str]:
-    """Delete ``card_ids`` in one bank transaction; tombstone them and ledger ``retired`` rows.
-
-    ``still_retirable`` (the admission gate) is asked about the newest revision
-    of each card inside the transaction; a card it refuses stays. It is asked
-    only about ids still in the bank. Returns the ids actually removed, in
-    ``card_ids`` order. Needs no librarian, so it also serves runs that author
-    nothing.
-    """
-
-    def apply(cards: dict[str, Card]) -> list[Card]:
-        keep = still_retirable or (lambda card: True)
-        return retire(cards, [i for i in card_ids if i in cards and keep(cards[i])])
-
-    removed = store.transaction(apply)
-    for card in removed:
-        tombstones.bury(card)
-        ledger.append(card_row(card, "retired", reason, run_id))
-    return [c.id for c in removed]
+def _witness(edit: Edit, candidate_id: str) -> Witness | None:
+    """What ``cards.json`` shows once ``edit`` is written (None: it writes nothing)."""
+    gone = () if edit.evicted is None else (edit.evicted.id,)
+    if edit.outcome == "added" and edit.card_id is not None:
+        return Witness(present=(edit.card_id,), absent=gone)
+    if edit.outcome == "updated" and edit.card_id is not None:
+        return Witness(pooled=(Pooled(edit.card_id, candidate_id),), absent=gone)
+    return None
 
 
 def _verdict_word(verdict: Verdict) -> Literal["NEW", "EQUIVALENT"]:

@@ -1,0 +1,92 @@
+"""The commit outbox: a committed attempt's events and memory observation, delivered once.
+
+A commit writes the program to the store; its events (``archive``,
+``new_best``, ``migration``, ``mutant``) go to ``events.jsonl`` and its
+terminal to the memory, two places outside the store's transaction. So the
+commit carries an outbox entry (``Outbox.entry``) in the same transaction:
+the events as they will be written, the byte size of ``events.jsonl`` at the
+commit, and the memory's ``MutationResult``. ``deliver`` then writes the events
+(one write), lets the memory observe, and drops the entry. A kill anywhere in
+between leaves the entry; ``replay`` (at resume, before anything else is
+written) delivers it again:
+
+- the events are written unless the log already holds the attempt's
+  ``mutant`` event after the recorded size (they were written together);
+- the memory observes again; every step of its observation is idempotent
+  (its ledgers refuse a second terminal, a second edge or a second row for
+  the same item), so what the kill interrupted is finished and nothing is
+  done twice.
+
+A resumed run thus records exactly what an uninterrupted run records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from gigaevo.evolution.events import EventLog
+from gigaevo.evolution.store import ProgramStore
+from gigaevo.memory.base import MutationResult
+
+_TUPLES = tuple(
+    f.name for f in dataclasses.fields(MutationResult) if str(f.type).startswith("tuple")
+)
+_CELLS = ("parent_cell", "child_cell")
+
+
+def result_to_dict(result: MutationResult) -> dict[str, Any]:
+    return dataclasses.asdict(result)
+
+
+def result_from_dict(data: dict[str, Any]) -> MutationResult:
+    values = dict(data)
+    for name in (*_TUPLES, *_CELLS):
+        if values.get(name) is not None:
+            values[name] = tuple(values[name])
+    return MutationResult(**values)
+
+
+class Outbox:
+    """Delivers committed attempts' effects outside the store (see the module docstring).
+
+    Args:
+        store: the program store holding the entries.
+        events: the run's event log.
+        observe: hands a terminal to the memory.
+    """
+
+    def __init__(
+        self,
+        store: ProgramStore,
+        events: EventLog,
+        observe: Callable[[MutationResult], None],
+    ) -> None:
+        self.store = store
+        self.events = events
+        self.observe = observe
+
+    def entry(self, records: list[dict[str, Any]], result: MutationResult | None) -> dict[str, Any]:
+        """The outbox entry of a commit about to be written (``ProgramStore.commit(outbox=)``)."""
+        return {
+            "events": records,
+            "events_offset": self.events.size(),
+            "result": None if result is None else result_to_dict(result),
+        }
+
+    def deliver(self, attempt: int, entry: dict[str, Any]) -> None:
+        """Write what is missing of ``attempt``'s events, let the memory observe, drop the entry."""
+        if not self.events.holds_mutant(attempt, int(entry["events_offset"])):
+            self.events.emit_all(list(entry["events"]))
+        if entry["result"] is not None:
+            self.observe(result_from_dict(entry["result"]))
+        self.store.outbox_done(attempt)
+
+    def replay(self) -> list[int]:
+        """Deliver every entry a stopped session left, in commit order; their attempts."""
+        done = []
+        for attempt, entry in self.store.outbox_entries():
+            self.deliver(attempt, entry)
+            done.append(attempt)
+        return done
