@@ -15,6 +15,10 @@ improve is the first fenced python block holding an EVOLVE-BLOCK-START marker
 after the last "# Parent program" or "# Current Program" heading line (else
 the first such block). Each answered request is one JSON line in ``--log``: ``k``,
 ``arrival``, ``latency`` (the emulated wait), ``done`` (epoch seconds).
+
+``--behaviour`` turns it into a misbehaving server (``bench_remote_failures.py``):
+``trickle`` sends the answer one byte every ``--trickle-seconds``; ``huge``
+answers ``--huge-chars`` characters of prose without any code.
 """
 
 from __future__ import annotations
@@ -78,9 +82,20 @@ def answer(prompt: str, rng: random.Random) -> str:
 class LatencyServer:
     """The server (see the module docstring)."""
 
-    def __init__(self, log: Path, median: float, sigma: float, seed: int) -> None:
+    def __init__(
+        self,
+        log: Path,
+        median: float,
+        sigma: float,
+        seed: int,
+        behaviour: str = "answer",
+        trickle_seconds: float = 0.5,
+        huge_chars: int = 350_000,
+    ) -> None:
         self.log = log.open("a", encoding="utf-8")
         self.median, self.sigma, self.seed = median, sigma, seed
+        self.behaviour = behaviour
+        self.trickle_seconds, self.huge_chars = trickle_seconds, huge_chars
         self._k = 0
         self._lock = threading.Lock()
         self.http = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -115,7 +130,11 @@ def _handler(server: LatencyServer) -> type[BaseHTTPRequestHandler]:
             k, latency, rng = server.next_request()
             time.sleep(latency)
             prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
-            text = answer(prompt, rng)
+            if server.behaviour == "huge":
+                line = "Let me think about this program again from the start. "
+                text = (line * (server.huge_chars // len(line) + 1))[: server.huge_chars]
+            else:
+                text = answer(prompt, rng)
             n_in, n_out = max(1, len(prompt) // 4), max(1, len(text) // 4)
             self._send(
                 200,
@@ -147,7 +166,13 @@ def _handler(server: LatencyServer) -> type[BaseHTTPRequestHandler]:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                if server.behaviour != "trickle" or status != 200:
+                    self.wfile.write(data)
+                    return
+                for i in range(len(data)):  # one byte at a time, for ever if need be
+                    self.wfile.write(data[i : i + 1])
+                    self.wfile.flush()
+                    time.sleep(server.trickle_seconds)
             except (BrokenPipeError, ConnectionResetError):
                 return
 
@@ -160,8 +185,19 @@ def main() -> None:
     parser.add_argument("--median", type=float, default=0.5)
     parser.add_argument("--sigma", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--behaviour", choices=("answer", "trickle", "huge"), default="answer")
+    parser.add_argument("--trickle-seconds", type=float, default=0.5)
+    parser.add_argument("--huge-chars", type=int, default=350_000)
     args = parser.parse_args()
-    server = LatencyServer(args.log, args.median, args.sigma, args.seed)
+    server = LatencyServer(
+        args.log,
+        args.median,
+        args.sigma,
+        args.seed,
+        args.behaviour,
+        args.trickle_seconds,
+        args.huge_chars,
+    )
     print(f"port {server.http.server_address[1]}", flush=True)
     with contextlib.suppress(KeyboardInterrupt):
         server.http.serve_forever()

@@ -56,10 +56,10 @@ PROBLEM = ROOT / "gigaevo" / "problems" / "builtin" / "circle_packing"
 class Server:
     """The latency server in a subprocess; ``url`` once it listens, ``requests()`` its log."""
 
-    def __init__(self, workdir: Path, seed: int, median: float, sigma: float) -> None:
+    def __init__(self, workdir: Path, seed: int, median: float, sigma: float, *extra: str) -> None:
         self.log = workdir / "requests.jsonl"
         args = ["--log", str(self.log), "--seed", str(seed)]
-        args += ["--median", str(median), "--sigma", str(sigma)]
+        args += ["--median", str(median), "--sigma", str(sigma), *extra]
         self.proc = subprocess.Popen(
             [sys.executable, str(SERVER), *args], stdout=subprocess.PIPE, text=True
         )

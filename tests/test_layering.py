@@ -100,3 +100,43 @@ def test_memory_v2_imports_point_down() -> None:
             if MEMORY_RANK[target] > MEMORY_RANK[own]:
                 violations.append(f"{path.relative_to(MEMORY)} imports {node.module}")
     assert not violations, violations
+
+
+def _module_imports(path: Path, package: str) -> set[str]:
+    """Modules of ``package`` that ``path`` imports, at any depth (TYPE_CHECKING included)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            parts = node.module.split(".")
+            if parts[:2] == ["gigaevo", package] and len(parts) > 2:
+                found.add(parts[2])
+            elif parts == ["gigaevo", package]:
+                found.update(alias.name for alias in node.names)
+    return found
+
+
+def test_evolution_modules_import_no_cycle() -> None:
+    # shared records (Dispatch, AttemptResult, EngineSettings) live in evolution/records.py,
+    # so that the engine and the modules it drives (committer, attempt runner, memory
+    # lane, store) never import one another both ways
+    modules = {p.stem for p in (PACKAGE / "evolution").glob("*.py")} - {"__init__"}
+    graph = {
+        m: _module_imports(PACKAGE / "evolution" / f"{m}.py", "evolution") & modules
+        for m in modules
+    }
+    assert "engine" not in graph["committer"]
+    assert graph["records"] <= set(), graph["records"]
+
+    def cycle_from(start: str) -> list[str] | None:
+        stack = [(start, [start])]
+        while stack:
+            node, path = stack.pop()
+            for nxt in graph[node]:
+                if nxt == start:
+                    return [*path, nxt]
+                if nxt not in path:
+                    stack.append((nxt, [*path, nxt]))
+        return None
+
+    cycles = [c for m in sorted(modules) if (c := cycle_from(m))]
+    assert not cycles, cycles

@@ -6,6 +6,7 @@ from collections import Counter
 
 import pytest
 
+from gigaevo.evaluation.limits import sandbox_environment
 from gigaevo.llm import LiteLLMRouter, LLMConfigError
 from tests.llm.conftest import KEY_ENV
 
@@ -22,10 +23,21 @@ def test_empty_key_counts_as_missing(monkeypatch: pytest.MonkeyPatch) -> None:
         LiteLLMRouter("openai/x", api_key_env=KEY_ENV)
 
 
-def test_key_variable_must_be_scrubbed_from_children(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LLM_CREDENTIAL", "abc")
-    with pytest.raises(LLMConfigError, match="KEY, TOKEN, SECRET or PASSWORD"):
-        LiteLLMRouter("openai/x", api_key_env="LLM_CREDENTIAL")
+def test_a_key_variable_may_have_any_name_and_never_reaches_children(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LLM_CREDENTIAL", "abc-credential")
+    router = LiteLLMRouter("openai/x", api_key_env="LLM_CREDENTIAL")
+    assert "abc-credential" not in repr(router)
+    # children get an allow-listed environment: nothing of the engine's is copied
+    child_env = sandbox_environment("/tmp/scratch")
+    assert "LLM_CREDENTIAL" not in child_env
+    assert "abc-credential" not in child_env.values()
+
+
+def test_a_malformed_key_variable_name_is_refused() -> None:
+    with pytest.raises(LLMConfigError, match="is not an environment variable name"):
+        LiteLLMRouter("openai/x", api_key_env="MY-KEY")
 
 
 def test_key_never_in_repr_or_name(api_key: str) -> None:
