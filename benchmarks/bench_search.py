@@ -98,6 +98,35 @@ def _bounds(ckpt: Path) -> tuple[float, float]:
     return float(spec["metrics"]["lower_bound"]), float(spec["metrics"]["upper_bound"])
 
 
+def launch(
+    root: Path, problem: str, seed: int, n: int, ckpt: Path, cwd: Path, extra: list[str]
+) -> None:
+    """``run.py`` of checkout ``root``: ``n`` mutants of ``problem``, no memory, into ``ckpt``.
+
+    Raises:
+        RuntimeError: the run failed (with the end of its stderr).
+    """
+    args = [
+        f"problem.name={problem}",
+        f"seed={seed}",
+        f"max_mutants={n}",
+        "memory=none",
+        f"checkpoint_dir={ckpt}",
+        "progress=false",
+        *extra,
+    ]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _LAUNCH, str(root), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{root} {problem} seed {seed} failed:\n{proc.stderr[-3000:]}")
+
+
 def run_one(
     checkout: str, root: Path, problem: str, seed: int, n: int, out: Path, extra: list[str]
 ) -> Row:
@@ -108,26 +137,7 @@ def run_one(
     if not done:
         if ckpt.exists():
             subprocess.run(["rm", "-rf", str(ckpt)], check=True)
-        args = [
-            f"problem.name={problem}",
-            f"seed={seed}",
-            f"max_mutants={n}",
-            "memory=none",
-            f"checkpoint_dir={ckpt}",
-            "progress=false",
-            "scratchpad.enabled=false",
-            *extra,
-        ]
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        proc = subprocess.run(
-            [sys.executable, "-c", _LAUNCH, str(root), *args],
-            cwd=out,
-            env=env,
-            capture_output=True,
-            text=True,
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"{checkout} {problem} seed {seed} failed:\n{proc.stderr[-2000:]}")
+        launch(root, problem, seed, n, ckpt, out, ["scratchpad.enabled=false", *extra])
     summary = json.loads(summary_path.read_text())
     cells, qd = _archive(ckpt, summary)
     return Row(

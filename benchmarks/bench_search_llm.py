@@ -56,7 +56,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_search import _LAUNCH, _archive  # noqa: E402
+from bench_search import _archive, launch  # noqa: E402
 
 from gigaevo.evaluation import SandboxEvaluator  # noqa: E402
 from gigaevo.evolution.store import ProgramStore  # noqa: E402
@@ -244,29 +244,13 @@ def ours(
     (index 0: the seed), and the occupied cells of each island at the end."""
     ckpt = out / f"{root.name}_{problem}_s{seed}"
     subprocess.run(["rm", "-rf", str(ckpt)], check=True)
-    args = [
-        f"problem.name={problem}",
-        f"seed={seed}",
-        f"max_mutants={n}",
-        "memory=none",
+    llm = [
         "llm=openai_compatible",
         f"llm.api_base={url}",
         "llm.model=openai/perturb",
         "llm.max_retries=0",
-        f"checkpoint_dir={ckpt}",
-        "progress=false",
-        *extra,
     ]
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run(
-        [sys.executable, "-c", _LAUNCH, str(root), *args],
-        cwd=out,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"run.py of {root} failed:\n{proc.stderr[-3000:]}")
+    launch(root, problem, seed, n, ckpt, out, [*llm, *extra])
     store = ProgramStore(ckpt / "programs.sqlite3")
     try:
         programs = sorted(store.iter_programs(), key=lambda p: p.ordinal)

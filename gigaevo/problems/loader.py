@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from gigaevo.problems.noise import MeasurementNoise, parse_noise
-from gigaevo.problems.options import parse_cascade, parse_descriptors
+from gigaevo.problems.options import mapping_section, parse_cascade, parse_descriptors
 from gigaevo.problems.spec import MetricsSpec, Problem, ProblemError
 from gigaevo.programs import pyast
 
@@ -228,15 +228,9 @@ def _extra_names(section: dict[str, Any], primary: str, path: Path) -> tuple[str
 
 
 def _metrics(raw: dict[str, Any], path: Path) -> tuple[MetricsSpec, tuple[str, ...]]:
-    section = raw.get("metrics")
+    section = mapping_section(raw, "metrics", _METRIC_KEYS, path)
     if section is None:
         raise ProblemError(f"{path}: metrics is missing")
-    if not isinstance(section, dict):
-        raise ProblemError(f"{path}: metrics must be a mapping")
-    unknown = sorted(str(k) for k in section if k not in _METRIC_KEYS)
-    if unknown:
-        allowed = ", ".join(sorted(_METRIC_KEYS))
-        raise ProblemError(f"{path}: unknown key metrics.{unknown[0]} (allowed: {allowed})")
     primary = section.get("primary")
     if not isinstance(primary, str) or not primary.strip():
         raise ProblemError(f"{path}: metrics.primary must be a non-empty string")

@@ -49,17 +49,27 @@ def parse_descriptors(
     return tuple(out)
 
 
-def parse_cascade(raw: dict[str, Any], path: Path) -> CascadeSpec | None:
-    """``cascade:`` (entry_function, threshold, optional timeout_s); None when absent."""
-    section = raw.get("cascade")
+def mapping_section(
+    raw: dict[str, Any], key: str, allowed: frozenset[str], path: Path, hint: str = ""
+) -> dict[str, Any] | None:
+    """``raw[key]`` checked to be a mapping of ``allowed`` keys; None when absent."""
+    section = raw.get(key)
     if section is None:
         return None
     if not isinstance(section, dict):
-        raise ProblemError(f"{path}: cascade must be a mapping (entry_function, threshold)")
-    unknown = sorted(str(k) for k in section if k not in _CASCADE_KEYS)
+        raise ProblemError(f"{path}: {key} must be a mapping{hint}")
+    unknown = sorted(str(k) for k in section if k not in allowed)
     if unknown:
-        allowed = ", ".join(sorted(_CASCADE_KEYS))
-        raise ProblemError(f"{path}: unknown key cascade.{unknown[0]} (allowed: {allowed})")
+        names = ", ".join(sorted(allowed))
+        raise ProblemError(f"{path}: unknown key {key}.{unknown[0]} (allowed: {names})")
+    return section
+
+
+def parse_cascade(raw: dict[str, Any], path: Path) -> CascadeSpec | None:
+    """``cascade:`` (entry_function, threshold, optional timeout_s); None when absent."""
+    section = mapping_section(raw, "cascade", _CASCADE_KEYS, path, " (entry_function, threshold)")
+    if section is None:
+        return None
     entry = section.get("entry_function")
     if not isinstance(entry, str) or not entry.isidentifier():
         raise ProblemError(f"{path}: cascade.entry_function must be a Python identifier")

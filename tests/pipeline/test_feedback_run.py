@@ -177,6 +177,7 @@ def test_feedback_reaches_only_the_prompts_of_that_parents_children(run_tagged) 
     assert summary["invalid_reasons"]["cascade"] == cascade["n_stopped"]
 
 
+@pytest.mark.slow
 def test_a_resumed_run_shows_the_same_feedback(run_tagged) -> None:  # type: ignore[no-untyped-def]
     """The book is rebuilt from the store: after a resume, prompts see what they would have.
 

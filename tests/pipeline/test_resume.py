@@ -10,10 +10,12 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from omegaconf import DictConfig
 
+from gigaevo.evolution.store import ProgramStore
 from gigaevo.pipeline.build import STORE_FILE, run_from_config
 from tests.conftest import ROOT, committed_count, program_ids, run_py
 
@@ -59,6 +61,15 @@ def _wait_for_commits(store: Path, n: int, timeout: float = 120) -> None:
         time.sleep(0.02)
 
 
+def _islands(ckpt: Path) -> dict[str, Any]:
+    store = ProgramStore(ckpt / STORE_FILE)
+    try:
+        islands: dict[str, Any] = store.get_meta("state")["islands"]
+        return islands
+    finally:
+        store.close()
+
+
 @pytest.mark.slow
 def test_kill_9_then_resume_matches_uninterrupted_run(tmp_path: Path) -> None:
     args = ["problem=rastrigin", "max_mutants=60", "progress=false", "seed=5"]
@@ -80,6 +91,9 @@ def test_kill_9_then_resume_matches_uninterrupted_run(tmp_path: Path) -> None:
     code, _, err = run_py(*args, f"checkpoint_dir={tmp_path / 'whole'}", cwd=tmp_path)
     assert code == 0, err
     assert program_ids(ckpt) == program_ids(tmp_path / "whole")
+    # the archives and the live ranges of rastrigin's adaptive axes, exactly
+    killed, whole = _islands(ckpt), _islands(tmp_path / "whole")
+    assert killed == whole and killed["space"]["axes"]
     summary = json.loads((ckpt / "summary.json").read_text())
     assert summary["n_mutants"] == 60
     events = (ckpt / "events.jsonl").read_text().splitlines()
