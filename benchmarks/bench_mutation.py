@@ -62,7 +62,12 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "chance": (f"{CAUSAL}/chance.py", (f"{T}/test_chance.py", f"{T}/test_selection.py")),
     "invalidity": (
         f"{CAUSAL}/invalidity.py",
-        (f"{T}/test_invalidity.py", f"{T}/test_chance.py", f"{T}/test_arrowhead.py"),
+        (
+            f"{T}/test_invalidity.py",
+            f"{T}/test_invalidity_levels.py",
+            f"{T}/test_chance.py",
+            f"{T}/test_arrowhead.py",
+        ),
     ),
     "policy": (
         f"{CAUSAL}/policy.py",

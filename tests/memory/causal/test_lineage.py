@@ -351,3 +351,59 @@ def test_extending_the_island_index_equals_building_it_at_once() -> None:
         assert root_outcome(root, index[root.island], 3, 4) == root_outcome(
             root, whole[root.island], 3, 4
         )
+
+
+# -- validation, the tolerance of the feasible interval, the censored root (issue 19) ------
+
+
+def test_edges_and_roots_are_validated() -> None:
+    for gain in (None, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="needs a finite gain"):
+            _edge("p", "x", 1, gain)
+    assert _edge("p", "x", 1, None, status="invalid").gain is None
+    for feasible in ((0.2, -0.8), (float("-inf"), 0.2), (-0.8, float("nan"))):
+        with pytest.raises(ValueError, match="bad feasible interval"):
+            LineageRoot("d", "r", 0, 1, 0.0, feasible)
+    root = LineageRoot("d", "r", 0, 1, 0.2 + 5e-10, FEASIBLE)  # within 1e-9 of G+: accepted
+    assert root.contains(0.2 + 9e-10) and not root.contains(0.2 + 2e-9)
+    assert root.contains(-0.8 - 9e-10) and not root.contains(-0.8 - 2e-9)
+    assert not root.contains(float("nan"))
+    assert (root.clamp(0.3), root.clamp(-0.9), root.clamp(0.1)) == (FEASIBLE[1], FEASIBLE[0], 0.1)
+
+
+def test_a_cumulative_gain_within_the_tolerance_is_clamped_not_censored() -> None:
+    # 0.03 + 0.17 + 5e-10 lies 5e-10 above G+ = 0.20: clamped to 0.20, not censored
+    out = _one(_example((_edge("c2", "top", 5, 0.12 + 5e-10),)))
+    assert out.status == "outcome" and out.best_descendant_id == "top"
+    assert out.best_gain == FEASIBLE[1] and out.best_depth == 3  # clamped to G+ exactly
+    assert out.residual == pytest.approx(0.17)
+
+
+def test_a_censored_root_edge_censors_the_row() -> None:
+    edges = [_edge("p", "r", 1, None, "none", status="censored"), *_fillers(2, 40)]
+    out = root_outcome(_root(), edges)
+    assert out.status == "censored" and out.censor_reason == "censored root edge"
+    assert out.residual is None
+
+
+def test_depth_and_budget_must_be_at_least_one() -> None:
+    for depth, budget in ((0, 32), (3, 0), (-1, -1)):
+        with pytest.raises(ValueError, match="must be >= 1"):
+            root_outcome(_root(), _example(), depth=depth, budget=budget)
+    one = root_outcome(_root(), _example(), depth=1, budget=1)
+    # budget 1: the first island edge after the root (ordinal 2) fixes maturity
+    assert one.status == "outcome" and one.maturity_ordinal == 2
+
+
+def test_every_accepting_archive_status_counts() -> None:
+    assert archive_disposition("accepted") == "accepted"
+    assert archive_disposition("anything else") == "rejected"
+
+
+def test_an_unresolved_child_recorded_before_the_root_keeps_the_row_pending() -> None:
+    """Inconsistent ordinals (a child of the root child completed before the root edge) are
+    outside the maturity window's check; the scan still answers pending instead of
+    raising, since one inconsistent edge must not stop the provider."""
+    out = _one(_example((_edge("r", "early", 0, None, "none", status="pending"),)))
+    assert out.status == "pending" and out.maturity_ordinal == 33
+    assert out.residual is None

@@ -242,3 +242,6 @@ def test_report_intervals_labels_and_an_empty_ledger() -> None:
     empty = offer_gate_report([], [], [], [], [])
     assert empty["insufficient_data"] and empty["mean_offer_probability"] is None
     assert empty["n"] == 0 and empty["gate_difference"] is None
+    one_arm = offer_gate_report([1, 1], [0.1, 0.2], [0, 0], [0, 0], [0.7, 0.7])
+    assert (one_arm["n"], one_arm["n_treated"], one_arm["n_control"]) == (2, 2, 0)
+    assert one_arm["dr"] is None and one_arm["mean_offer_probability"] == pytest.approx(0.7)

@@ -121,6 +121,11 @@ def test_p_help_of_a_task_seen_with_the_card_adds_both_effects_and_their_covaria
     unseen = fit_transfer(trials, "third", exclude_run="me").help_probability("A")
     assert unseen == pytest.approx(norm.cdf(g[2] / math.sqrt(cov[2, 2] + 1.0)), abs=1e-6)
     assert fit_transfer(trials, "toy", exclude_run="me").help_probability("A") < 0.5 < unseen
+    # a task-by-card sd other than 1 enters the prior and the unseen task's extra variance
+    c = TransferConfig(task_card_sd=0.5)
+    g, cov = _newton_laplace(np.array(rows), np.array(y), np.r_[var[:3], 0.25, 0.25])
+    got = fit_transfer(trials, "third", exclude_run="me", config=c).help_probability("A")
+    assert got == pytest.approx(norm.cdf(g[2] / math.sqrt(cov[2, 2] + 0.25)), abs=1e-6)
 
 
 def test_intercept_prior_mean_takes_the_heads_lineage_sd() -> None:
@@ -134,3 +139,21 @@ def test_intercept_prior_mean_takes_the_heads_lineage_sd() -> None:
     assert default is not None
     assert default[space.lineage_slice("A").start] == pytest.approx(0.5 * 0.25 * 0.8)
     assert intercept_prior_mean(space, fit, TransferConfig(shift_scale=0.0)) is None
+
+
+def test_a_fit_without_a_covariance_keeps_no_shift_and_says_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gigaevo.memory.v2.causal import transfer
+
+    class NoCovariance(transfer.LogisticLaplaceHead):
+        def fit(self, x: np.ndarray, d: np.ndarray) -> NoCovariance:
+            super().fit(x, d)
+            self.coef_cov_ = None
+            return self
+
+    monkeypatch.setattr(transfer, "LogisticLaplaceHead", NoCovariance)
+    trials = [_t(f"t{i}", "r1", 1, i < 3) for i in range(4)]
+    trials += [_t(f"c{i}", "r1", 0, i < 1) for i in range(4)]
+    fit = fit_transfer(trials, "x", exclude_run="me")
+    assert fit.failure == "A: no covariance" and fit.help_probability("A") == 0.5

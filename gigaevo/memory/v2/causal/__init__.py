@@ -59,7 +59,6 @@ from gigaevo.memory.v2.causal.lineage import (
     archive_disposition,
     assign_credit,
     lineage_outcomes,
-    maturity_ordinal,
     raw_feasible_interval,
     root_outcome,
 )
@@ -150,7 +149,6 @@ __all__ = [
     "itt_summary",
     "lineage_outcomes",
     "match_worlds",
-    "maturity_ordinal",
     "measurement_sd",
     "offer_gate_report",
     "progress_feature",

@@ -163,12 +163,6 @@ class LineageOutcome:
     censor_reason: str | None = None
 
 
-def maturity_ordinal(root: LineageRoot, island_ordinals: Sequence[int], budget: int) -> int | None:
-    """Ordinal of the ``budget``-th island edge completed after the root edge, or None."""
-    later = sorted(o for o in island_ordinals if o > root.ordinal)
-    return later[budget - 1] if len(later) >= budget else None
-
-
 def _child_order(edge: LineageEdge) -> tuple[int, str]:
     return edge.ordinal, edge.child_id
 
