@@ -165,6 +165,11 @@ class LiveRun:
         return dict((self.meta.get("state") or {}).get("counters") or {})
 
     @property
+    def descriptors(self) -> list[dict[str, Any]]:
+        """The behaviour axes of the archive (name, bins, ...) as the last commit saved them."""
+        return list(((self.meta.get("state") or {}).get("islands") or {}).get("descriptors") or [])
+
+    @property
     def islands(self) -> list[dict[str, Any]]:
         """Each island's archive at the last commit: ``capacity`` and ``elites`` (cell, fitness)."""
         return list(((self.meta.get("state") or {}).get("islands") or {}).get("islands") or [])

@@ -57,7 +57,8 @@ def _columns(t: ProgramTable, start: int) -> dict[str, Any]:
 
 
 def _archive(live: LiveRun) -> dict[str, Any]:
-    behaviour = (live.config.get("evolution") or {}).get("behaviour") or []
+    # the axes the run used: the config's, else the store's (a problem's own descriptors)
+    behaviour = (live.config.get("evolution") or {}).get("behaviour") or live.descriptors
     names = [str(b.get("name", f"d{i}")) for i, b in enumerate(behaviour)]
     bins = [int(b.get("bins", 1)) for b in behaviour]
     islands = []

@@ -150,11 +150,12 @@ class IslandModel:
         return any(program_id in a for a in self._archives)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly state: island count, capacity, every island's archive, the live ranges."""
+        """JSON-friendly state: island count, capacity, archives, the axes and their live ranges."""
         d: dict[str, Any] = {
             "n_islands": self.n_islands,
             "capacity_per_island": self.capacity_per_island,
             "islands": [a.to_dict() for a in self._archives],
+            "descriptors": self.space.to_dicts(),  # for readers (dashboard); not read back
         }
         if self.space.adaptive:
             d["space"] = self.space.state_dict()

@@ -59,7 +59,11 @@ def test_archive_and_categories_match_the_run(plain_run: Path) -> None:
     assert sorted((tuple(c), pid) for c, _, pid in elites) == sorted(
         zip(run.archive["cell"], run.archive["program_id"], strict=True)
     )
-    assert state["archive"]["dims"] == ["code_length", "n_statements"]
+    # the problem's own axes (rastrigin declares them), as the run's summary lists them
+    axes = run.summary["descriptors"]
+    assert state["archive"]["dims"] == [a["name"] for a in axes]
+    assert state["archive"]["bins"] == [a["bins"] for a in axes]
+    assert len(state["archive"]["dims"]) == 2
     statuses = [state["categories"]["status"][c] for c in state["programs"]["status"]]
     assert statuses == list(run.programs["status"])
 
