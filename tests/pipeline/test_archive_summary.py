@@ -30,7 +30,7 @@ def _state(ckpt: Path) -> dict[str, Any]:
 def test_summary_and_events_report_coverage_and_qd_score(
     make_cfg: Callable[..., DictConfig], tmp_path: Path
 ) -> None:
-    run_from_config(make_cfg("max_mutants=60", "memory=none"), show_progress=False)
+    run_from_config(make_cfg("max_mutants=51", "memory=none"), show_progress=False)
     ckpt = tmp_path / "run"
     summary = json.loads((ckpt / "summary.json").read_text())
     islands = _state(ckpt)["islands"]["islands"]
