@@ -219,6 +219,29 @@ class FitSetStore:
         self._last = (ids, link, new)
         return link
 
+    def link(
+        self,
+        base: RowIdSet | None,
+        ids: set[str],
+        delta: tuple[tuple[str, ...], tuple[str, ...]],
+    ) -> RowIdSet | tuple[str, ...]:
+        """The link of the id set ``ids``, which differs from ``base``'s set by ``delta`` =
+        (added, removed); O(change) unless a whole set is due (the same rule as
+        ``encode``), or ``base`` is None. Empty sets stay inline: ()."""
+        if not ids:
+            return ()
+        added, removed = delta
+        last = base
+        if last is not None and not added and not removed:
+            return last
+        if last is not None and last.weight + len(added) + len(removed) <= len(ids):
+            link = RowIdSet(last, added, removed, self._memo)
+        else:
+            whole = tuple(sorted(ids))
+            link = RowIdSet(None, whole, (), self._memo)
+            self._memo.put(link.sha, whole)
+        return self._written.setdefault(link.sha, link)
+
     def write(self, conn: sqlite3.Connection, link: RowIdSet) -> list[str]:
         """Insert ``link`` and its ancestors not yet stored (inside the caller's
         transaction); returns their hashes for ``committed``."""

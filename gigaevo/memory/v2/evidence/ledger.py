@@ -35,9 +35,6 @@ from gigaevo.memory.v2.evidence.errors import (
 )
 from gigaevo.memory.v2.evidence.fitsets import FitSetStore, RowIdSet
 from gigaevo.memory.v2.evidence.owner import owner_dead, session_owner
-from gigaevo.memory.v2.evidence.queries import (
-    Observation,
-)
 from gigaevo.memory.v2.evidence.rows import (
     STARTUP_ORPHAN,
     CardSnapshot,
@@ -48,6 +45,7 @@ from gigaevo.memory.v2.evidence.rows import (
     censored_terminal,
     decision_key_id,
 )
+from gigaevo.memory.v2.evidence.tally import LedgerTally
 from gigaevo.memory.v2.evidence.universe import UniverseStore
 from gigaevo.memory.v2.evidence.validate import check_terminal
 from gigaevo.memory.v2.evidence.views import LedgerViews
@@ -74,11 +72,11 @@ class SelectionEvidence(LedgerViews):
         self._failure: LedgerIntegrityError | None = None
         self._cache: dict[str, dict[int, tuple[Any, str]]] = {t: {} for t in db.TABLES}
         self._last: dict[str, int] = dict.fromkeys(db.TABLES, 0)
-        # derived views (observations, head rows, V) keyed by the last sequence numbers they
-        # were built from; the rows are immutable, so a view is stale only when rows arrive
+        # derived views: the tally is fed each row once (see ``views``); whole-ledger
+        # tuples built from it are memoised by the row counts they depend on
         self._memo: dict[str, tuple[tuple[int, ...], Any]] = {}
-        # observations made so far (decision id -> Observation) and the terminals they cover
-        self._observed: tuple[dict[str, Observation], int] = ({}, 0)
+        self._tally = LedgerTally()
+        self._fed: dict[str, int] = dict.fromkeys(db.TABLES, 0)
         self._applied: dict[str, frozenset[str]] = {}  # program id -> cards cited on its ancestry
         # decoded rows by the SHA-256 of their body (content-addressed, so a hit is exact once
         # the body read back hashes to it); the decisions this session wrote are entered at
@@ -303,6 +301,17 @@ class SelectionEvidence(LedgerViews):
                 count += 1
         return count
 
+    def fitted_row_link(
+        self,
+        base: RowIdSet | None,
+        ids: set[str],
+        delta: tuple[tuple[str, ...], tuple[str, ...]],
+    ) -> RowIdSet | tuple[str, ...]:
+        """The fitted row ids of a fit as a link of the fit-set chain, built from the
+        change since ``base``'s set (``delta`` = (added, removed), each sorted) in
+        O(change), not from the whole set (see ``fitsets``); () when empty."""
+        return self._fits.link(base, ids, delta)
+
     # ---- reads ------------------------------------------------------------------
 
     def verify(self) -> int:
@@ -314,7 +323,8 @@ class SelectionEvidence(LedgerViews):
         self._cache = {t: {} for t in db.TABLES}
         self._last = dict.fromkeys(db.TABLES, 0)
         self._memo = {}
-        self._observed = ({}, 0)
+        self._tally = LedgerTally()
+        self._fed = dict.fromkeys(db.TABLES, 0)
         self._by_sha = {}
         self._universes.reset()
         self._fits.reset()

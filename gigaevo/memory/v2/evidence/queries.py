@@ -139,26 +139,64 @@ def lineage_rows(
     return tuple(out)
 
 
+def observation_term(obs: Observation) -> int:
+    """The term an eligible (decision, terminal) pair adds to V (its content digest)."""
+    return _term(f"E {obs.decision.decision_id} {obs.content_digest}")
+
+
+def lineage_term(row: LineageRow) -> int:
+    """The term a root's latest lineage row adds to V (its content digest)."""
+    return _term(f"L {row.root_decision_id} {row.version} {lineage_content_digest(row)}")
+
+
+def _term(line: str) -> int:
+    return int.from_bytes(hashlib.sha256(line.encode()).digest(), "big")
+
+
+_MODULUS = 1 << 256
+
+
+@dataclass
+class VersionSum:
+    """V as an order-free multiset digest: the count and the sum mod 2^256 of row terms.
+
+    Adding or removing a row is O(1), so the ledger keeps V current row by row
+    instead of rehashing every eligible row on each terminal. The same rows in any
+    order give the same V.
+    """
+
+    total: int = 0
+    count: int = 0
+
+    def add(self, term: int) -> None:
+        self.total = (self.total + term) % _MODULUS
+        self.count += 1
+
+    def remove(self, term: int) -> None:
+        self.total = (self.total - term) % _MODULUS
+        self.count -= 1
+
+    def digest(self) -> str:
+        h = hashlib.sha256(b"gigaevo.memory.v2.evidence-version.2\n")
+        h.update(f"{self.count} {self.total:064x}\n".encode())
+        return h.hexdigest()
+
+
 def evidence_version(
     observations: Iterable[Observation], latest_lineage: Iterable[LineageRow]
 ) -> str:
-    """V: SHA-256 over the content of the usefulness-eligible observations and of each
-    root's latest lineage row (memory-model.md "Rows and eligibility"),
-    in id order.
+    """V: the order-free digest (``VersionSum``) of the content of the usefulness-eligible
+    observations and of each root's latest lineage row (memory-model.md "Rows and
+    eligibility"): no times, no writing session.
 
     Args:
         observations: every decision with a terminal; ineligible ones are skipped.
         latest_lineage: each root's latest lineage row.
     """
-    h = hashlib.sha256(b"gigaevo.memory.v2.evidence-version.2\n")
-    eligible = sorted(
-        (o.decision.decision_id, o.content_digest) for o in observations if usefulness_eligible(o)
-    )
-    for did, digest in eligible:
-        h.update(f"E {did} {digest}\n".encode())
-    lineage = sorted(
-        (r.root_decision_id, r.version, lineage_content_digest(r)) for r in latest_lineage
-    )
-    for root, version, digest in lineage:
-        h.update(f"L {root} {version} {digest}\n".encode())
-    return h.hexdigest()
+    acc = VersionSum()
+    for o in observations:
+        if usefulness_eligible(o):
+            acc.add(observation_term(o))
+    for row in latest_lineage:
+        acc.add(lineage_term(row))
+    return acc.digest()

@@ -1,26 +1,24 @@
-"""Derived views of the causal ledger's rows, memoised until new rows arrive.
+"""Derived views of the causal ledger's rows, kept current row by row.
 
 ``LedgerViews`` is the read-only half of ``SelectionEvidence``: observations (a decision
 with its terminal), the rows each head trains on, the OPE rows, pending decisions, the
 cards applied on a program's ancestry, each root's latest lineage row and the evidence
-version V. Every view is keyed by the last sequence numbers it was built from; rows are
-immutable, so a view is stale only when rows arrive. ``SelectionEvidence`` supplies the
-verified rows (``_rows``) and single-row lookups.
+version V. Each new row is fed once to a ``LedgerTally`` (``tally``), which keeps the
+views up to date in O(1) per row; the per-decision and per-outcome paths read it
+(``observations_since``, ``eligible_since``, ``edges_since``, pending counts, V), and the
+whole-ledger tuples (``observations``, ``head_rows``) are built only when asked and
+memoised until a terminal arrives. ``SelectionEvidence`` supplies the verified rows
+(``_rows``) and single-row lookups.
 """
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Callable
 from typing import Any
 
 from gigaevo.memory.v2.evidence.owner import owner_dead
-from gigaevo.memory.v2.evidence.queries import (
-    Head,
-    Observation,
-    evidence_version,
-    head_rows,
-    lineage_rows,
-    ope_eligible,
-)
+from gigaevo.memory.v2.evidence.queries import Head, Observation, head_rows, ope_eligible
 from gigaevo.memory.v2.evidence.rows import (
     DecisionRow,
     EdgeRow,
@@ -28,6 +26,7 @@ from gigaevo.memory.v2.evidence.rows import (
     TerminalRow,
     decision_key_id,
 )
+from gigaevo.memory.v2.evidence.tally import LedgerTally
 
 
 class LedgerViews:
@@ -35,8 +34,8 @@ class LedgerViews:
 
     owner: str
     _memo: dict[str, tuple[tuple[int, ...], Any]]
-    _last: dict[str, int]
-    _observed: tuple[dict[str, Observation], int]
+    _tally: LedgerTally
+    _fed: dict[str, int]  # rows of each table fed to the tally
     _applied: dict[str, frozenset[str]]
 
     # -- supplied by SelectionEvidence ------------------------------------------
@@ -106,53 +105,58 @@ class LedgerViews:
         )
 
     def open_decisions(self) -> tuple[DecisionRow, ...]:
-        """Decisions still waiting for their terminal."""
-        closed = {t.decision_id for t in self.terminals()}
-        return tuple(d for d in self.decisions() if d.decision_id not in closed)
+        """Decisions still waiting for their terminal (in decision order)."""
+        return tuple(self._sync().open.values())
 
     def observations(self) -> tuple[Observation, ...]:
         """Every decision that has a terminal, with both rows' hashes (in decision order).
 
-        Terminals are read before decisions: a terminal is committed after its decision,
-        so every terminal read has its decision, and the set changes only with terminals.
+        Built from the tally only when a terminal arrived since the last call; the hot
+        paths read ``observations_since`` (terminal order) instead.
         """
-        terminals = self._rows("terminals")
-        decisions = self._rows("decisions")
-        key = (self._last["terminals"],)
-        memo = self._memo.get("observations")
-        if memo is not None and memo[0] == key:
-            cached: tuple[Observation, ...] = memo[1]
-            return cached
-        # only the terminals read since the last call make new observations (rows are
-        # immutable); the tuple is then laid out in decision order by id lookups
-        observed, seen = self._observed
-        if len(terminals) > seen:
-            by_id = {d.decision_id: (d, dsha) for d, dsha in decisions.values()}
-            for term, tsha in list(terminals.values())[seen:]:
-                decision, dsha = by_id[term.decision_id]
-                observed[term.decision_id] = Observation(decision, term, dsha, tsha)
-            self._observed = (observed, len(terminals))
-        out = tuple(
-            observed[d.decision_id] for d, _ in decisions.values() if d.decision_id in observed
+        tally = self._sync()
+        return self._memoised(
+            "observations",
+            (len(tally.log),),
+            lambda: tuple(tally.observed[d] for d in tally.decisions if d in tally.observed),
         )
-        self._memo["observations"] = (key, out)
-        return out
+
+    def observations_since(self, start: int) -> list[Observation]:
+        """Observations from the ``start``-th terminal read on, in terminal order."""
+        return self._sync().log[start:]
+
+    def eligible_since(self, start: int) -> list[Observation]:
+        """Usefulness-eligible observations from the ``start``-th on, in terminal order."""
+        return self._sync().eligible[start:]
 
     def head_rows(self, head: Head) -> tuple[Observation, ...]:
-        """Usefulness-eligible rows of the ``immediate`` or ``invalidity`` head."""
-        observations = self.observations()
-        key = (self._last["terminals"],)
-        memo = self._memo.get(f"head:{head}")
-        if memo is not None and memo[0] == key:
-            cached: tuple[Observation, ...] = memo[1]
-            return cached
-        rows = head_rows(observations, head)
-        self._memo[f"head:{head}"] = (key, rows)
-        return rows
+        """Usefulness-eligible rows of the ``immediate`` or ``invalidity`` head (decision order)."""
+        key = (len(self._sync().log),)
+        return self._memoised(f"head:{head}", key, lambda: head_rows(self.observations(), head))
 
     def lineage_head_rows(self) -> tuple[tuple[Observation, LineageRow], ...]:
-        """Matured lineage rows of usefulness-eligible valid roots (the delayed head)."""
-        return lineage_rows(self.observations(), self.lineage())
+        """Matured lineage rows of usefulness-eligible valid roots (the delayed head), in
+        decision order."""
+        tally = self._sync()
+        return tuple(tally.matured[d] for d in tally.decisions if d in tally.matured)
+
+    def matured_lineage(self) -> dict[str, tuple[Observation, LineageRow]]:
+        """Root decision id -> (observation, latest ``outcome`` row) of the delayed head's rows."""
+        return dict(self._sync().matured)
+
+    def matured_changes_since(self, start: int) -> list[str]:
+        """Roots whose matured lineage row (``matured_lineage``) changed, from the
+        ``start``-th change on; a root may repeat."""
+        return self._sync().matured_log[start:]
+
+    def matured_row(self, root_decision_id: str) -> tuple[Observation, LineageRow] | None:
+        """The delayed head's row of a root: (observation, latest ``outcome`` row), or None."""
+        return self._sync().matured.get(root_decision_id)
+
+    def latest_lineage(self, root_decision_id: str) -> LineageRow | None:
+        """The root's latest lineage row, or None."""
+        found = self._sync().latest.get(root_decision_id)
+        return None if found is None else found[0]
 
     def ope_rows(self) -> tuple[Observation, ...]:
         """All randomised, non-censored rows (both arms, cited or not)."""
@@ -160,42 +164,73 @@ class LedgerViews:
 
     def pending_by_proposal(self) -> dict[str, int]:
         """Pending decisions per proposed card id."""
-        counts: dict[str, int] = {}
-        for d in self.open_decisions():
-            if d.proposed_id is not None:
-                counts[d.proposed_id] = counts.get(d.proposed_id, 0) + 1
-        return counts
+        return dict(self._sync().pending)
+
+    def unmatured_by_proposal(self) -> dict[str, int]:
+        """Per proposed id: usefulness-eligible valid roots without a matured lineage row."""
+        return dict(self._sync().unmatured)
+
+    def counts(self) -> dict[str, int]:
+        """Row counts: decisions, abstained, terminals, censored, edges, lineage rows and the
+        roots they cover."""
+        tally = self._sync()
+        return {
+            **{k: tally.counts[k] for k in ("decisions", "abstained", "terminals", "censored")},
+            "edges": len(tally.edges),
+            "lineage": tally.lineage_count,
+            "lineage_roots": len(tally.latest),
+        }
+
+    def edges_since(self, start: int) -> list[EdgeRow]:
+        """Mutation edges from the ``start``-th read on (in read order, i.e. commit order)."""
+        return self._sync().edges[start:]
 
     def evidence_version(self) -> str:
-        """V over usefulness-eligible rows and each root's latest lineage row.
-
-        Recomputed only when a terminal or lineage row arrived since the last call.
-        """
-        observations = self.observations()
-        latest = self.lineage()
-        key = (self._last["terminals"], self._last["lineage"])
-        memo = self._memo.get("version")
-        if memo is not None and memo[0] == key:
-            cached: str = memo[1]
-            return cached
-        version = evidence_version(observations, latest)
-        self._memo["version"] = (key, version)
-        return version
+        """V over usefulness-eligible rows and each root's latest lineage row (kept current
+        row by row: ``queries.VersionSum``)."""
+        tally = self._sync()
+        return self._memoised(
+            "version", (tally.version.total, tally.version.count), tally.version.digest
+        )
 
     # ---- internals --------------------------------------------------------------
 
-    def _lineage_with_sha(self, latest: bool) -> list[tuple[LineageRow, str]]:
-        rows = list(self._rows("lineage").values())
-        if not latest:
-            return rows
-        key = (self._last["lineage"],)
-        memo = self._memo.get("lineage")
+    def _sync(self) -> LedgerTally:
+        """Feed the tally the rows read since the last call (terminals are read before
+        decisions: a terminal is committed after its decision, so every terminal read
+        has its decision; the decisions are fed first)."""
+        fresh = {t: self._new_rows(t) for t in ("lineage", "terminals", "decisions", "edges")}
+        tally = self._tally
+        for row, sha in fresh["decisions"]:
+            tally.add_decision(row, sha)
+        for term, tsha in fresh["terminals"]:
+            decision, dsha = tally.decisions[term.decision_id]
+            tally.add_terminal(Observation(decision, term, dsha, tsha))
+        for lin, sha in fresh["lineage"]:
+            tally.add_lineage(lin, sha)
+        for edge, _ in fresh["edges"]:
+            tally.add_edge(edge)
+        return tally
+
+    def _new_rows(self, table: str) -> list[tuple[Any, str]]:
+        """Rows of ``table`` read since the tally last took them."""
+        rows = self._rows(table)
+        seen = self._fed[table]
+        if len(rows) == seen:
+            return []
+        self._fed[table] = len(rows)
+        return list(itertools.islice(rows.values(), seen, None))
+
+    def _memoised(self, name: str, key: tuple[int, ...], build: Callable[[], Any]) -> Any:
+        """``build()`` cached while ``key`` (counts of the rows it depends on) holds."""
+        memo = self._memo.get(name)
         if memo is not None and memo[0] == key:
-            return list(memo[1])
-        best: dict[str, tuple[LineageRow, str]] = {}
-        for row, sha in rows:
-            cur = best.get(row.root_decision_id)
-            if cur is None or row.version > cur[0].version:
-                best[row.root_decision_id] = (row, sha)
-        self._memo["lineage"] = (key, tuple(best.values()))
-        return list(best.values())
+            return memo[1]
+        value = build()
+        self._memo[name] = (key, value)
+        return value
+
+    def _lineage_with_sha(self, latest: bool) -> list[tuple[LineageRow, str]]:
+        if not latest:
+            return list(self._rows("lineage").values())
+        return list(self._sync().latest.values())
