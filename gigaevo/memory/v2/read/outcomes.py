@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,7 @@ from gigaevo.memory.v2.evidence import (
     censored_terminal,
     decision_key_id,
     edge_from_result,
+    ope_eligible,
     terminal_from_result,
     usefulness_eligible,
 )
@@ -87,12 +89,19 @@ class OutcomeRecorder:
         self.lineage_versions = 0
         # incremental maturation state (see _mature)
         self._edges_seen = 0
+        self._seen = 0  # observations read (terminal order)
         self._by_child: dict[str, EdgeRow] = {}
         self._islands: dict[int, IslandEdges] = {}
-        self._roots: dict[str, LineageRoot | None] = {}
-        self._settled: dict[str, LineageOutcome] = {}
+        self._rootless: dict[str, Observation] = {}  # eligible valid, waiting for the edge
+        self._roots: dict[str, LineageRoot] = {}
+        self._order: dict[str, int] = {}  # root -> when it became one (processing order)
+        self._on_island: dict[int, list[str]] = {}
+        self._open: dict[int, dict[str, None]] = {}  # island -> unsettled roots
+        self._outcomes: dict[str, LineageOutcome] = {}  # each root's outcome before credit
+        self._claims: dict[str, set[str]] = {}  # best descendant -> roots claiming it
         self.rejected = 0
         self.ope_written_at: int | None = None
+        self._ope = OpeColumns()
         self.resumed: dict[int, str] = {}  # attempt -> decision id, orphans kept open
         self.lost = 0
         self.resumed_count = 0
@@ -115,7 +124,7 @@ class OutcomeRecorder:
         self.resumed_count = len(self.resumed)
         if self.resumed:
             log.info("memory v2: resuming %d open decision(s)", len(self.resumed))
-        if self.evidence.edges():  # a kill between an edge and its maturation: catch up now
+        if self.evidence.counts()["edges"]:  # a kill between an edge and its maturation
             self._mature()
 
     def _censor_lost(self, attempt: int) -> None:
@@ -191,78 +200,92 @@ class OutcomeRecorder:
     def _mature(self) -> None:
         """New lineage row versions for the roots whose outcome changed.
 
-        Incremental: new edges extend the per-island index, a root is built once, and a
-        root whose outcome is final (outcome / invalid / censored: its matured window and
-        edges never change) is not scanned again; exclusive credit is re-decided over all
-        roots on every call, as before.
+        Incremental, O(new rows + roots touched): new edges extend the per-island index;
+        a new eligible valid observation becomes a root once its edge is known; only the
+        unsettled roots of islands that received edges are evaluated again (a settled
+        root's matured window and edges never change), and exclusive credit is decided
+        again only among the roots naming the same best descendant as a changed one
+        (``assign_credit`` per claim group, which is how it decides over all roots).
         """
         r = self.reader
-        edges = self.evidence.edges()
-        new_edges = edges[self._edges_seen :]
-        self._edges_seen = len(edges)
+        new_edges = self.evidence.edges_since(self._edges_seen)
+        self._edges_seen += len(new_edges)
         for e in new_edges:
             if e.child_id:
                 self._by_child[e.child_id] = e
-        rebuilt = extend_index(
-            self._islands,
-            (
-                LineageEdge(
-                    parent_id=e.parent_id,
-                    child_id=e.edge_id,
-                    island=e.island,
-                    ordinal=e.ordinal,
-                    status=e.status,
-                    gain=e.gain,
-                    disposition=(
-                        archive_disposition(e.disposition) if e.status == "valid" else "none"
-                    ),
-                )
-                for e in new_edges
-            ),
-        )
-        if rebuilt:  # an edge arrived out of ordinal order: rescan those islands' roots
-            self._settled = {
-                k: v for k, v in self._settled.items()
-                if (root := self._roots.get(k)) is None or root.island not in rebuilt
-            }  # fmt: skip
-        roots = [root for obs in self.evidence.observations() if (root := self._root(obs))]
-        if not roots:
-            return
+        rebuilt = extend_index(self._islands, (_lineage_edge(e) for e in new_edges))
+        for obs in self.evidence.observations_since(self._seen):
+            self._seen += 1
+            if usefulness_eligible(obs) and obs.valid and obs.terminal.gain is not None:
+                self._rootless[obs.decision.decision_id] = obs
+        dirty = self._new_roots()
+        for isl in rebuilt:  # an edge arrived out of ordinal order: rescan its roots
+            for did in self._on_island.get(isl, ()):
+                self._open.setdefault(isl, {})[did] = None
+        for isl in {e.island for e in new_edges} | rebuilt:
+            dirty.update(self._open.get(isl, {}))
+        groups: set[str] = set()
         empty = IslandEdges(())
-        outcomes = []
-        for root in roots:
-            out = self._settled.get(root.decision_id)
-            if out is None:
-                island = self._islands.get(root.island, empty)
-                out = root_outcome(root, island, depth=r.reward.depth, budget=r.reward.budget)
-                if out.status != "pending":
-                    self._settled[root.decision_id] = out
-            outcomes.append(out)
-        latest = {row.root_decision_id: row for row in self.evidence.lineage()}
-        for out in assign_credit(roots, outcomes):
-            self._append_if_changed(out, latest.get(out.decision_id))
+        for did in sorted(dirty, key=self._order.__getitem__):
+            root = self._roots[did]
+            island = self._islands.get(root.island, empty)
+            out = root_outcome(root, island, depth=r.reward.depth, budget=r.reward.budget)
+            if out.status != "pending":
+                self._open.get(root.island, {}).pop(did, None)
+            groups |= self._claim(did, out)
+        todo = set(dirty)
+        for best in groups:
+            todo.update(self._claims.get(best, ()))
+        for did in sorted(todo, key=self._order.__getitem__):
+            self._append_if_changed(self._credited(did), self.evidence.latest_lineage(did))
 
-    def _root(self, obs: Observation) -> LineageRoot | None:
-        """The lineage root of an observation (built once), or None when it is not one."""
-        decision_id = obs.decision.decision_id
-        if decision_id in self._roots:
-            return self._roots[decision_id]
-        if not (usefulness_eligible(obs) and obs.valid) or obs.terminal.gain is None:
-            return None  # an observation's rows never change: this stays None
-        edge = self._by_child.get(obs.terminal.child_id)
-        if edge is None:
-            return None  # its edge has not arrived yet: try again next time
-        feasible = raw_feasible_interval(
-            self.reader.causal_reward, obs.decision.context.parent_fitness
-        )
-        try:
-            root: LineageRoot | None = LineageRoot(
-                decision_id, edge.child_id, edge.island, edge.ordinal, obs.terminal.gain, feasible
+    def _new_roots(self) -> set[str]:
+        """Roots made from eligible valid observations whose edge has arrived (dirty)."""
+        made = set()
+        for did, obs in list(self._rootless.items()):
+            edge = self._by_child.get(obs.terminal.child_id)
+            if edge is None:
+                continue  # its edge has not arrived yet: try again next time
+            del self._rootless[did]
+            feasible = raw_feasible_interval(
+                self.reader.causal_reward, obs.decision.context.parent_fitness
             )
-        except ValueError:
-            root = None
-        self._roots[decision_id] = root
-        return root
+            assert obs.terminal.gain is not None
+            try:
+                root = LineageRoot(
+                    did, edge.child_id, edge.island, edge.ordinal, obs.terminal.gain, feasible
+                )
+            except ValueError:
+                continue  # an observation's rows never change: never a root
+            self._roots[did] = root
+            self._order[did] = len(self._order)
+            self._on_island.setdefault(root.island, []).append(did)
+            self._open.setdefault(root.island, {})[did] = None
+            made.add(did)
+        return made
+
+    def _claim(self, did: str, out: LineageOutcome) -> set[str]:
+        """Record ``did``'s outcome and its claim on a best descendant; the claim groups
+        (best descendant ids) whose credit may have moved."""
+        before = _claimed(self._outcomes.get(did))
+        after = _claimed(out)
+        self._outcomes[did] = out
+        if before is not None and before != after:
+            self._claims[before].discard(did)
+        if after is not None:
+            self._claims.setdefault(after, set()).add(did)
+        return {g for g in (before, after) if g is not None}
+
+    def _credited(self, did: str) -> LineageOutcome:
+        """``did``'s outcome after exclusive credit within its claim group."""
+        out = self._outcomes[did]
+        best = _claimed(out)
+        if best is None:
+            return out
+        members = sorted(self._claims[best], key=self._order.__getitem__)
+        roots = [self._roots[m] for m in members]
+        credited = assign_credit(roots, [self._outcomes[m] for m in members])
+        return credited[members.index(did)]
 
     def _append_if_changed(self, out: LineageOutcome, last: LineageRow | None) -> None:
         if last is None and out.status == "pending":
@@ -295,37 +318,29 @@ class OutcomeRecorder:
 
         ITT DR / IPS (flat, as before), the conditional-offer AIPW of the gates
         pi = 1, pi = 0 and pi = e with their ESS, max weight and overlap, the
-        flags, counts per arm and the outcome count at which it was written.
+        flags, counts per arm and the outcome count at which it was written. The
+        rows' columns are kept as terminals arrive (``OpeColumns``), so a summary
+        costs one vectorised pass, not a walk over the ledger's rows.
         """
         r = self.reader
-        rows = self.evidence.ope_rows()
-        z, y, q1, q0, e, runs = [], [], [], [], [], []
-        for obs in rows:
-            d, t = obs.decision, obs.terminal
-            lo, _ = raw_feasible_interval(r.causal_reward, d.context.parent_fitness)
-            z.append(float(d.z or 0))
-            y.append(float(t.gain) if t.gain is not None else lo)
-            q1.append(float(d.q1 or 0.0))
-            q0.append(float(d.q0 or 0.0))
-            e.append(float(d.offer or r.settings.policy.offer_probability))
-            runs.append(d.run_id)
-        report = offer_gate_report(z, y, q1, q0, e, runs)
-        decisions = self.evidence.decisions()
-        terminals = self.evidence.terminals()
+        cols = self._ope
+        cols.extend(self.evidence.observations_since(cols.seen), r)
+        report = offer_gate_report(cols.z, cols.y, cols.q1, cols.q0, cols.e, cols.runs)
+        counts = self.evidence.counts()
         return {
             "estimand": "ITT (probe): offer vs withhold of the proposed card",
             "units": "raw oriented gain (invalid rows: R * G-)",
-            "written_at_outcome": len(self.evidence.edges()),  # the run's, across resumes
+            "written_at_outcome": counts["edges"],  # the run's, across resumes
             "session_outcomes": self.outcomes,
             **_json_ready(report),
-            "arms": _arm_counts(rows),
-            "decisions": len(decisions),
-            "terminals": len(terminals),
-            "censored": sum(1 for t in terminals if t.status == "censored"),
-            "abstained": sum(1 for d in decisions if d.abstain),
-            "cited": sum(1 for o in rows if o.cited),
-            "runs": sorted(set(runs)),
-            "lineage_roots": len(self.evidence.lineage()),
+            "arms": cols.arms(),
+            "decisions": counts["decisions"],
+            "terminals": counts["terminals"],
+            "censored": counts["censored"],
+            "abstained": counts["abstained"],
+            "cited": cols.counts["cited"],
+            "runs": sorted(set(cols.runs)),
+            "lineage_roots": counts["lineage_roots"],
             "evidence_version": self.evidence.evidence_version(),
         }
 
@@ -352,20 +367,60 @@ class OutcomeRecorder:
         }
 
 
-def _arm_counts(rows: Sequence[Observation]) -> dict[str, dict[str, int]]:
-    """Valid / invalid rows per arm, and cited / uncited deliveries."""
-    arms = {"treated": [o for o in rows if o.z == 1], "control": [o for o in rows if o.z == 0]}
-    out = {
-        name: {
-            "n": len(obs),
-            "valid": sum(1 for o in obs if o.valid),
-            "invalid": sum(1 for o in obs if o.invalid),
+def _lineage_edge(e: EdgeRow) -> LineageEdge:
+    disposition = archive_disposition(e.disposition) if e.status == "valid" else "none"
+    return LineageEdge(e.parent_id, e.edge_id, e.island, e.ordinal, e.status, e.gain, disposition)
+
+
+def _claimed(out: LineageOutcome | None) -> str | None:
+    """The best descendant ``out`` claims credit for (``assign_credit``'s rule), or None."""
+    if out is None or out.status != "outcome" or not out.residual:
+        return None
+    return out.best_descendant_id
+
+
+class OpeColumns:
+    """The OPE rows (randomised, non-censored) as columns, extended as terminals arrive."""
+
+    def __init__(self) -> None:
+        self.seen = 0  # observations read (terminal order)
+        self.z: list[float] = []
+        self.y: list[float] = []
+        self.q1: list[float] = []
+        self.q0: list[float] = []
+        self.e: list[float] = []
+        self.runs: list[str] = []
+        self.counts: Counter[str] = Counter()
+
+    def extend(self, observations: Sequence[Observation], reader: CausalReader) -> None:
+        for obs in observations:
+            self.seen += 1
+            if not ope_eligible(obs):
+                continue
+            d, t = obs.decision, obs.terminal
+            lo, _ = raw_feasible_interval(reader.causal_reward, d.context.parent_fitness)
+            self.z.append(float(d.z or 0))
+            self.y.append(float(t.gain) if t.gain is not None else lo)
+            self.q1.append(float(d.q1 or 0.0))
+            self.q0.append(float(d.q0 or 0.0))
+            self.e.append(float(d.offer or reader.settings.policy.offer_probability))
+            self.runs.append(d.run_id)
+            arm = "treated" if obs.z == 1 else "control" if obs.z == 0 else "other"
+            self.counts[f"{arm}.n"] += 1
+            self.counts[f"{arm}.valid"] += int(obs.valid)
+            self.counts[f"{arm}.invalid"] += int(obs.invalid)
+            self.counts["cited"] += int(obs.cited)
+
+    def arms(self) -> dict[str, dict[str, int]]:
+        """Valid / invalid rows per arm, and cited / uncited deliveries."""
+        c = self.counts
+        out = {
+            arm: {k: c[f"{arm}.{k}"] for k in ("n", "valid", "invalid")}
+            for arm in ("treated", "control")
         }
-        for name, obs in arms.items()
-    }
-    out["treated"]["cited"] = sum(1 for o in arms["treated"] if o.cited)
-    out["treated"]["uncited"] = out["treated"]["n"] - out["treated"]["cited"]
-    return out
+        out["treated"]["cited"] = c["cited"]
+        out["treated"]["uncited"] = out["treated"]["n"] - c["cited"]
+        return out
 
 
 def _json_ready(v: Any) -> Any:
