@@ -15,8 +15,10 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
+from scipy.sparse import csr_matrix
 
 from gigaevo.memory.v2.causal.errors import DesignError
+from gigaevo.memory.v2.causal.suffstats import FitStatistics
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -30,12 +32,16 @@ class BlockDesign:
         lineage: (n,) lineage block index of the row, -1 for none (control rows).
         lineage_part: (n, C) the row's lineage-block values (zeros when lineage = -1).
         n_lineages: B.
+        products: optional (n, C C + C P_s) per-row products u u' and u s' (``row_products``),
+            kept by a caller that fits the same rows again and again; ``block_gram`` then
+            only weighs and sums them.
     """
 
     shared: np.ndarray
     lineage: np.ndarray
     lineage_part: np.ndarray
     n_lineages: int
+    products: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
     def size(self) -> int:
@@ -77,8 +83,9 @@ class BlockDesign:
     def take(self, rows: np.ndarray | list[int]) -> BlockDesign:
         """The design of the selected rows (in the given order)."""
         idx = np.asarray(rows, dtype=int)
+        products = None if self.products is None else self.products[idx]
         return BlockDesign(
-            self.shared[idx], self.lineage[idx], self.lineage_part[idx], self.n_lineages
+            self.shared[idx], self.lineage[idx], self.lineage_part[idx], self.n_lineages, products
         )
 
     def rdot(self, r: np.ndarray) -> np.ndarray:
@@ -139,6 +146,20 @@ class BlockStatistics:
             self._group(design, y, omega2 == lv, pos, len(self.active)) for lv in self.levels
         ]
 
+    @classmethod
+    def from_fit(cls, fit: FitStatistics) -> BlockStatistics:
+        """The same statistics from incrementally kept sums (``suffstats``), no design."""
+        out = cls.__new__(cls)
+        out.n, out.p_shared, out.width = fit.n, fit.p_shared, fit.width
+        out.n_lineages, out.active, out.levels = fit.n_lineages, fit.active, fit.levels
+        out.groups = []
+        for g in fit.groups:
+            d, gg, bl = g.dense_blocks(len(fit.active))
+            group: dict[str, np.ndarray | float] = {"count": float(g.count), "yty": g.yty}
+            group.update(a=g.a, d=d, g=gg, bs=g.bs, bl=bl)
+            out.groups.append(group)
+        return out
+
     @staticmethod
     def _group(
         design: BlockDesign, y: np.ndarray, mask: np.ndarray, pos: np.ndarray, n_act: int
@@ -146,6 +167,14 @@ class BlockStatistics:
         gram = block_gram(design, mask.astype(float), pos, n_act, y)
         yy = y[mask]
         return {"count": float(mask.sum()), "yty": float(yy @ yy), **gram}
+
+
+def row_products(shared: np.ndarray, part: np.ndarray) -> np.ndarray:
+    """Per-row products (u u' and u s', flattened): (n, C C + C P_s) for ``BlockDesign``."""
+    n, c, ps = len(part), part.shape[1], shared.shape[1]
+    uu = (part[:, :, None] * part[:, None, :]).reshape(n, c * c)
+    us = (part[:, :, None] * shared[:, None, :]).reshape(n, c * ps)
+    return np.concatenate([uu, us], axis=1)
 
 
 def block_gram(
@@ -164,15 +193,24 @@ def block_gram(
     s, lin, part = design.shared, design.lineage, design.lineage_part
     c, ps = part.shape[1], s.shape[1]
     ws = s * weights[:, None]
-    d, g, bl = np.zeros((n_act, c, c)), np.zeros((n_act, c, ps)), np.zeros((n_act, c))
-    rows = (lin >= 0) & (weights != 0.0)
-    idx = pos[lin[rows]]
-    wp = part[rows] * weights[rows, None]
-    np.add.at(d, idx, np.einsum("ni,nj->nij", wp, part[rows]))
-    np.add.at(g, idx, np.einsum("ni,nj->nij", wp, s[rows]))
-    out = {"a": ws.T @ s, "d": d, "g": g}
+    rows = np.flatnonzero((lin >= 0) & (weights != 0.0))
+    products = design.products
+    if products is None:
+        products = row_products(s[rows], part[rows])
+        cols = np.arange(len(rows))
+    else:
+        cols = rows
+    # weighted per-block sums as one sparse (B_act x n) product
+    member = csr_matrix((weights[rows], (pos[lin[rows]], cols)), shape=(n_act, len(products)))
+    summed = np.asarray(member @ products)
+    out = {
+        "a": ws.T @ s,
+        "d": summed[:, : c * c].reshape(n_act, c, c),
+        "g": summed[:, c * c :].reshape(n_act, c, ps),
+    }
     if y is not None:
-        np.add.at(bl, idx, wp * y[rows, None])
+        bl = np.zeros((n_act, c))
+        np.add.at(bl, pos[lin[rows]], part[rows] * (weights[rows] * y[rows])[:, None])
         out["bs"], out["bl"] = ws.T @ y, bl
     return out
 

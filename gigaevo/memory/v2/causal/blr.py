@@ -17,14 +17,17 @@ import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
 from gigaevo.memory.v2.causal.arrowhead import (
+    DENSE_MAX_SIZE,
     BlockDesign,
     BlockStatistics,
     as_block_design,
     block_posterior,
 )
 from gigaevo.memory.v2.causal.errors import DesignError
+from gigaevo.memory.v2.causal.levels import LevelPencil
 from gigaevo.memory.v2.causal.quadrature import EDGE_FRACTION, adaptive_gauss_legendre
 from gigaevo.memory.v2.causal.spectral import DensePencil, NoisePencil
+from gigaevo.memory.v2.causal.suffstats import FitStatistics
 
 _LOG_2PI = math.log(2.0 * math.pi)
 _MAX_OMEGA_GROUPS = 8
@@ -82,6 +85,17 @@ class FitHealth:
 
 class _Statistics:
     """Sufficient statistics of centred data, grouped by distinct omega when few."""
+
+    @classmethod
+    def from_fit(cls, fit: FitStatistics) -> _Statistics:
+        """Grouped statistics from kept sums (``suffstats``): one Gram per omega^2 level."""
+        out = cls.__new__(cls)
+        out.n, out.grouped, out.levels = fit.n, True, fit.levels
+        out.counts = np.array([g.count for g in fit.groups])
+        dense = [fit.dense(g) for g in fit.groups]
+        out.xtx, out.xty = [d[0] for d in dense], [d[1] for d in dense]
+        out.yty = [g.yty for g in fit.groups]
+        return out
 
     def __init__(self, x: np.ndarray, y: np.ndarray, omega: np.ndarray) -> None:
         self.n = len(y)
@@ -216,7 +230,42 @@ class BayesianLinearHead:
         """
         prior_var = np.asarray(self.prior_variance, dtype=float)
         x = as_block_design(x, self.block_layout, len(prior_var))
-        solver = self._solver(x, y, omega, prior_var)
+        return self._integrate(self._solver(x, y, omega, prior_var))
+
+    def fit_statistics(self, stats: FitStatistics) -> BayesianLinearHead:
+        """Fit on kept sufficient statistics (``suffstats``) instead of a design: the same
+        posterior as ``fit`` on the rows they sum (MODEL 3), without touching the rows.
+
+        Wider than ``DENSE_MAX_SIZE`` columns (or with ``block_layout`` set and wide) the
+        block-arrowhead solvers are used, else the dense ones, as ``fit`` chooses.
+        """
+        prior_var = np.asarray(self.prior_variance, dtype=float)
+        if stats.size != len(prior_var):
+            raise DesignError("statistics and prior have inconsistent shapes")
+        if np.any(prior_var <= 0):
+            raise DesignError("prior variances must be positive and data finite")
+        mu0 = _prior_mean(self.prior_mean, len(prior_var))
+        centred = stats.centred(mu0)
+        solver: _NodeSolver | _PencilSolver | _DenseSolver
+        if len(prior_var) > DENSE_MAX_SIZE:
+            if len(centred.levels) == 1:  # one level: every sigma in one eigenbasis
+                one = NoisePencil(BlockStatistics.from_fit(centred), prior_var)
+                solver = _PencilSolver(one, mu0)
+            else:
+                solver = _PencilSolver(LevelPencil(centred, prior_var), mu0)
+        elif len(centred.levels) == 1:
+            group = centred.groups[0]
+            xtx, xty = centred.dense(group)
+            level = float(centred.levels[0])
+            pencil = DensePencil.from_gram(xtx, xty, group.yty, group.count, level, prior_var)
+            solver = _DenseSolver(pencil, mu0)
+        else:
+            grouped = _Statistics.from_fit(centred)
+            solver = _NodeSolver(lambda tau: _conditional(grouped, prior_var, math.exp(tau)), mu0)
+        return self._integrate(solver)
+
+    def _integrate(self, solver: _NodeSolver | _PencilSolver | _DenseSolver) -> BayesianLinearHead:
+        """Integrate the residual scale over ``solver``'s conditional posteriors (MODEL 3)."""
         lo, hi = (math.log(b) for b in self.residual_sd_bounds)
         if not hi > lo:
             raise DesignError("residual sd bounds must satisfy 0 < low < high")
@@ -356,7 +405,7 @@ class _NodeSolver:
 class _BatchEvidence:
     """The log evidence of a pencil (any sigma, or a batch of them at once)."""
 
-    _pencil: NoisePencil | DensePencil
+    _pencil: NoisePencil | LevelPencil | DensePencil
 
     def log_evidence(self, tau: float) -> float:
         return float(self._pencil.log_evidence(np.array([math.exp(tau)]))[0])
@@ -366,9 +415,10 @@ class _BatchEvidence:
 
 
 class _PencilSolver(_BatchEvidence):
-    """All sigma nodes of a block design with one noise level through a ``NoisePencil``."""
+    """All sigma nodes of a block design at once: a ``NoisePencil`` (one noise level) or a
+    ``LevelPencil`` (several)."""
 
-    def __init__(self, pencil: NoisePencil, mu0: np.ndarray) -> None:
+    def __init__(self, pencil: NoisePencil | LevelPencil, mu0: np.ndarray) -> None:
         self._pencil, self.mu0 = pencil, mu0
         self._block = pencil
 

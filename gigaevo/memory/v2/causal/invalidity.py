@@ -76,8 +76,15 @@ class LogisticLaplaceHead:
             return _BlockPrecision(self._x, w, self._v)
         return _DensePrecision(np.diag(1.0 / self._v) + self._x.T @ (w[:, None] * self._x))
 
-    def fit(self, x: np.ndarray | BlockDesign, d: np.ndarray) -> LogisticLaplaceHead:
-        """Fit on a design (dense (n, P) or ``BlockDesign``) and invalid indicators d (n,)."""
+    def fit(
+        self, x: np.ndarray | BlockDesign, d: np.ndarray, start: np.ndarray | None = None
+    ) -> LogisticLaplaceHead:
+        """Fit on a design (dense (n, P) or ``BlockDesign``) and invalid indicators d (n,).
+
+        From the prior mean: quasi-Newton, then Newton if the gradient is not yet at its
+        target. From ``start`` (a nearby mode, e.g. the MAP on most of the same rows):
+        Newton steps only, to the same gradient target.
+        """
         self._mu = np.asarray(self.prior_mean, dtype=float)
         self._v = np.asarray(self.prior_variance, dtype=float)
         x = as_block_design(x, self.block_layout, len(self._mu))
@@ -89,7 +96,9 @@ class LogisticLaplaceHead:
         if len(self._d) != n or not np.all(np.isin(self._d, (0.0, 1.0))):
             raise DesignError("invalid indicators must be 0/1 and match the design rows")
         gamma = self._mu.copy()
-        if n:
+        if n and start is not None:
+            gamma = self._newton(np.asarray(start, dtype=float).copy())
+        elif n:
             res = minimize(
                 self._objective, gamma, jac=True, method="L-BFGS-B",
                 options={"gtol": GRADIENT_TARGET, "maxiter": 1000},

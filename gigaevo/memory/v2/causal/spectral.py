@@ -240,14 +240,43 @@ class DensePencil:
     """
 
     def __init__(self, x: np.ndarray, y: np.ndarray, omega2: float, prior_var: np.ndarray) -> None:
-        self.n = len(y)
+        root_v = np.sqrt(prior_var)
+        gram = (x * root_v).T @ (x * root_v)
+        self._setup(gram, root_v * (x.T @ y), float(y @ y), len(y), omega2, prior_var)
+
+    @classmethod
+    def from_gram(
+        cls,
+        xtx: np.ndarray,
+        xty: np.ndarray,
+        yty: float,
+        n: int,
+        omega2: float,
+        prior_var: np.ndarray,
+    ) -> DensePencil:
+        """The pencil of kept cross-products X'X, X'y, y'y of n rows (``suffstats``)."""
+        out = cls.__new__(cls)
+        root_v = np.sqrt(prior_var)
+        out._setup(root_v[:, None] * xtx * root_v[None, :], root_v * xty, yty, n, omega2, prior_var)
+        return out
+
+    def _setup(
+        self,
+        gram: np.ndarray,
+        scaled_xty: np.ndarray,
+        yty: float,
+        n: int,
+        omega2: float,
+        prior_var: np.ndarray,
+    ) -> None:
+        """gram = V^1/2 X'X V^1/2 and scaled_xty = V^1/2 X'y."""
+        self.n = n
         self.omega2 = float(omega2)
         self.root_v = np.sqrt(prior_var)
-        gram = (x * self.root_v).T @ (x * self.root_v)
         self.e, self.q = np.linalg.eigh(0.5 * (gram + gram.T))
         self.e = np.clip(self.e, 0.0, None)  # a PSD Gram: rounding below zero is noise
-        self.g = self.q.T @ (self.root_v * (x.T @ y))
-        self.yty = float(y @ y)
+        self.g = self.q.T @ scaled_xty
+        self.yty = float(yty)
 
     def log_evidence(self, sigmas: np.ndarray) -> np.ndarray:
         """log p(y | sigma) for each sigma, shape (K,)."""

@@ -1,13 +1,17 @@
-"""The read side's posterior heads, fitted on the causal ledger (memory-model.md "Immediate head"
-and "Delayed-lineage head" and "Multitask transfer").
+"""The read side's posterior heads, fitted on the causal ledger (MODEL sections 3, 4 and 9).
 
 ``HeadFitter`` fits the immediate-utility and invalidity heads on the committed,
 usefulness-eligible ledger rows, and the delayed-lineage head on the latest matured
-lineage row of each eligible root once there is one (memory-model.md "Delayed-lineage head"). Fits
-are cached by the
-evidence version V, the card lineages, the context width and the lineage rows; a decision
-whose inputs did not move (same V, same rows, the very same card objects) skips even the
-key. With the multitask transfer prior on, the digest of other runs' use trials joins V.
+lineage row of each eligible root once there is one (MODEL 4.2). The rows are kept as
+they arrive (``headrows.HeadRows``): the Gaussian heads fit on exact sufficient
+statistics updated per row, the invalidity head on its growing row arrays, so a refit
+never rebuilds a design over the ledger. Fits are cached by the evidence version V, the
+card lineages and the context width; a decision whose inputs did not move (same V, the
+very same card objects) skips even the key. With the multitask transfer prior on, the
+digest of other runs' use trials joins V.
+
+``design``, ``design_row`` and ``targets`` build the batch design of given observations,
+the reference the kept statistics are tested against.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from gigaevo.memory.v2.causal import (
 )
 from gigaevo.memory.v2.causal import RewardDefinition as CausalReward
 from gigaevo.memory.v2.causal.arrowhead import DENSE_MAX_SIZE
+from gigaevo.memory.v2.causal.errors import DesignError
 from gigaevo.memory.v2.causal.transfer import (
     TransferConfig,
     TransferFit,
@@ -36,18 +41,14 @@ from gigaevo.memory.v2.causal.transfer import (
     intercept_prior_mean,
     trial_digest,
 )
-from gigaevo.memory.v2.evidence import (
-    Diagnostic,
-    LineageRow,
-    Observation,
-    SelectionEvidence,
-)
+from gigaevo.memory.v2.evidence import Diagnostic, Observation, RowIdSet, SelectionEvidence
+from gigaevo.memory.v2.read.headrows import HeadRows, InvalidityFitter, WidthRows
 from gigaevo.memory.v2.read.trials import transfer_trials
 from gigaevo.memory.v2.settings import PosteriorSettings
 
 log = logging.getLogger(__name__)
 
-# (V + trial digest, card lineages, context width, fitted lineage row ids)
+# (V + trial digest, card lineages, context width, ())
 FitKey = tuple[str, tuple[str, ...], int, tuple[str, ...]]
 
 
@@ -59,7 +60,7 @@ class HeadFit:
     immediate: BayesianLinearHead | None
     invalidity: LogisticLaplaceHead | None
     diagnostics: tuple[Diagnostic, ...]
-    row_ids: tuple[str, ...]
+    row_ids: Sequence[str]  # a fit-set link (``RowIdSet``), or () for none
     failure: str = ""
     lineage: BayesianLinearHead | None = None  # delayed-lineage head, None while inactive
 
@@ -73,7 +74,7 @@ class HeadFitter:
         posterior: ``memory.posterior_config`` (priors, residual scale, contrasts).
         run_id: this run (its own use trials never feed the transfer prior).
         task_key: this run's task.
-        transfer: the multitask transfer prior (memory-model.md "Multitask transfer").
+        transfer: the multitask transfer prior (MODEL 9).
         rag_contrast: whether RAG labels enter the design (memory/applicability=agentic).
     """
 
@@ -98,6 +99,8 @@ class HeadFitter:
         self.transfer_fit = TransferFit()
         self._transfer_digest = ""
         self._transfer_cache: dict[str, tuple[str, tuple[float, str]]] = {}  # card -> fit
+        self.rows = HeadRows(evidence, reward, posterior, rag_contrast=rag_contrast)
+        self.invalidity = InvalidityFitter(posterior.kind_contrast, rag_contrast)
         self.current: tuple[FitKey, HeadFit] | None = None  # (cache key, fit)
         # (V, head rows, context width, cards) the cached fit was last checked against
         self._inputs: tuple[str, tuple[Observation, ...], int, tuple[Card, ...]] | None = None
@@ -107,29 +110,28 @@ class HeadFitter:
     def fitted(self, n_context: int, cards: Sequence[Card]) -> HeadFit:
         """The heads on the current evidence for ``cards`` (cached by V, lineages, layout)."""
         self.version = self.evidence.evidence_version()
-        rows = self.evidence.head_rows("invalidity")
-        # nothing moved since the last call (same V, same row tuple, the very same card
-        # objects: a stamp, edit or reload makes new ones): the cached fit stands
+        self.rows.sync()
+        # nothing moved since the last call (same V, the very same card objects: a stamp,
+        # edit or reload makes new ones): the cached fit stands
         last = self._inputs
         if (
             self.current is not None
             and last is not None
             and last[0] == self.version
-            and last[1] is rows
             and last[2] == n_context
             and len(last[3]) == len(cards)
             and all(a is b for a, b in zip(last[3], cards, strict=True))
         ):
             return self.current[1]
-        self._inputs = (self.version, rows, n_context, tuple(cards))
+        self._inputs = (self.version, (), n_context, tuple(cards))
         alias = {a: c.id for c in cards for a in (c.id, *c.aliases)}
-        delayed = self.evidence.lineage_head_rows()
-        lineages = sorted({c.id for c in cards} | {self._lineage(o, alias) for o in rows if o.z})
+        treated = {alias.get(k, k) for k in self.rows.treated_keys}
+        lineages = tuple(sorted({c.id for c in cards} | treated))
         version = self.version + self._transfer_key(cards)  # the trial digest joins V
-        key = (version, tuple(lineages), n_context, _lineage_row_ids(delayed))
+        key = (version, lineages, n_context, ())
         if self.current is not None and self.current[0] == key:
             return self.current[1]
-        fit = self._fit_heads(n_context, tuple(lineages), rows, alias, delayed)
+        fit = self._fit_heads(n_context, lineages, alias)
         self.current = (key, fit)
         self.fits += 1
         return fit
@@ -140,25 +142,16 @@ class HeadFitter:
         Cached with the decisions' fits. None while the ledger has no
         usefulness-eligible row (no context width to fit on).
         """
-        rows = self.evidence.head_rows("invalidity")
-        if not rows:
+        self.rows.sync()
+        if not self.rows.last_width:
             return None
-        fit = self.fitted(len(rows[-1].decision.context.features), cards)
+        fit = self.fitted(self.rows.last_width, cards)
         return self.version, fit
 
-    @staticmethod
-    def _lineage(obs: Observation, alias: dict[str, str]) -> str:
-        pid = obs.decision.proposed_id or ""
-        return alias.get(pid, pid)
-
     def _fit_heads(
-        self,
-        n_context: int,
-        lineages: tuple[str, ...],
-        rows: Sequence[Observation],
-        alias: dict[str, str],
-        delayed: Sequence[tuple[Observation, LineageRow]] = (),
+        self, n_context: int, lineages: tuple[str, ...], alias: dict[str, str]
     ) -> HeadFit:
+        """Fit the three heads on the kept rows of width ``n_context`` (``HeadRows``)."""
         post = self.posterior
         space = DesignSpace(
             n_context,
@@ -166,44 +159,51 @@ class HeadFitter:
             kind_contrast=post.kind_contrast,
             rag_contrast=self.rag_contrast,
         )
-        rows = [o for o in rows if len(o.decision.context.features) == n_context]
-        delayed = [(o, r) for o, r in delayed if len(o.decision.context.features) == n_context]
+        rows = self.rows.rows(n_context)
         try:
-            design = self.design(space, rows, alias)
-            invalid = np.array([1.0 if o.invalid else 0.0 for o in rows])
-            valid = np.array([o.valid for o in rows], dtype=bool)
-            y, omega = self.targets([o for o in rows if o.valid])
+            if self.rows.failure:
+                raise DesignError(self.rows.failure)
+            block_of = {k: space.lineage_position(alias.get(k, k)) for k in _keys(rows)}
+            n_lin = len(space.lineages)
             immediate = self._utility_head(space)
             # memory-model.md "Multitask transfer"; None: zero mean
             immediate.prior_mean = self._transfer_prior(space)
-            immediate.fit(_take_rows(design, np.flatnonzero(valid)), y, omega)
-            mu, var = space.invalidity_prior(
-                post.invalidity_base_rate,
-                post.invalidity_baseline_prior_sd,
-                post.invalidity_shared_prior_sd,
-                post.invalidity_lineage_prior_sd,
-                baseline_intercept_sd=post.invalidity_baseline_intercept_prior_sd,
-                lineage_intercept_sd=post.invalidity_lineage_intercept_prior_sd,
-            )
-            layout = (space.shared_size, space.n_context)  # block-arrowhead when large
-            invalidity = LogisticLaplaceHead(mu, var, layout).fit(design, invalid)
-            lineage = self._lineage_head(space, delayed, alias)
+            immediate.fit_statistics(rows.immediate.fit_view(block_of, n_lin))
+            invalidity = self.invalidity.fit(rows.invalidity, space, alias, self._invalidity_prior)
+            lineage = None
+            if rows.lineage.n:  # "Delayed-lineage head": active from one matured row, mu_0 = 0
+                lineage = self._utility_head(space)
+                lineage.fit_statistics(rows.lineage.fit_view(block_of, n_lin))
         except Exception as exc:  # fail closed: abstain until the evidence changes
             log.warning("memory v2 head fit failed, abstaining: %s", exc)
             return HeadFit(space, None, None, (Diagnostic("fit.failed", 1.0),), (), str(exc))
         h = immediate.health_
         diagnostics = (
-            Diagnostic("immediate.rows", float(valid.sum())),
+            Diagnostic("immediate.rows", float(rows.immediate.n)),
             Diagnostic("immediate.sigma", math.sqrt(immediate.residual_variance_)),
             Diagnostic("immediate.ok", float(h.ok)),
             Diagnostic("immediate.at_boundary", float(h.at_boundary)),
-            Diagnostic("invalidity.rows", float(len(rows))),
+            Diagnostic("invalidity.rows", float(rows.invalidity.n)),
             Diagnostic("invalidity.ok", float(invalidity.ok_)),
             Diagnostic("lineages", float(len(lineages))),
-            *_lineage_diagnostics(lineage, len(delayed)),
+            *_lineage_diagnostics(lineage, rows.lineage.n),
         )
-        ids = tuple(sorted(o.decision.decision_id for o in rows)) + _lineage_row_ids(delayed)
+        base = rows.link if isinstance(rows.link, RowIdSet) else None
+        ids = self.evidence.fitted_row_link(base, rows.ids, rows.take_changes())
+        rows.link = ids
         return HeadFit(space, immediate, invalidity, diagnostics, ids, lineage=lineage)
+
+    def _invalidity_prior(self, space: DesignSpace) -> tuple[np.ndarray, np.ndarray]:
+        """(mu_gamma, v_gamma) of the invalidity head in ``space`` (MODEL 5)."""
+        post = self.posterior
+        return space.invalidity_prior(
+            post.invalidity_base_rate,
+            post.invalidity_baseline_prior_sd,
+            post.invalidity_shared_prior_sd,
+            post.invalidity_lineage_prior_sd,
+            baseline_intercept_sd=post.invalidity_baseline_intercept_prior_sd,
+            lineage_intercept_sd=post.invalidity_lineage_intercept_prior_sd,
+        )
 
     def _utility_head(self, space: DesignSpace) -> BayesianLinearHead:
         """An unfitted Gaussian head with the configured priors (immediate or delayed-lineage)."""
@@ -220,25 +220,6 @@ class HeadFitter:
             residual_log_sd=post.residual_log_sd,
             block_layout=(space.shared_size, space.n_context),
         )
-
-    def _lineage_head(
-        self,
-        space: DesignSpace,
-        delayed: Sequence[tuple[Observation, LineageRow]],
-        alias: dict[str, str],
-    ) -> BayesianLinearHead | None:
-        """The delayed-lineage head (memory-model.md "Delayed-lineage head"), active once it has >=
-        1 matured row.
-
-        Each root keeps its own design row z (same arm, context and card) and trains on
-        y^L = g^L / R (not clipped) with the known measurement sd omega^L; mu_0 = 0.
-        """
-        if not delayed:
-            return None
-        design = self.design(space, [o for o, _ in delayed], alias)
-        y = np.array([float(r.residual or 0.0) / self.causal_reward.range for _, r in delayed])
-        omega = np.full(len(delayed), self.posterior.lineage_measurement_sd)
-        return self._utility_head(space).fit(design, y, omega)
 
     def design(
         self, space: DesignSpace, rows: Sequence[Observation], alias: dict[str, str]
@@ -309,8 +290,7 @@ class HeadFitter:
         ]
         return np.asarray(y, dtype=float), np.asarray(omega, dtype=float)
 
-    # -- multitask transfer (memory-model.md "Multitask transfer")
-    # --------------------------------------------
+    # -- multitask transfer (MODEL 9) --------------------------------------------
     def _transfer_key(self, cards: Sequence[Card]) -> str:
         """Digest of other runs' trials on ``cards`` ("" when off); refits P_help when it moves."""
         if not self.transfer.enabled:
@@ -338,9 +318,9 @@ class HeadFitter:
         return intercept_prior_mean(space, self.transfer_fit, self.transfer, lineage_sd=sd)
 
 
-def _lineage_row_ids(delayed: Sequence[tuple[Observation, LineageRow]]) -> tuple[str, ...]:
-    """Ids of the fitted lineage rows: ``lineage:<root decision id>:v<version>``, sorted."""
-    return tuple(sorted(f"lineage:{r.root_decision_id}:v{r.version}" for _, r in delayed))
+def _keys(rows: WidthRows) -> set[str]:
+    """Block keys (proposed card ids) of the rows of one width, every head."""
+    return rows.immediate.keys() | rows.lineage.keys() | set(rows.invalidity.keys)
 
 
 def _lineage_diagnostics(head: BayesianLinearHead | None, n_rows: int) -> tuple[Diagnostic, ...]:
@@ -354,7 +334,3 @@ def _lineage_diagnostics(head: BayesianLinearHead | None, n_rows: int) -> tuple[
         Diagnostic("lineage.ok", float(h.ok)),
         Diagnostic("lineage.at_boundary", float(h.at_boundary)),
     )
-
-
-def _take_rows(design: np.ndarray | BlockDesign, idx: np.ndarray) -> np.ndarray | BlockDesign:
-    return design.take(idx) if isinstance(design, BlockDesign) else design[idx]

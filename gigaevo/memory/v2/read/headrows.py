@@ -1,0 +1,335 @@
+"""The heads' training rows, kept as the ledger grows (MODEL sections 3, 4.2 and 5).
+
+``HeadRows`` reads each new usefulness-eligible observation once (``eligible_since``, in
+terminal order) and each change of a root's matured lineage row (``matured_changes_since``),
+and keeps, per context width:
+
+- the immediate head's exact sufficient statistics (valid rows: y = g / R, omega per row);
+- the delayed-lineage head's (the latest matured row of each eligible valid root:
+  y^L = g^L / R, omega^L); a new row version replaces the old one's terms exactly;
+- the invalidity head's rows as growing arrays (shared part, lineage part, block key,
+  D): the logistic MAP needs the rows themselves, but never their rebuild;
+- the ids of the rows fitted on, and how they changed since the last fit.
+
+Block keys are the proposed card ids the rows were decided under; a fit maps them to
+its lineage blocks through the bank's aliases, so a card absorbing another sums both
+blocks exactly. A design row is the one ``DesignSpace.row`` gives in a one-lineage space
+with the same contrasts, as the batch design did.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gigaevo.memory.v2.causal import (
+    BlockDesign,
+    DesignSpace,
+    LogisticLaplaceHead,
+    measurement_sd,
+)
+from gigaevo.memory.v2.causal import RewardDefinition as CausalReward
+from gigaevo.memory.v2.causal.arrowhead import DENSE_MAX_SIZE, row_products
+from gigaevo.memory.v2.causal.suffstats import GaussianStatistics, RowTerms
+from gigaevo.memory.v2.evidence import LineageRow, Observation, SelectionEvidence
+from gigaevo.memory.v2.settings import PosteriorSettings
+
+
+class RowTable:
+    """Growing arrays of the invalidity head's rows (terminal order), with each row's
+    products u u' and u s' (``row_products``), so a Fisher information weighs and sums
+    them instead of forming them again on every Newton step of every fit."""
+
+    def __init__(self, p_shared: int, width: int) -> None:
+        self.n = 0
+        self.shared = np.zeros((16, p_shared))
+        self.part = np.zeros((16, width))
+        self.products = np.zeros((16, width * width + width * p_shared))
+        self.key = np.full(16, -1, dtype=int)  # index into ``keys``, -1 for a control
+        self.invalid = np.zeros(16)
+        self.keys: list[str] = []
+        self._key_index: dict[str, int] = {}
+
+    def append(self, row: RowTerms, invalid: bool) -> None:
+        if self.n == len(self.invalid):  # grow by doubling
+            self.shared, self.part, self.products, self.invalid = (
+                np.concatenate([a, np.zeros_like(a)])
+                for a in (self.shared, self.part, self.products, self.invalid)
+            )
+            self.key = np.concatenate([self.key, np.full(len(self.key), -1, dtype=int)])
+        i = self.n
+        self.shared[i] = row.shared
+        if row.part is not None and row.key is not None:
+            self.part[i] = row.part
+            self.products[i] = row_products(row.shared[None, :], row.part[None, :])[0]
+            if row.key not in self._key_index:
+                self._key_index[row.key] = len(self.keys)
+                self.keys.append(row.key)
+            self.key[i] = self._key_index[row.key]
+        self.invalid[i] = 1.0 if invalid else 0.0
+        self.n += 1
+
+    def design(
+        self, block_of: dict[str, int], n_lineages: int, rows: int | None = None
+    ) -> BlockDesign:
+        """The first ``rows`` (all) rows as a ``BlockDesign`` (block key -> lineage position)."""
+        n = self.n if rows is None else rows
+        to_block = np.array([block_of.get(k, -1) for k in self.keys] + [-1], dtype=int)
+        block = to_block[self.key[:n]]  # key -1 reads the trailing -1
+        part = self.part[:n]
+        block[~np.any(part != 0.0, axis=1)] = -1  # as BlockDesign.from_dense
+        return BlockDesign(self.shared[:n], block, part, n_lineages, self.products[:n])
+
+
+@dataclass
+class WidthRows:
+    """The rows of one context width C."""
+
+    immediate: GaussianStatistics
+    lineage: GaussianStatistics
+    invalidity: RowTable
+    lineage_terms: dict[str, tuple[str, RowTerms]] = field(default_factory=dict)  # root -> id
+    ids: set[str] = field(default_factory=set)  # fitted row ids
+    added: set[str] = field(default_factory=set)  # since the last ``take_changes``
+    removed: set[str] = field(default_factory=set)
+    link: Sequence[str] = ()  # the fit-set link of the last fit (``fitted_row_link``)
+
+    def take_changes(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(ids added, ids removed) since the last call, each sorted."""
+        out = tuple(sorted(self.added)), tuple(sorted(self.removed))
+        self.added, self.removed = set(), set()
+        return out
+
+    def change(self, added: str | None = None, removed: str | None = None) -> None:
+        if removed is not None:
+            self.ids.discard(removed)
+            if removed in self.added:
+                self.added.discard(removed)
+            else:
+                self.removed.add(removed)
+        if added is not None:
+            self.ids.add(added)
+            if added in self.removed:
+                self.removed.discard(added)
+            else:
+                self.added.add(added)
+
+
+class HeadRows:
+    """The heads' rows of one run's ledger (see the module docstring).
+
+    Args:
+        evidence: the run's causal ledger.
+        reward: gain normalisation and range.
+        posterior: measurement sds and the kind contrast.
+        rag_contrast: whether RAG labels enter the design.
+    """
+
+    def __init__(
+        self,
+        evidence: SelectionEvidence,
+        reward: CausalReward,
+        posterior: PosteriorSettings,
+        *,
+        rag_contrast: bool = False,
+    ) -> None:
+        self.evidence = evidence
+        self.reward = reward
+        self.posterior = posterior
+        self.rag_contrast = rag_contrast
+        self.widths: dict[int, WidthRows] = {}
+        self.treated_keys: Counter[str] = Counter()  # proposed ids of eligible Z = 1 rows
+        self.last_width = 0  # context width of the newest eligible row
+        self.failure = ""  # a row that could not be taken (fits then fail closed)
+        self._seen = 0
+        self._changes = 0
+        self._units: dict[int, DesignSpace] = {}
+
+    def sync(self) -> None:
+        """Take the eligible observations and lineage changes since the last call."""
+        for obs in self.evidence.eligible_since(self._seen):
+            self._seen += 1
+            try:
+                self._observation(obs)
+            except ValueError as exc:  # a gain outside its interval, a bad design value
+                self.failure = self.failure or f"row {obs.decision.decision_id}: {exc}"
+        changes = self.evidence.matured_changes_since(self._changes)
+        self._changes += len(changes)
+        for root in dict.fromkeys(changes):
+            try:
+                self._lineage(root, self.evidence.matured_row(root))
+            except ValueError as exc:
+                self.failure = self.failure or f"lineage row of {root}: {exc}"
+
+    def rows(self, n_context: int) -> WidthRows:
+        """The rows of width ``n_context`` (empty when there are none)."""
+        return self._width(n_context)
+
+    # -- internals -----------------------------------------------------------------
+    def _width(self, c: int) -> WidthRows:
+        if c not in self.widths:
+            ps = self._unit(c).shared_size
+            self.widths[c] = WidthRows(
+                GaussianStatistics(ps, c), GaussianStatistics(ps, c), RowTable(ps, c)
+            )
+        return self.widths[c]
+
+    def _unit(self, c: int) -> DesignSpace:
+        if c not in self._units:
+            post = self.posterior
+            self._units[c] = DesignSpace(
+                c, ("",), kind_contrast=post.kind_contrast, rag_contrast=self.rag_contrast
+            )
+        return self._units[c]
+
+    def _terms(self, obs: Observation, y: float, omega: float) -> RowTerms:
+        """The design row of ``obs`` (as ``DesignSpace.row`` in a one-lineage space)."""
+        x = np.asarray(obs.decision.context.features, dtype=float)
+        unit = self._unit(len(x))
+        ps = unit.shared_size
+        if obs.z != 1:
+            return RowTerms(unit.row(x, 0)[:ps], None, None, y, omega * omega)
+        pid = obs.decision.proposed_id or ""
+        snap = obs.decision.snapshot(pid)
+        kind = snap.kind if snap is not None else "insight"
+        cand = obs.decision.candidate(pid)  # the RAG label frozen in the decision row
+        rag = cand.rag if cand is not None else None
+        row = unit.row(x, 1, "", kind, rag)
+        return RowTerms(row[:ps], row[ps:], pid, y, omega * omega)
+
+    def _observation(self, obs: Observation) -> None:
+        width = self._width(len(obs.decision.context.features))
+        self.last_width = len(obs.decision.context.features)
+        y, omega = 0.0, 0.0
+        if obs.valid:
+            r = self.reward
+            t = obs.terminal
+            y = r.normalise_gain(obs.decision.context.parent_fitness, float(t.gain or 0.0))
+            omega = measurement_sd(
+                r.range,
+                t.se,
+                t.measurement == "deterministic",
+                self.posterior.unknown_measurement_sd,
+            )
+        terms = self._terms(obs, y, omega)
+        width.invalidity.append(terms, obs.invalid)
+        if obs.valid:
+            width.immediate.add(terms)
+        if obs.z == 1:
+            self.treated_keys[obs.decision.proposed_id or ""] += 1
+        width.change(added=obs.decision.decision_id)
+
+    def _lineage(self, root: str, found: tuple[Observation, LineageRow] | None) -> None:
+        for width in self.widths.values():
+            old = width.lineage_terms.pop(root, None)
+            if old is not None:
+                width.lineage.remove(old[1])
+                width.change(removed=old[0])
+        if found is None:
+            return
+        obs, row = found
+        width = self._width(len(obs.decision.context.features))
+        y = float(row.residual or 0.0) / self.reward.range
+        terms = self._terms(obs, y, self.posterior.lineage_measurement_sd)
+        if not math.isfinite(y):
+            raise ValueError(f"lineage residual {row.residual} is not finite")
+        width.lineage.add(terms)
+        row_id = f"lineage:{root}:v{row.version}"
+        width.lineage_terms[root] = (row_id, terms)
+        width.change(added=row_id)
+
+
+ANCHOR_MIN = 256  # below this many rows every invalidity fit starts at the prior mean
+ANCHOR_STEP = 16  # anchors every 1/16 growth of the rows: Newton from one takes 2-3 steps
+
+
+def anchor_size(n: int) -> int:
+    """The largest anchor point <= n (0 below ``ANCHOR_MIN``): 256, 272, 289, ... rows."""
+    if n < ANCHOR_MIN:
+        return 0
+    size = ANCHOR_MIN
+    while size + max(1, size // ANCHOR_STEP) <= n:
+        size += max(1, size // ANCHOR_STEP)
+    return size
+
+
+Prior = Callable[[DesignSpace], tuple[np.ndarray, np.ndarray]]
+
+
+class InvalidityFitter:
+    """The invalidity head's MAP from a deterministic nearby start (MODEL 5).
+
+    The logistic MAP needs every row at each step, so each fit should take few steps.
+    It starts from an anchor: the MAP on the first ``anchor_size(n)`` rows (terminal
+    order), fitted from the prior mean once per anchor in its own space (its rows'
+    lineages only), then mapped into the fit's space (new blocks at their prior mean).
+    The anchor depends only on those rows and the aliases of their cards, so a resumed
+    run starts every fit where the uninterrupted run did and finds the same MAP, bit for
+    bit. Below ``ANCHOR_MIN`` rows a fit starts at the prior mean, as before.
+    """
+
+    def __init__(self, kind_contrast: bool, rag_contrast: bool) -> None:
+        self.kind_contrast, self.rag_contrast = kind_contrast, rag_contrast
+        self._anchor: tuple[object, DesignSpace, np.ndarray] | None = None
+        self.anchors = 0  # anchor fits so far
+
+    def fit(
+        self,
+        table: RowTable,
+        space: DesignSpace,
+        alias: dict[str, str],
+        prior: Prior,
+    ) -> LogisticLaplaceHead:
+        mu, var = prior(space)
+        start = self._start(table, space, alias, prior)
+        block_of = {k: space.lineage_position(alias.get(k, k)) for k in table.keys}
+        head = LogisticLaplaceHead(mu, var, (space.shared_size, space.n_context))
+        return head.fit(_design(table, block_of, space), table.invalid[: table.n], start=start)
+
+    def _start(
+        self, table: RowTable, space: DesignSpace, alias: dict[str, str], prior: Prior
+    ) -> np.ndarray | None:
+        k = anchor_size(table.n)
+        if not k:
+            return None
+        names = [table.keys[i] for i in sorted(set(table.key[:k].tolist()) - {-1})]
+        mapping = tuple((name, alias.get(name, name)) for name in names)
+        key = (space.n_context, k, mapping)
+        if self._anchor is None or self._anchor[0] != key:
+            lineages = tuple(sorted({lin for _, lin in mapping}))
+            own = DesignSpace(
+                space.n_context,
+                lineages,
+                kind_contrast=self.kind_contrast,
+                rag_contrast=self.rag_contrast,
+            )
+            mu, var = prior(own)
+            block_of = {name: own.lineage_position(lin) for name, lin in mapping}
+            x = _design(table, block_of, own, rows=k)
+            head = LogisticLaplaceHead(mu, var, (own.shared_size, own.n_context))
+            anchor = head.fit(x, table.invalid[:k], start=mu)
+            self.anchors += 1
+            if not anchor.ok_:
+                self._anchor = None
+                return None
+            self._anchor = (key, own, anchor.coef_)
+        _, own, gamma = self._anchor
+        start, _ = prior(space)
+        start = start.copy()
+        ps = space.shared_size
+        start[:ps] = gamma[:ps]
+        for lin in own.lineages:
+            start[space.lineage_slice(lin)] = gamma[own.lineage_slice(lin)]
+        return start
+
+
+def _design(
+    table: RowTable, block_of: dict[str, int], space: DesignSpace, rows: int | None = None
+) -> np.ndarray | BlockDesign:
+    """The first ``rows`` (all) rows of ``table`` in ``space``: block form when wide."""
+    design = table.design(block_of, len(space.lineages), rows)
+    return design if space.size > DENSE_MAX_SIZE else design.to_dense()
