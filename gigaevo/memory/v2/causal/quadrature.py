@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import brentq, minimize_scalar
+from scipy.optimize import minimize_scalar
 
 SCAN_POINTS = 17
 MODE_WINDOW = 24.0
@@ -56,7 +56,8 @@ def _evaluate(
 
 def _find_modes(
     h: Callable[[float], float], lo: float, hi: float, h_batch: BatchKernel | None = None
-) -> tuple[list[float], list[float], bool]:
+) -> tuple[list[float], list[float], bool, tuple[float, float]]:
+    """(modes, their heights, every polish converged, (h(lo), h(hi)))."""
     grid = np.linspace(lo, hi, SCAN_POINTS)
     vals = _evaluate(h, h_batch, grid)
     modes: list[float] = []
@@ -84,23 +85,87 @@ def _find_modes(
         heights.append(h_best)
     top = max(heights)
     kept = [(m, v) for m, v in zip(modes, heights, strict=True) if v >= top - MODE_WINDOW]
-    return [m for m, _ in kept], [v for _, v in kept], converged
+    ends = (float(vals[0]), float(vals[-1]))
+    return [m for m, _ in kept], [v for _, v in kept], converged, ends
 
 
 def _breakpoints(
-    h: Callable[[float], float], lo: float, hi: float, modes: list[float], heights: list[float]
+    h: Callable[[float], float],
+    lo: float,
+    hi: float,
+    modes: list[float],
+    heights: list[float],
+    h_batch: BatchKernel | None = None,
+    ends: tuple[float, float] | None = None,
 ) -> np.ndarray:
+    """Both ends, the 1 % cut points, the modes and, for every mode, the points where h falls
+    ``DROP_LEVELS`` below it (towards each end where it falls that far), to 1e-10.
+
+    The level crossings are found together (``_crossings``), so a batched kernel costs
+    about one call per step for all of them; ``ends`` are h(lo), h(hi) when known.
+    """
     span = hi - lo
     points = {lo, hi, lo + EDGE_FRACTION * span, hi - EDGE_FRACTION * span, *modes}
+    h_lo, h_hi = ends if ends is not None else (h(lo), h(hi))
+    inner, outer, known = [], [], []
     for mode, height in zip(modes, heights, strict=True):
         for drop in DROP_LEVELS:
-            level = height - drop
-            for end in (lo, hi):
-                if end == mode or h(end) >= level:
+            for end, h_end in ((lo, h_lo), (hi, h_hi)):
+                if end == mode or h_end >= height - drop:
                     continue
-                a, b = sorted((mode, end))
-                points.add(float(brentq(lambda t, lv=level: h(t) - lv, a, b, xtol=1e-10)))
+                inner.append(mode)
+                outer.append(end)
+                known.append((height - drop, height, h_end))
+    if inner:
+        level, h_in, h_out = (np.array(v) for v in zip(*known, strict=True))
+        points.update(
+            _crossings(h, h_batch, np.array(inner), np.array(outer), level, (h_in, h_out))
+        )
     return np.array(sorted(points))
+
+
+def _crossings(
+    h: Callable[[float], float],
+    h_batch: BatchKernel | None,
+    inner: np.ndarray,
+    outer: np.ndarray,
+    level: np.ndarray,
+    known: tuple[np.ndarray, np.ndarray],
+    xtol: float = 1e-10,
+) -> list[float]:
+    """Where h crosses ``level`` between ``inner`` (h above) and ``outer`` (h below), each
+    to ``xtol``: regula falsi with the Illinois modification, all crossings in one batch
+    per step, a bisection step whenever a bracket did not halve in three steps.
+    ``known``: h at ``inner`` and at ``outer``."""
+    a, b = inner.astype(float), outer.astype(float)
+    fa, fb = known[0] - level, known[1] - level
+    width = np.abs(b - a)
+    kept = np.zeros(len(a), dtype=int)  # +1: a kept last step, -1: b kept
+    for step in range(200):
+        live = np.abs(b - a) > xtol
+        if not np.any(live):
+            break
+        idx = np.flatnonzero(live)
+        secant = b[idx] - fb[idx] * (b[idx] - a[idx]) / (fb[idx] - fa[idx])
+        stuck = (step % 3 == 2) & (np.abs(b[idx] - a[idx]) > 0.5 * width[idx])
+        bad = ~np.isfinite(secant) | ((secant - a[idx]) * (secant - b[idx]) >= 0.0)
+        c = np.where(stuck | bad, 0.5 * (a[idx] + b[idx]), secant)
+        if step % 3 == 2:
+            width[idx] = np.abs(b[idx] - a[idx])
+        fc = _evaluate(h, h_batch, c) - level[idx]
+        above = fc > 0.0  # the crossing lies between c and b
+        for i, j in enumerate(idx):
+            if fc[i] == 0.0:
+                a[j] = b[j] = c[i]
+            elif above[i]:
+                a[j], fa[j] = c[i], fc[i]
+                fb[j] = 0.5 * fb[j] if kept[j] == -1 else fb[j]
+                kept[j] = -1
+            else:
+                b[j], fb[j] = c[i], fc[i]
+                fa[j] = 0.5 * fa[j] if kept[j] == 1 else fa[j]
+                kept[j] = 1
+    return [float(x) for x in 0.5 * (a + b)]
 
 
 def _rule(a: float, b: float, x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -123,11 +188,10 @@ def adaptive_gauss_legendre(
         h_batch: optional vectorised h (an array of points to their values), used for the
             scan grid and the nodes of each piece; it must agree with h.
     """
-    modes, heights, converged = _find_modes(h, lo, hi, h_batch)
+    modes, heights, converged, ends = _find_modes(h, lo, hi, h_batch)
     top = max(heights) if shift is None else shift
-    pieces = [
-        (float(a), float(b), 0) for a, b in _pairwise(_breakpoints(h, lo, hi, modes, heights))
-    ]
+    cuts = _breakpoints(h, lo, hi, modes, heights, h_batch, ends)
+    pieces = [(float(a), float(b), 0) for a, b in _pairwise(cuts)]
     fine_t: list[np.ndarray] = []
     fine_w: list[np.ndarray] = []
     coarse_t: list[np.ndarray] = []
