@@ -42,7 +42,7 @@ from gigaevo.memory.v2.causal.retirement import (
     practical_threshold,
 )
 from gigaevo.memory.v2.errors import CardFormatError, MemoryConfigError
-from gigaevo.memory.v2.evidence import Observation, usefulness_eligible
+from gigaevo.memory.v2.evidence import Observation
 from gigaevo.memory.v2.read.events import retired_event
 from gigaevo.memory.v2.read.reader import CausalReader
 from gigaevo.memory.v2.records import from_json, to_json
@@ -233,6 +233,9 @@ class CausalEvictor:
         self.version = ""
         self._warned: set[str] = set()
         self._heads: tuple[object, RetirementHeads] | None = None
+        self._seen = 0  # eligible rows taken into the two lists below
+        self._controls: list[float] = []
+        self._treated: dict[str, list[Observation]] = {}
 
     # -- cadence ---------------------------------------------------------------
     def maybe_run(self, outcomes: int) -> list[str]:
@@ -310,15 +313,10 @@ class CausalEvictor:
             self._disable(f"retirement disabled: {reason}")
             return
         self.version = version
-        rows = self.reader.evidence.head_rows("invalidity")
-        controls = [self._gain(o) for o in rows if o.z == 0 and o.valid]
+        controls, treated = self._rows()
         theta = practical_threshold(
             controls, self.config.min_global_control, self.config.practical_effect_quantile
         )
-        treated: dict[str, list[Observation]] = {}
-        for o in rows:
-            if o.cited:
-                treated.setdefault(o.decision.proposed_id or "", []).append(o)
         pending = self.pending_by_proposal()
         for card in cards:
             self.counts.judged += 1
@@ -348,6 +346,17 @@ class CausalEvictor:
             log.warning("memory v2 evictor: %s", message)
 
     # -- evidence --------------------------------------------------------------
+    def _rows(self) -> tuple[list[float], dict[str, list[Observation]]]:
+        """Valid control gains and cited treated rows per proposed id, kept as eligible
+        rows arrive (a sweep does not walk the ledger)."""
+        for o in self.reader.evidence.eligible_since(self._seen):
+            self._seen += 1
+            if o.z == 0 and o.valid:
+                self._controls.append(self._gain(o))
+            if o.cited:
+                self._treated.setdefault(o.decision.proposed_id or "", []).append(o)
+        return self._controls, self._treated
+
     def _gain(self, obs: Observation) -> float:
         r = self.reader.causal_reward
         return r.normalise_gain(obs.decision.context.parent_fitness, float(obs.terminal.gain or 0))
@@ -381,11 +390,7 @@ class CausalEvictor:
         """
         evidence = self.reader.evidence
         counts: Counter[str] = Counter(evidence.pending_by_proposal())
-        matured = {r.root_decision_id for r in evidence.lineage() if r.status != "pending"}
-        for o in evidence.observations():
-            pid = o.decision.proposed_id
-            if pid and usefulness_eligible(o) and o.valid and o.decision.decision_id not in matured:
-                counts[pid] += 1
+        counts.update(evidence.unmatured_by_proposal())  # kept row by row by the ledger
         return counts
 
     def pending(self, ids: Sequence[str]) -> int:
