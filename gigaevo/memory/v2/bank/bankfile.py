@@ -1,5 +1,8 @@
 """The ``cards.json`` file format: a header line, then one card per line.
 
+The cards' use trials are kept beside it in ``cards.trials.jsonl`` (``trialjournal``);
+``read_bank`` returns the cards merged with them.
+
 ::
 
     {"format":"gigaevo.cards/1","generation":7,"write_id":"…","written_at":"…","n_cards":2,"cards":[
@@ -24,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gigaevo.memory.v2.bank.cards import Card
+from gigaevo.memory.v2.bank.trialjournal import TrialJournal
 from gigaevo.memory.v2.errors import CardFormatError, CorruptBankError
 from gigaevo.memory.v2.records import from_json, to_json
 
@@ -132,7 +136,8 @@ def read_header(path: Path) -> BankHeader:
 
 @dataclass(frozen=True)
 class LoadedBank:
-    """One read of ``cards.json``: header, cards in file order, their lines, the file signature."""
+    """One read of the bank: header, cards in file order (with their journal trials), the
+    ``cards.json`` records and their lines, the file signature."""
 
     header: BankHeader
     cards: list[Card]
@@ -140,17 +145,25 @@ class LoadedBank:
     signature: FileSignature | None
 
 
-def read_bank(path: Path, known: Mapping[str, tuple[Card, str]] | None = None) -> LoadedBank:
-    """Parse the whole bank.
+def read_bank(
+    path: Path,
+    known: Mapping[str, tuple[Card, str]] | None = None,
+    journal: TrialJournal | None = None,
+) -> LoadedBank:
+    """Parse the whole bank: ``cards.json`` and the trials of ``cards.trials.jsonl``.
 
     With the canonical layout, a card line identical to one in ``known``
     (the lines of the previous read or write) reuses that card without
     decoding it again, so re-reading a large bank after a small change costs
     little more than reading its bytes. Any other layout is parsed in full.
+    The cards come back merged with their journal trials (``trialjournal``);
+    ``journal`` (the caller's, read incrementally) defaults to a fresh read.
 
     Raises:
         CorruptBankError: the file exists but does not parse as a card bank.
     """
+    journal = journal if journal is not None else TrialJournal(path.parent)
+    journal.refresh()
     try:
         with open(path, "rb") as f:
             sig = FileSignature.of(os.fstat(f.fileno()))
@@ -172,7 +185,8 @@ def read_bank(path: Path, known: Mapping[str, tuple[Card, str]] | None = None) -
             f"{path} is not a readable card bank ({reason}); it is left untouched: "
             "repair it or move it away"
         ) from exc
-    return LoadedBank(header, [c for c, _ in pairs], {c.id: (c, ln) for c, ln in pairs}, sig)
+    cards = [journal.merge(c) for c, _ in pairs]
+    return LoadedBank(header, cards, {c.id: (c, ln) for c, ln in pairs}, sig)
 
 
 def _parse_canonical(

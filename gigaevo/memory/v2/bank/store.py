@@ -4,18 +4,24 @@ One instance per process owns ``cards.json`` under ``memory_bank_dir``; the
 read and write paths share it. Files beside the bank:
 
 - ``cards.json.lock``: held for every change, a short transaction: re-read the
-  bank if another process wrote, apply the change, write a temporary file,
-  fsync, ``os.replace`` it over ``cards.json``, fsync the directory. A reader
-  (or a SIGKILL at any instant) sees the old bank or the new one, never half.
+  bank if another process wrote, apply the change, then persist only what changed:
+  use trials stamped onto cards are appended to ``cards.trials.jsonl`` (one fsynced
+  line each, ``trialjournal``), and ``cards.json`` is rewritten (temporary file,
+  fsync, ``os.replace``, directory fsync) only when a card record itself changed,
+  so a stamp costs O(1) and a card write O(cards), never O(run). A reader (or a
+  SIGKILL at any instant) sees the old bank or the new one, never half; a journal
+  line torn by a kill is cut by the next writer. A bank written before the journal
+  existed (trials inside ``cards.json``) is migrated by its first write.
 - ``cards.json.authoring.lock``: held by the librarian across its semantic
   retrieve -> judge -> admit transaction, so two processes never admit the
   same treatment twice.
 
 Change detection is cheap: ``refresh`` compares the file's (inode, size,
-mtime) with what was last loaded and re-reads only when they differ; inside a
-transaction the header line's generation and write id are compared, which is
-exact. A ``cards.json`` that does not parse raises ``CorruptBankError``, is
-never overwritten, and every later call raises the same error.
+mtime) and the journal's (inode, size) with what was last loaded and re-reads only
+what differs (journal lines from where it stopped); inside a transaction the header
+line's generation and write id are compared, which is exact. A ``cards.json`` (or a
+journal line) that does not parse raises ``CorruptBankError``, is never overwritten,
+and every later call raises the same error.
 
 Locks: ``lock="os"`` uses ``filelock.FileLock`` (``flock``; released by the
 kernel when a holder dies). On NFS use ``lock="soft"`` (``filelock.SoftFileLock``,
@@ -29,9 +35,9 @@ from __future__ import annotations
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -47,9 +53,16 @@ from gigaevo.memory.v2.bank.bankfile import (
     signature,
     utc_now,
 )
-from gigaevo.memory.v2.bank.cards import Card
+from gigaevo.memory.v2.bank.cards import MAX_USE_TRIALS, Card, UseTrial
 from gigaevo.memory.v2.bank.embed import Embedder
 from gigaevo.memory.v2.bank.index import CardIndex
+from gigaevo.memory.v2.bank.trialjournal import (
+    JOURNAL_FILE,
+    TrialEntry,
+    TrialJournal,
+    journal_entries,
+    stamped,
+)
 from gigaevo.memory.v2.errors import BankLockTimeout, CorruptBankError
 from gigaevo.util import atomic_write_text
 
@@ -103,8 +116,11 @@ class LocalMemoryStore:
         self.authoring_lock_timeout_s = authoring_lock_timeout_s
         self.soft_lock_lifetime_s = soft_lock_lifetime_s
         self.stats = StoreStats()
-        self._cards: dict[str, Card] = {}
-        self._lines: dict[str, tuple[Card, str]] = {}  # id -> (card, its cards.json line)
+        self._cards: dict[str, Card] = {}  # merged with their journal trials
+        self._lines: dict[str, tuple[Card, str]] = {}  # id -> (cards.json record, its line)
+        self._journal = TrialJournal(self.bank_dir)
+        self._records: dict[str, tuple[Card, Card]] = {}  # card -> its record without trials
+        self._legacy = False  # cards.json holds trials inline (a bank from before the journal)
         self._header: BankHeader = EMPTY
         self._signature: FileSignature | None = None
         self._index = CardIndex(embedder)
@@ -141,8 +157,9 @@ class LocalMemoryStore:
             self._write_lock, self._authoring_lock = self._soft_locks(write_lock, authoring_lock)
         with self._locked():
             # a temp file can only be an orphan while we hold the lock: writers hold it too
-            for orphan in self.bank_dir.glob(f".{BANK_FILE}.*.tmp"):
-                orphan.unlink(missing_ok=True)
+            for pattern in (f".{BANK_FILE}.*.tmp", f".{JOURNAL_FILE}.*.tmp"):
+                for orphan in self.bank_dir.glob(pattern):
+                    orphan.unlink(missing_ok=True)
             self._reload()
         return self
 
@@ -156,9 +173,12 @@ class LocalMemoryStore:
             CorruptBankError: the new file does not parse (latched: later calls raise too).
         """
         self._raise_if_failed()
-        if signature(self.path) == self._signature:
+        if signature(self.path) != self._signature:
+            self._reload()
+            return True
+        if not self._journal.changed():
             return False
-        self._reload()
+        self._remerge()
         return True
 
     def __len__(self) -> int:
@@ -221,27 +241,82 @@ class LocalMemoryStore:
         with self._locked():
             if self._stale():
                 self._reload()
+            elif self._journal.changed():
+                self._remerge()
             working = dict(self._cards)
             result = mutate(working)
             if working.keys() == self._cards.keys() and all(
                 working[k] is self._cards[k] for k in working
             ):
                 return result
+            self._persist(working)
+        return result
+
+    # -- internals -----------------------------------------------------------
+    def _persist(self, working: dict[str, Card]) -> None:
+        """Write what ``working`` changed: journal lines for stamped trials, ``cards.json``
+        when a record changed (a removal of trials, or a bank still holding trials inline,
+        rewrites both)."""
+        entries: list[TrialEntry] = []
+        records = self._legacy  # a bank with inline trials is migrated by its first write
+        compact = self._legacy
+        for cid in working.keys() | self._cards.keys():
+            old, new = self._cards.get(cid), working.get(cid)
+            if old is new:
+                continue
+            added = stamped(old, new) if old is not None and new is not None else None
+            if added is None:
+                records = True
+                base = old.use_trials if old is not None else ()
+                if new is not None and not _extends(base, new.use_trials):
+                    compact = True  # trials removed: the journal is rewritten whole
+                added = [t for t in new.use_trials if t not in base] if new is not None else []
+            if new is not None:
+                entries += [TrialEntry(cid, new.revision, new.updated_at, t) for t in added]
+        if compact:
+            self._journal.rewrite(journal_entries(working))
+        elif entries:
+            self._journal.append(entries)
+        if records:
             header = BankHeader(
                 generation=self._header.generation + 1,
                 write_id=uuid.uuid4().hex,
                 written_at=utc_now(),
                 n_cards=len(working),
             )
-            text, lines = render_bank(header, working.values(), self._lines)
+            text, lines = render_bank(
+                header, [self._record(c) for c in working.values()], self._lines
+            )
             atomic_write_text(self.path, text)
-            self._cards, self._lines, self._header = working, lines, header
+            self._lines, self._header = lines, header
             self._signature = signature(self.path)
-            self.stats.writes += 1
-            self.stats.embedded += self._index.sync(working.values())
-        return result
+            self._legacy = False
+        self._cards = working
+        self.stats.writes += 1
+        self.stats.embedded += self._index.sync(working.values())
 
-    # -- internals -----------------------------------------------------------
+    def _record(self, card: Card) -> Card:
+        """The ``cards.json`` record of a card: without its trials (they are in the journal);
+        the record written last is reused while the card is the same."""
+        if not card.use_trials:
+            return card
+        known = self._records.get(card.id)
+        if known is not None and known[0] is card:
+            return known[1]
+        record = replace(card, use_trials=())
+        self._records[card.id] = (card, record)
+        return record
+
+    def _remerge(self) -> None:
+        """Take new journal lines and merge them into the cards they stamp."""
+        touched = self._journal.refresh_cards()
+        if touched is None:  # the journal was replaced: merge every card again
+            self._cards = {cid: self._journal.merge(rec) for cid, (rec, _) in self._lines.items()}
+            return
+        for cid in touched:
+            if cid in self._lines:
+                self._cards[cid] = self._journal.merge(self._lines[cid][0])
+
     def _soft_locks(
         self, write_lock: str, authoring_lock: str
     ) -> tuple[filelock.BaseFileLock, filelock.BaseFileLock]:
@@ -281,12 +356,13 @@ class LocalMemoryStore:
     def _reload(self) -> None:
         started = time.perf_counter()
         try:
-            loaded = read_bank(self.path, self._lines)
+            loaded = read_bank(self.path, self._lines, self._journal)
         except CorruptBankError as exc:
             self._failure = exc
             raise
         self._cards = {c.id: c for c in loaded.cards}
         self._lines = loaded.lines
+        self._legacy = any(rec.use_trials for rec, _ in self._lines.values())
         self._header, self._signature = loaded.header, loaded.signature
         self.stats.embedded += self._index.sync(loaded.cards)
         self.stats.reloads += 1
@@ -295,7 +371,9 @@ class LocalMemoryStore:
     def _stale(self) -> bool:
         """Exact check under the lock: did anyone replace or touch the file since we loaded it?"""
         try:
-            return signature(self.path) != self._signature or read_header(self.path) != self._header
+            if signature(self.path) != self._signature:
+                return True
+            return read_header(self.path) != self._header
         except CorruptBankError as exc:
             self._failure = exc
             raise
@@ -308,3 +386,10 @@ class LocalMemoryStore:
         if lock is None:
             raise RuntimeError("LocalMemoryStore.open() must be called first")
         return lock
+
+
+def _extends(old: Sequence[UseTrial], new: Sequence[UseTrial]) -> bool:
+    """Whether ``new`` is ``old`` with trials appended (the oldest dropped past the cap)."""
+    ids = {t.decision_id for t in old}
+    added = [t for t in new if t.decision_id not in ids]
+    return tuple(new) == (*old, *added)[-MAX_USE_TRIALS:]

@@ -1,0 +1,225 @@
+"""``cards.trials.jsonl``: the use trials stamped onto cards, kept beside ``cards.json``.
+
+A use trial (MODEL 9) is stamped on every usefulness-eligible terminal, so trials grow
+with the run while the cards do not. They live in this append-only journal instead of
+the card records: ``cards.json`` stays the size of its cards, and a stamp appends one
+line instead of rewriting the whole bank. One line per stamp::
+
+    {"card":"ins-…","revision":4,"trial":{"decision_id":"…",…},"updated_at":1.7e9}
+
+``revision`` and ``updated_at`` are the card's after the stamp (a stamp makes a new
+card revision, as before). A card as the rest of the code sees it is its
+``cards.json`` record merged with its journal lines (``merge``): its trials in stamp
+order (the newest ``MAX_USE_TRIALS``), its revision the larger of the two.
+
+Writers append under the bank lock (``cards.json.lock``), fsync, and cut a line torn
+by a killed writer before appending; readers take complete lines only. A complete
+line that does not parse makes the bank corrupt (``CorruptBankError``), as a bad
+``cards.json`` does. ``rewrite`` replaces the whole journal atomically (used when a
+transaction removes trials, and to migrate a bank whose ``cards.json`` still holds
+trials inline).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from gigaevo.memory.v2.bank.cards import MAX_USE_TRIALS, Card, UseTrial
+from gigaevo.memory.v2.errors import CardFormatError, CorruptBankError
+from gigaevo.memory.v2.records import from_json, to_json
+from gigaevo.util import atomic_write_text
+
+JOURNAL_FILE = "cards.trials.jsonl"
+
+
+@dataclass(frozen=True)
+class TrialEntry:
+    """One journal line: a trial stamped onto ``card`` and the card's revision after it."""
+
+    card: str
+    revision: int
+    updated_at: float
+    trial: UseTrial
+
+    def line(self) -> str:
+        data = {
+            "card": self.card,
+            "revision": self.revision,
+            "trial": to_json(self.trial),
+            "updated_at": self.updated_at,
+        }
+        return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False) + "\n"
+
+    @classmethod
+    def parse(cls, line: str, where: str) -> TrialEntry:
+        data = json.loads(line)
+        if not isinstance(data, dict) or set(data) != {"card", "revision", "trial", "updated_at"}:
+            raise CardFormatError(f"{where}: expected keys card, revision, trial, updated_at")
+        card, revision, updated_at = data["card"], data["revision"], data["updated_at"]
+        if not isinstance(card, str) or not isinstance(revision, int) or revision < 1:
+            raise CardFormatError(f"{where}: bad card id or revision")
+        if not isinstance(updated_at, int | float) or isinstance(updated_at, bool):
+            raise CardFormatError(f"{where}: bad updated_at")
+        return cls(card, revision, float(updated_at), from_json(UseTrial, data["trial"], where))
+
+
+class TrialJournal:
+    """The parsed journal of one bank, read incrementally (see the module docstring).
+
+    Args:
+        bank_dir: the directory of ``cards.json``.
+    """
+
+    def __init__(self, bank_dir: Path) -> None:
+        self.path = Path(bank_dir) / JOURNAL_FILE
+        self.by_card: dict[str, list[TrialEntry]] = {}  # the newest MAX_USE_TRIALS per card
+        self._inode: int | None = None
+        self._offset = 0  # end of the last complete line read
+        self._lines = 0
+
+    @property
+    def signature(self) -> tuple[int | None, int]:
+        """(inode, bytes of complete lines read): what a reader has seen."""
+        return self._inode, self._offset
+
+    def changed(self) -> bool:
+        """Whether the file differs from what was read (one ``stat``)."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return self._inode is not None
+        return st.st_ino != self._inode or st.st_size != self._offset
+
+    def refresh(self) -> bool:
+        """Read the complete lines appended since the last read (all of them when the file
+        was replaced); True when anything was read or reset.
+
+        Raises:
+            CorruptBankError: a complete line does not parse.
+        """
+        touched = self.refresh_cards()
+        return touched is None or bool(touched)
+
+    def refresh_cards(self) -> set[str] | None:
+        """``refresh``; the ids of the cards with new lines, or None when the journal was
+        replaced (every card must be merged again)."""
+        try:
+            f = open(self.path, "rb")  # noqa: SIM115 - closed below
+        except FileNotFoundError:
+            if self._inode is None:
+                return set()
+            self._reset(None)
+            return None
+        with f:
+            st = os.fstat(f.fileno())
+            reset = st.st_ino != self._inode or st.st_size < self._offset
+            if reset:
+                self._reset(st.st_ino)
+            f.seek(self._offset)
+            chunk = f.read()
+        end = chunk.rfind(b"\n") + 1  # a torn last line is left for a writer to cut
+        touched: set[str] = set()
+        for raw in chunk[:end].decode("utf-8", "replace").splitlines():
+            self._lines += 1
+            try:
+                entry = TrialEntry.parse(raw, f"{self.path}:{self._lines}")
+            except (ValueError, CardFormatError) as exc:
+                reason = " ".join(str(exc).split())[:300]
+                raise CorruptBankError(
+                    f"{self.path} line {self._lines} is not a trial ({reason}); it is left "
+                    "untouched: repair it or move it away"
+                ) from exc
+            self._take(entry)
+            touched.add(entry.card)
+        self._offset += end
+        return None if reset else touched
+
+    def append(self, entries: Iterable[TrialEntry]) -> None:
+        """Append ``entries`` durably (the caller holds the bank lock and has refreshed)."""
+        data = "".join(e.line() for e in entries).encode("utf-8")
+        if not data:
+            return
+        with open(self.path, "a+b") as f:
+            st = os.fstat(f.fileno())
+            if st.st_ino != self._inode:  # created now, or replaced under us: read it all
+                self._reset(st.st_ino)
+                if st.st_size:
+                    raise CorruptBankError(f"{self.path} changed under the bank lock")
+            if st.st_size > self._offset:  # a line torn by a killed writer: cut it
+                f.truncate(self._offset)
+            f.seek(self._offset)
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        for raw in data.decode("utf-8").splitlines():
+            self._lines += 1
+            self._take(TrialEntry.parse(raw, f"{self.path}:{self._lines}"))
+        self._offset += len(data)
+
+    def rewrite(self, entries: Iterable[TrialEntry]) -> None:
+        """Replace the journal with ``entries`` atomically (the caller holds the bank lock)."""
+        entries = list(entries)
+        atomic_write_text(self.path, "".join(e.line() for e in entries))
+        self._reset(os.stat(self.path).st_ino)
+        for e in entries:
+            self._take(e)
+        self._lines = len(entries)
+        self._offset = os.stat(self.path).st_size
+
+    def merge(self, card: Card) -> Card:
+        """``card`` (a ``cards.json`` record) with its journal trials and revision."""
+        entries = self.by_card.get(card.id)
+        if not entries:
+            return card
+        return merged(card, entries)
+
+    def _take(self, entry: TrialEntry) -> None:
+        kept = self.by_card.setdefault(entry.card, [])
+        kept.append(entry)
+        if len(kept) > 2 * MAX_USE_TRIALS:  # amortised trim to the newest
+            del kept[: len(kept) - MAX_USE_TRIALS]
+
+    def _reset(self, inode: int | None) -> None:
+        self.by_card, self._inode, self._offset, self._lines = {}, inode, 0, 0
+
+
+def merged(card: Card, entries: list[TrialEntry]) -> Card:
+    """``card`` with ``entries`` appended to its trials (by decision id, once each)."""
+    seen = {t.decision_id for t in card.use_trials}
+    trials = list(card.use_trials)
+    for e in entries:
+        if e.trial.decision_id not in seen:
+            seen.add(e.trial.decision_id)
+            trials.append(e.trial)
+    last = max(entries, key=lambda e: e.revision)
+    revision, updated = card.revision, card.updated_at
+    if last.revision > revision:
+        revision, updated = last.revision, last.updated_at
+    return replace(
+        card, use_trials=tuple(trials[-MAX_USE_TRIALS:]), revision=revision, updated_at=updated
+    )
+
+
+def stamped(old: Card, new: Card) -> list[UseTrial] | None:
+    """The trials ``new`` adds to ``old`` when that is all that changed (besides revision
+    and time), else None (a change ``cards.json`` must record, or trials removed)."""
+    if replace(old, use_trials=(), revision=1, updated_at=0.0) != replace(
+        new, use_trials=(), revision=1, updated_at=0.0
+    ):
+        return None
+    ids = {t.decision_id for t in old.use_trials}
+    added = [t for t in new.use_trials if t.decision_id not in ids]
+    if new.use_trials != (*old.use_trials, *added)[-MAX_USE_TRIALS:]:
+        return None  # trials removed or reordered
+    return added
+
+
+def journal_entries(cards: Mapping[str, Card]) -> list[TrialEntry]:
+    """Every trial of ``cards`` as journal lines (each card's revision), for ``rewrite``."""
+    return [
+        TrialEntry(c.id, c.revision, c.updated_at, t) for c in cards.values() for t in c.use_trials
+    ]

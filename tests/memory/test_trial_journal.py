@@ -1,0 +1,144 @@
+"""Use trials live in ``cards.trials.jsonl`` beside ``cards.json`` (issue 16.3).
+
+A stamp appends one line instead of rewriting the bank, so ``cards.json`` stays the size
+of its cards; readers see the cards merged with their trials; a bank written before the
+journal is migrated by its first write; four processes stamping and one rewriting card
+records lose nothing; a line torn by a kill is cut by the next writer.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from gigaevo.memory.v2 import read_bank
+from gigaevo.memory.v2.bank.bankfile import card_line
+from gigaevo.memory.v2.bank.cards import Card, UseTrial, pool_into
+from gigaevo.memory.v2.bank.store import BANK_FILE
+from gigaevo.memory.v2.bank.trialjournal import JOURNAL_FILE
+from gigaevo.memory.v2.read.trials import stamp_trial
+from tests.memory.helpers import open_store
+from tests.memory.test_card_model import card
+
+WRITERS = 4
+
+
+def _card(cid: str) -> Card:
+    base = card()
+    return replace(base, id=cid, task_key="toy", description=f"{base.description} ({cid})")
+
+
+def _seed(bank: Path, cards: list[Card]) -> None:
+    open_store(bank).transaction(lambda working: working.update({c.id: c for c in cards}))
+
+
+def _trial(i: int, run: str = "run-a") -> UseTrial:
+    return UseTrial(f"{run}-d{i}", run, "toy", i % 2, i % 3 == 0)
+
+
+def test_a_stamp_appends_a_line_and_leaves_cards_json_alone(tmp_path: Path) -> None:
+    _seed(tmp_path, [_card("ins-a"), _card("ins-b")])
+    store = open_store(tmp_path)
+    before = (tmp_path / BANK_FILE).read_bytes()
+    for i in range(50):
+        assert stamp_trial(store, ("ins-a", "ins-b")[i % 2], _trial(i)) == "stamped"
+    assert (tmp_path / BANK_FILE).read_bytes() == before  # not rewritten: O(1) per stamp
+    lines = (tmp_path / JOURNAL_FILE).read_text().splitlines()
+    assert len(lines) == 50 and json.loads(lines[0])["card"] == "ins-a"
+    # readers (a fresh read, this store, another store) see the merged cards
+    fresh = {c.id: c for c in read_bank(tmp_path / BANK_FILE).cards}
+    assert [t.decision_id for t in fresh["ins-a"].use_trials] == [
+        f"run-a-d{i}" for i in range(0, 50, 2)
+    ]
+    assert fresh["ins-a"].revision == 1 + 25 and fresh["ins-b"].revision == 1 + 25
+    assert store.get("ins-a") == fresh["ins-a"]
+    other = open_store(tmp_path)
+    assert other.get("ins-b") == fresh["ins-b"]
+    # a card record change rewrites cards.json without the trials, keeping them merged
+    ev = card().evidence[0]
+    store.transaction(lambda w: w.update({"ins-a": pool_into(w["ins-a"], ev, ("p",), 5.0)}))
+    raw = [json.loads(x.rstrip(",")) for x in (tmp_path / BANK_FILE).read_text().split("\n")[1:3]]
+    assert all(r["use_trials"] == [] for r in raw)
+    again = {c.id: c for c in read_bank(tmp_path / BANK_FILE).cards}
+    assert again["ins-a"].use_trials == fresh["ins-a"].use_trials
+    assert again["ins-a"].revision == fresh["ins-a"].revision + 1 and again["ins-a"].n_evidence == 2
+    assert other.refresh() and other.get("ins-a") == again["ins-a"]
+
+
+def test_a_bank_with_trials_inside_cards_json_is_migrated_on_first_write(tmp_path: Path) -> None:
+    trials = tuple(_trial(i, "old") for i in range(5))
+    legacy = replace(_card("ins-a"), use_trials=trials, revision=6)
+    header = {"format": "gigaevo.cards/1", "generation": 3, "write_id": "ab", "written_at": "t"}
+    text = json.dumps({**header, "n_cards": 2}, separators=(",", ":"))[:-1]
+    text += ',"cards":[\n' + card_line(legacy) + ",\n" + card_line(_card("ins-b")) + "\n]}\n"
+    (tmp_path / BANK_FILE).write_text(text)
+    store = open_store(tmp_path)  # opens as it is
+    assert store.get("ins-a") == legacy and not (tmp_path / JOURNAL_FILE).exists()
+    assert stamp_trial(store, "ins-b", _trial(9)) == "stamped"  # the first write migrates
+    raw = json.loads((tmp_path / BANK_FILE).read_text())
+    assert all(c["use_trials"] == [] for c in raw["cards"])
+    loaded = {c.id: c for c in read_bank(tmp_path / BANK_FILE).cards}
+    assert loaded["ins-a"].use_trials == trials and loaded["ins-a"].revision == 6
+    assert [t.decision_id for t in loaded["ins-b"].use_trials] == ["run-a-d9"]
+    assert stamp_trial(store, "ins-a", trials[0]) == "duplicate"  # still deduplicated
+
+
+def test_a_line_torn_by_a_kill_is_ignored_then_cut(tmp_path: Path) -> None:
+    _seed(tmp_path, [_card("ins-a")])
+    store = open_store(tmp_path)
+    assert stamp_trial(store, "ins-a", _trial(0)) == "stamped"
+    with open(tmp_path / JOURNAL_FILE, "ab") as f:
+        f.write(b'{"card":"ins-a","revision":3,"tri')  # a writer killed mid-line
+    reader = open_store(tmp_path)
+    assert [t.decision_id for t in reader.get("ins-a").use_trials] == ["run-a-d0"]  # type: ignore[union-attr]
+    assert stamp_trial(reader, "ins-a", _trial(1)) == "stamped"
+    lines = (tmp_path / JOURNAL_FILE).read_text().splitlines()
+    assert len(lines) == 2 and all(json.loads(x)["card"] == "ins-a" for x in lines)
+    assert store.refresh() and len(store.get("ins-a").use_trials) == 2  # type: ignore[union-attr]
+
+
+def _stamp_worker(bank: str, run: str, n: int, start: Any) -> None:
+    # a long lock wait: five fresh processes open (import, embed) one after another
+    store = open_store(Path(bank), lock_timeout_s=180.0)
+    start.wait()
+    for i in range(n):
+        assert stamp_trial(store, ("ins-a", "ins-b")[i % 2], _trial(i, run)) == "stamped"
+
+
+def _record_worker(bank: str, n: int, start: Any) -> None:
+    """Pools outcomes into the cards (rewrites cards.json) while the others stamp."""
+    store = open_store(Path(bank), lock_timeout_s=180.0)
+    start.wait()
+    ev = card().evidence[0]
+    for i in range(n):
+        cid = ("ins-a", "ins-b")[i % 2]
+        store.transaction(lambda w, c=cid: w.update({c: pool_into(w[c], ev, (f"p{i}",), 1.0)}))
+
+
+def test_four_processes_stamping_and_one_rewriting_lose_nothing(tmp_path: Path) -> None:
+    _seed(tmp_path, [_card("ins-a"), _card("ins-b")])
+    ctx = multiprocessing.get_context("spawn")
+    n, pools = 25, 10
+    start = ctx.Barrier(WRITERS + 1)
+    procs = [
+        ctx.Process(target=_stamp_worker, args=(str(tmp_path), f"run-{k}", n, start))
+        for k in range(WRITERS)
+    ]
+    procs.append(ctx.Process(target=_record_worker, args=(str(tmp_path), pools, start)))
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=240)
+        assert p.exitcode == 0
+    cards = {c.id: c for c in read_bank(tmp_path / BANK_FILE).cards}
+    ids = [t.decision_id for c in cards.values() for t in c.use_trials]
+    assert len(ids) == len(set(ids)) == WRITERS * n  # every stamp, exactly once
+    assert {t.decision_id for t in cards["ins-a"].use_trials} == {
+        f"run-{k}-d{i}" for k in range(WRITERS) for i in range(0, n, 2)
+    }
+    assert sum(c.n_evidence for c in cards.values()) == 2 + pools  # every pooled outcome
+    # every stamp and pool made one revision of its card
+    assert sum(c.revision for c in cards.values()) == 2 + WRITERS * n + pools
