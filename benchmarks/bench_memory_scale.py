@@ -1,0 +1,357 @@
+"""Memory v2 at scale: cost per mutant against the length of the run (issue 16).
+
+Usage:
+    .venv/bin/python benchmarks/bench_memory_scale.py [--mutants 10000]
+        [--rows 1000 10000 50000] [--cards 100 1000] [--measure 150] [--skip-run]
+        [--skip-synthetic] [--none]
+
+Part 1, a real run: ``run.py problem.name=rastrigin max_mutants=--mutants`` (default
+config: memory=v2, offline LLM and memory LLM, sandboxed evaluator) in a temporary
+directory, in-process. Prints mutants/s in each successive 1,000 mutants (from the
+``mutant`` events' times), the ratio last / first, wall time and the peak RSS of the
+process tree (this process and its evaluator workers, sampled every 0.5 s). ``--none``
+also runs memory=none pipeline=guided with the same budget, side by side.
+
+Part 2, the memory alone at a given ledger length: for each bank size (synthetic insight
+cards of the task) and ledger length (synthetic history of another run: ~45 %
+abstentions, randomised rows offered with e = 0.7, a third of the deliveries cited,
+~8 % invalid and ~4 % censored terminals, a mutation edge per attempt on two islands),
+the real provider (``CardBankMemory`` from the default ``memory`` config, authoring off
+so the bank keeps its size; stamps, leases, lineage, retirement sweeps and OPE on) then
+takes ``--measure`` more mutants: ``decide`` then ``observe`` (terminal, edge, lineage,
+lease release, trial stamp, evictor every 25, OPE every 20). Prints CPU and wall ms per
+mutant (mean and p50; CPU is the fairer figure on a shared machine), the head fits, the
+process RSS once the ledger is open and fitted, and from that the bytes kept per
+historical decision (RSS slope between ledger lengths).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _config import run_config
+from bench_memory_bank import synthetic_card
+from hydra.utils import instantiate
+
+from gigaevo.memory.base import MemoryRuntime, MutationContext, MutationResult
+from gigaevo.memory.v2 import HashingEmbedder, LocalMemoryStore
+from gigaevo.memory.v2.causal import RewardDefinition as CausalReward
+from gigaevo.memory.v2.causal import context_features
+from gigaevo.memory.v2.evidence import (
+    Candidate,
+    CardSnapshot,
+    DecisionRow,
+    EdgeRow,
+    FrozenContext,
+    SelectionEvidence,
+    TerminalRow,
+    decision_key_id,
+    reward_definition,
+)
+from gigaevo.memory.v2.evidence.owner import session_owner
+from gigaevo.pipeline.build import resolve_problem, run_from_config
+
+HISTORY = "history"
+CITED_CARDS = 400  # history rows propose among the first 400 cards of the bank
+
+
+# -- peak memory of the process tree ----------------------------------------------
+def _tree_rss() -> int:
+    """Summed RSS (bytes) of this process and its descendants (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(name))
+            except (OSError, ValueError, IndexError):
+                continue
+    total, stack = 0, [os.getpid()]
+    while stack:
+        pid = stack.pop()
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                total += next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith("VmRSS:"))
+        except (OSError, StopIteration):
+            pass
+        stack.extend(children.get(pid, []))
+    return total
+
+
+class PeakSampler:
+    """Samples ``_tree_rss`` every 0.5 s in a thread; ``peak`` is the largest seen."""
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            self.peak = max(self.peak, _tree_rss())
+
+    def __enter__(self) -> PeakSampler:
+        self.peak = _tree_rss()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+# -- part 1: a real run -------------------------------------------------------------
+def rates(events: Path) -> tuple[list[float], float]:
+    """Mutants/s in each successive 1,000 mutants and the wall time, from events.jsonl."""
+    times: dict[int, float] = {}
+    start = None
+    for line in events.read_text().splitlines():
+        e = json.loads(line)
+        if e.get("event") == "initial" and start is None:
+            start = float(e["time"])
+        elif e.get("event") == "mutant":
+            times[int(e["attempt"])] = float(e["time"])
+    order = sorted(times)
+    assert start is not None and order
+    out, prev = [], start
+    for k in range(1000, len(order) + 1, 1000):
+        t = max(times[a] for a in order[:k])
+        out.append(1000.0 / (t - prev))
+        prev = t
+    return out, max(times.values()) - start
+
+
+def real_run(mutants: int, *overrides: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = run_config(tmp, "problem=rastrigin", f"max_mutants={mutants}", *overrides)
+        started = time.perf_counter()
+        with PeakSampler() as sampler:
+            run_from_config(cfg, show_progress=False)
+        wall = time.perf_counter() - started
+        per_k, _ = rates(Path(tmp) / "events.jsonl")
+        sizes = {p.name: p.stat().st_size for p in Path(tmp).iterdir() if p.is_file()}
+    label = " ".join(overrides) or "memory=v2 (default)"
+    print(f"\nreal run, rastrigin, {mutants} mutants, {label}: wall {wall:.0f} s")
+    print("  mutants/s per 1,000:", ", ".join(f"{r:.1f}" for r in per_k))
+    if len(per_k) > 1:
+        print(f"  last / first 1,000: {per_k[-1] / per_k[0]:.2f} (goal >= 0.9)")
+    print(f"  peak RSS of the process tree: {sampler.peak / 1e6:.0f} MB")
+    for name in ("cards.json", "cards.trials.jsonl", "memory_v2_selection_evidence.sqlite3"):
+        if name in sizes:
+            print(f"  {name}: {sizes[name] / 1e6:.2f} MB")
+
+
+# -- part 2: the memory alone at a given ledger length -------------------------------
+def _snapshot(card_id: str) -> CardSnapshot:
+    text = f"[{card_id}] text"
+    return CardSnapshot(card_id, (), "insight", text, hashlib.sha256(text.encode()).hexdigest())
+
+
+def synthesise(root: Path, problem: Any, n_cards: int, n_rows: int) -> list[str]:
+    """A bank of ``n_cards`` and a ledger of ``n_rows`` history decisions; the child ids."""
+    rng = np.random.default_rng(n_cards + n_rows)
+    task = problem.name
+    store = LocalMemoryStore(root, embedder=HashingEmbedder()).open()
+    cards = [synthetic_card(i, rng, task=task) for i in range(n_cards)]
+    store.transaction(lambda working: working.update({c.id: c for c in cards}))
+    ids = [c.id for c in cards]
+    m = problem.metrics
+    reward = reward_definition(m, depth=3, budget=32)
+    causal = CausalReward(m.lower_bound, m.upper_bound, m.higher_is_better)
+    span = m.upper_bound - m.lower_bound
+    evidence = SelectionEvidence(root).open()
+    evidence._db().execute("PRAGMA synchronous = OFF")  # only while synthesising history
+    owner = session_owner()
+    children: list[str] = []
+    for a in range(n_rows):
+        parent = float(rng.uniform(m.lower_bound + 0.05 * span, m.lower_bound + 0.5 * span))
+        coords = rng.uniform(0, 1, size=2)
+        x = context_features(causal, parent, float(a), coords)
+        island = int(rng.integers(2))
+        pid = children[-int(rng.integers(1, min(50, len(children)) + 1))] if children else "seed"
+        ctx = FrozenContext(
+            task, pid, parent, island, (int(coords[0] * 10), int(coords[1] * 8)),
+            tuple(coords.tolist()), a / n_rows, tuple(x.tolist()),
+        )  # fmt: skip
+        base: dict[str, Any] = dict(
+            decision_id=decision_key_id(HISTORY, a), run_id=HISTORY, seed=1, attempt=a,
+            event_ordinal=a, owner=owner, context=ctx, reward=reward, pending=(), fit=(),
+            fitted_row_ids=(), evidence_version="history",
+        )  # fmt: skip
+        u = rng.random()
+        status = "censored" if u < 0.04 else ("invalid" if u < 0.12 else "valid")
+        cited = False
+        if rng.random() < 0.45:
+            d = DecisionRow(**base, universe=(), candidates=(), abstain=True, rho0=1.0)
+        else:
+            prop = ids[int(rng.integers(min(CITED_CARDS, len(ids))))]
+            z = int(rng.random() < 0.7)
+            cited = bool(z and status != "censored" and rng.random() < 0.35)
+            rho, e = 0.5, 0.7
+            d = DecisionRow(
+                **base, universe=(_snapshot(prop),),
+                candidates=(Candidate(prop, rho, e, rho * e, rho * (1 - e), True),),
+                abstain=False, rho0=1 - rho, proposed_id=prop, z=z, offer=e, rho=rho,
+                joint=rho * (e if z else 1 - e), q0=0.0, q1=0.01, r0=0.05, r1=0.05,
+            )  # fmt: skip
+        evidence.append_decision(d)
+        gain = None
+        if status == "valid":
+            lo, hi = causal.feasible_interval(parent)
+            gain = float(np.clip(rng.normal(0.0, 0.02), lo, hi) * span)
+        child = f"child-{a}"
+        terminal = TerminalRow(
+            decision_id=d.decision_id, child_id=child if status != "censored" else "no-child:x",
+            base_id=pid, metric=reward.metric, direction=reward.direction, status=status,  # type: ignore[arg-type]
+            cited_ids=(d.proposed_id,) if cited and d.proposed_id else (), gain=gain,
+            measurement="scalar" if status == "valid" else None,
+            censor_reason="bench" if status == "censored" else None,
+        )  # fmt: skip
+        disposition = None
+        if status == "valid":
+            disposition = "improved" if rng.random() < 0.3 else "rejected"
+        edge = EdgeRow(
+            child,
+            HISTORY,
+            a,
+            pid,
+            child,
+            island,
+            0,
+            status,
+            gain,
+            disposition,
+            d.decision_id,  # type: ignore[arg-type]
+        )
+        evidence.record_outcome(terminal, edge)
+        children.append(child)
+    evidence.close()
+    return children
+
+
+def drive(
+    memory: Any, problem: Any, start: int, n: int, children: list[str], seed: int = 1
+) -> tuple[list[float], list[float]]:
+    """``n`` mutants through the provider; (CPU s, wall s) of decide + observe each."""
+    rng = np.random.default_rng(seed)
+    m = problem.metrics
+    span = m.upper_bound - m.lower_bound
+    cpu, wall = [], []
+    for a in range(start, start + n):
+        parent = float(rng.uniform(m.lower_bound + 0.05 * span, m.lower_bound + 0.5 * span))
+        coords = tuple(float(c) for c in rng.uniform(0, 1, size=2))
+        pid = children[-int(rng.integers(1, min(50, len(children)) + 1))]
+        island = int(rng.integers(2))
+        ctx = MutationContext(problem.name, a, pid, parent, island, (1, 1), coords, 0.5)
+        c0, w0 = time.process_time(), time.perf_counter()
+        decision = memory.decide(ctx)
+        c1, w1 = time.process_time(), time.perf_counter()
+        valid = rng.random() > 0.1
+        gain = float(rng.normal(0.0, 0.02)) * span
+        child_f = float(np.clip(parent + (gain if m.higher_is_better else -gain),
+                                m.lower_bound, m.upper_bound))  # fmt: skip
+        cited = tuple(decision.card_ids) if decision.card_ids and rng.random() < 0.5 else ()
+        child = f"live-{a}"
+        result = MutationResult(
+            attempt=a, child_id=child, parent_id=pid, status="accepted", valid=valid,
+            parent_fitness=parent, child_fitness=child_f if valid else 0.0,
+            normalised_gain=gain / span if valid else None, cited_card_ids=cited,
+            accepted=valid, island=island,
+            archive_status=("improved" if rng.random() < 0.3 else "rejected") if valid else None,
+        )  # fmt: skip
+        c2, w2 = time.process_time(), time.perf_counter()
+        memory.observe(result)
+        c3, w3 = time.process_time(), time.perf_counter()
+        children.append(child)
+        cpu.append((c1 - c0) + (c3 - c2))
+        wall.append((w1 - w0) + (w3 - w2))
+    return cpu, wall
+
+
+def synthetic(n_cards: int, n_rows: int, measure: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        cfg = run_config(tmp, "problem=rastrigin", "memory.writer.authoring_enabled=false")
+        problem = resolve_problem(cfg)
+        t0 = time.perf_counter()
+        children = synthesise(root, problem, n_cards, n_rows)
+        built = time.perf_counter() - t0
+        runtime = MemoryRuntime(
+            problem.name, problem.description, problem.metrics, root, root, 0, 10**6
+        )
+        memory = instantiate(cfg.memory)(runtime=runtime)
+        drive(memory, problem, n_rows, 10, children)  # warm up: the first fits
+        rss = _tree_rss()
+        fits = memory.reader.fits
+        cpu, wall = drive(memory, problem, n_rows + 10, measure, children)
+        fits = memory.reader.fits - fits
+        memory.close()
+    return {
+        "built_s": built,
+        "cpu_mean": 1e3 * statistics.mean(cpu),
+        "cpu_p50": 1e3 * statistics.median(cpu),
+        "wall_mean": 1e3 * statistics.mean(wall),
+        "wall_p50": 1e3 * statistics.median(wall),
+        "fits": fits,
+        "rss_mb": rss / 1e6,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--mutants", type=int, default=10_000, help="mutants of the real run")
+    ap.add_argument("--rows", type=int, nargs="+", default=[1000, 10_000, 50_000])
+    ap.add_argument("--cards", type=int, nargs="+", default=[100, 1000])
+    ap.add_argument("--measure", type=int, default=150, help="mutants timed per setting")
+    ap.add_argument("--skip-run", action="store_true", help="no real run (part 1)")
+    ap.add_argument("--skip-synthetic", action="store_true", help="no synthetic part (part 2)")
+    ap.add_argument("--none", action="store_true", help="also run memory=none side by side")
+    args = ap.parse_args()
+    print(f"load average at start: {os.getloadavg()[0]:.2f}", flush=True)
+    if not args.skip_synthetic:
+        print("memory cost per mutant (decide + observe + write), ms; goal <= 20 at 1,000 cards")
+        for n_cards in args.cards:
+            rows = []
+            for n_rows in args.rows:
+                r = synthetic(n_cards, n_rows, args.measure)
+                rows.append((n_rows, r))
+                print(
+                    f"  cards {n_cards:>5}  ledger {n_rows:>6}: cpu mean {r['cpu_mean']:7.1f}"
+                    f" p50 {r['cpu_p50']:7.1f} | wall mean {r['wall_mean']:7.1f}"
+                    f" p50 {r['wall_p50']:7.1f} | fits {r['fits']:>3}"
+                    f" | rss {r['rss_mb']:6.0f} MB (history built in {r['built_s']:.0f} s)",
+                    flush=True,
+                )
+            (n0, r0), (n1, r1) = rows[0], rows[-1]
+            slope = (r1["rss_mb"] - r0["rss_mb"]) * 1e6 / max(1, n1 - n0)
+            print(
+                f"  cards {n_cards:>5}: cpu mean at {n1} rows / at {n0} rows ="
+                f" {r1['cpu_mean'] / r0['cpu_mean']:.2f} (flat: 1.0);"
+                f" RSS slope {slope:,.0f} bytes per ledger decision",
+                flush=True,
+            )
+    if not args.skip_run:
+        real_run(args.mutants)
+        if args.none:
+            real_run(args.mutants, "memory=none", "pipeline=guided")
+    print(f"load average at end: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
