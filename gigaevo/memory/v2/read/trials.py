@@ -5,8 +5,9 @@ On each usefulness-eligible terminal (a withheld control, valid or invalid, or
 a cited delivery; never an uncited delivery, an abstention or a censored
 terminal) the owning card (the proposed id resolved through absorbed aliases)
 gets one ``UseTrial`` (decision id, run id, task, Z, success = valid and g > 0),
-deduplicated by decision id, inside one ``cards.json`` transaction, so
-processes sharing a bank never lose each other's stamps.
+deduplicated by decision id, inside one bank transaction (one line appended to
+``cards.trials.jsonl``, see ``bank.trialjournal``), so processes sharing a bank
+never lose each other's stamps.
 
 ``check_bank_writable`` and ``check_shared_bank`` are the startup checks of a
 bank that trial stamps and leases must be able to write (memory=v2_multitask).
@@ -30,6 +31,7 @@ from typing import Any, Literal
 from gigaevo.memory.base import MemoryRuntime
 from gigaevo.memory.v2.bank.cards import Card, UseTrial, with_use_trial
 from gigaevo.memory.v2.bank.store import BANK_FILE, LocalMemoryStore
+from gigaevo.memory.v2.bank.trialjournal import JOURNAL_FILE
 from gigaevo.memory.v2.causal.transfer import TransferConfig, TransferTrial
 from gigaevo.memory.v2.errors import BankLockTimeout, CardFormatError, MemoryConfigError
 from gigaevo.memory.v2.evidence import (
@@ -176,7 +178,7 @@ def check_bank_writable(bank_dir: Path) -> None:
         raise MemoryConfigError(
             f"memory_bank_dir: {existing} is not writable ({why}, with lock files beside them)"
         )
-    names = (BANK_FILE, f"{BANK_FILE}.lock", f"{BANK_FILE}.authoring.lock")
+    names = (BANK_FILE, JOURNAL_FILE, f"{BANK_FILE}.lock", f"{BANK_FILE}.authoring.lock")
     for name in (*names, LEASE_FILE, f"{LEASE_FILE}.lock"):
         path = bank_dir / name
         if path.exists() and not (path.is_file() and os.access(path, os.W_OK)):
