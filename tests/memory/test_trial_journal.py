@@ -115,7 +115,7 @@ def _record_worker(bank: str, n: int, start: Any) -> None:
     ev = card().evidence[0]
     for i in range(n):
         cid = ("ins-a", "ins-b")[i % 2]
-        store.transaction(lambda w, c=cid: w.update({c: pool_into(w[c], ev, (f"p{i}",), 1.0)}))
+        store.transaction(lambda w, c=cid, p=f"p{i}": w.update({c: pool_into(w[c], ev, (p,), 1.0)}))
 
 
 def test_four_processes_stamping_and_one_rewriting_lose_nothing(tmp_path: Path) -> None:

@@ -3,7 +3,8 @@
 Thousands of random updates (rows added, rows removed, whole card lineages emptied and
 dropped from the layout, aliases merging two cards' blocks), then the posterior fitted
 from the kept statistics is compared with ``BayesianLinearHead.fit`` on a design built
-from scratch from the surviving rows: means and covariances to 1e-8 (MODEL 3 unchanged).
+from scratch from the surviving rows: means and covariances to 1e-8 (the formulas of
+memory-model.md "Immediate head" unchanged).
 Rows carry mixed measurement sds (three levels), and one level.
 """
 

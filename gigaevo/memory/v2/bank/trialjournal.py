@@ -1,9 +1,10 @@
 """``cards.trials.jsonl``: the use trials stamped onto cards, kept beside ``cards.json``.
 
-A use trial (MODEL 9) is stamped on every usefulness-eligible terminal, so trials grow
-with the run while the cards do not. They live in this append-only journal instead of
-the card records: ``cards.json`` stays the size of its cards, and a stamp appends one
-line instead of rewriting the whole bank. One line per stamp::
+A use trial (memory-model.md "Multitask transfer") is stamped on every
+usefulness-eligible terminal, so trials grow with the run while the cards do not. They
+live in this append-only journal instead of the card records: ``cards.json`` stays the
+size of its cards, and a stamp appends one line instead of rewriting the whole bank.
+One line per stamp::
 
     {"card":"ins-…","revision":4,"trial":{"decision_id":"…",…},"updated_at":1.7e9}
 

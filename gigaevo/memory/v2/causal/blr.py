@@ -234,7 +234,8 @@ class BayesianLinearHead:
 
     def fit_statistics(self, stats: FitStatistics) -> BayesianLinearHead:
         """Fit on kept sufficient statistics (``suffstats``) instead of a design: the same
-        posterior as ``fit`` on the rows they sum (MODEL 3), without touching the rows.
+        posterior as ``fit`` on the rows they sum (memory-model.md "Immediate head"),
+        without touching the rows.
 
         Wider than ``DENSE_MAX_SIZE`` columns (or with ``block_layout`` set and wide) the
         block-arrowhead solvers are used, else the dense ones, as ``fit`` chooses.
@@ -265,7 +266,8 @@ class BayesianLinearHead:
         return self._integrate(solver)
 
     def _integrate(self, solver: _NodeSolver | _PencilSolver | _DenseSolver) -> BayesianLinearHead:
-        """Integrate the residual scale over ``solver``'s conditional posteriors (MODEL 3)."""
+        """Integrate the residual scale over ``solver``'s conditional posteriors
+        (memory-model.md "Immediate head", residual scale)."""
         lo, hi = (math.log(b) for b in self.residual_sd_bounds)
         if not hi > lo:
             raise DesignError("residual sd bounds must satisfy 0 < low < high")

@@ -1,4 +1,7 @@
-"""Sufficient statistics of the linear heads, kept exactly as rows come and go (MODEL 3).
+"""Sufficient statistics of the linear heads, kept exactly as rows come and go.
+
+(memory-model.md "Immediate head": the formulas do not change, only how their sums
+are kept.)
 
 Every design row touches the shared block (width P_s) and at most one lineage block
 (width C), so a Gaussian head needs, per measurement level omega^2, the cross-products

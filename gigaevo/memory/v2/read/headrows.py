@@ -1,4 +1,7 @@
-"""The heads' training rows, kept as the ledger grows (MODEL sections 3, 4.2 and 5).
+"""The heads' training rows, kept as the ledger grows.
+
+(memory-model.md "Immediate head", "Delayed-lineage head", "Invalidity head and
+chance constraint".)
 
 ``HeadRows`` reads each new usefulness-eligible observation once (``eligible_since``, in
 terminal order) and each change of a root's matured lineage row (``matured_changes_since``),
@@ -261,7 +264,10 @@ Prior = Callable[[DesignSpace], tuple[np.ndarray, np.ndarray]]
 
 
 class InvalidityFitter:
-    """The invalidity head's MAP from a deterministic nearby start (MODEL 5).
+    """The invalidity head's MAP from a deterministic nearby start.
+
+    (memory-model.md "Invalidity head and chance constraint": the same MAP and Laplace
+    posterior, found in fewer steps.)
 
     The logistic MAP needs every row at each step, so each fit should take few steps.
     It starts from an anchor: the MAP on the first ``anchor_size(n)`` rows (terminal

@@ -1,14 +1,15 @@
-"""The read side's posterior heads, fitted on the causal ledger (MODEL sections 3, 4 and 9).
+"""The read side's posterior heads, fitted on the causal ledger (memory-model.md
+"Immediate head", "Delayed-lineage head" and "Multitask transfer").
 
 ``HeadFitter`` fits the immediate-utility and invalidity heads on the committed,
 usefulness-eligible ledger rows, and the delayed-lineage head on the latest matured
-lineage row of each eligible root once there is one (MODEL 4.2). The rows are kept as
-they arrive (``headrows.HeadRows``): the Gaussian heads fit on exact sufficient
-statistics updated per row, the invalidity head on its growing row arrays, so a refit
-never rebuilds a design over the ledger. Fits are cached by the evidence version V, the
-card lineages and the context width; a decision whose inputs did not move (same V, the
-very same card objects) skips even the key. With the multitask transfer prior on, the
-digest of other runs' use trials joins V.
+lineage row of each eligible root once there is one. The rows are kept as they arrive
+(``headrows.HeadRows``): the Gaussian heads fit on exact sufficient statistics updated
+per row, the invalidity head on its growing row arrays, so a refit never rebuilds a
+design over the ledger. Fits are cached by the evidence version V, the card lineages and
+the context width; a decision whose inputs did not move (same V, the very same card
+objects) skips even the key. With the multitask transfer prior on, the digest of other
+runs' use trials joins V.
 
 ``design``, ``design_row`` and ``targets`` build the batch design of given observations,
 the reference the kept statistics are tested against.
@@ -74,7 +75,7 @@ class HeadFitter:
         posterior: ``memory.posterior_config`` (priors, residual scale, contrasts).
         run_id: this run (its own use trials never feed the transfer prior).
         task_key: this run's task.
-        transfer: the multitask transfer prior (MODEL 9).
+        transfer: the multitask transfer prior (memory-model.md "Multitask transfer").
         rag_contrast: whether RAG labels enter the design (memory/applicability=agentic).
     """
 
@@ -194,7 +195,10 @@ class HeadFitter:
         return HeadFit(space, immediate, invalidity, diagnostics, ids, lineage=lineage)
 
     def _invalidity_prior(self, space: DesignSpace) -> tuple[np.ndarray, np.ndarray]:
-        """(mu_gamma, v_gamma) of the invalidity head in ``space`` (MODEL 5)."""
+        """(mu_gamma, v_gamma) of the invalidity head in ``space``.
+
+        (memory-model.md "Invalidity head and chance constraint".)
+        """
         post = self.posterior
         return space.invalidity_prior(
             post.invalidity_base_rate,
@@ -290,7 +294,7 @@ class HeadFitter:
         ]
         return np.asarray(y, dtype=float), np.asarray(omega, dtype=float)
 
-    # -- multitask transfer (MODEL 9) --------------------------------------------
+    # -- multitask transfer (memory-model.md "Multitask transfer") -------------
     def _transfer_key(self, cards: Sequence[Card]) -> str:
         """Digest of other runs' trials on ``cards`` ("" when off); refits P_help when it moves."""
         if not self.transfer.enabled:
