@@ -14,7 +14,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gigaevo.memory.v2 import read_bank
+import pytest
+
+from gigaevo.memory.v2 import CorruptBankError, read_bank
 from gigaevo.memory.v2.bank.bankfile import card_line
 from gigaevo.memory.v2.bank.cards import Card, UseTrial, pool_into
 from gigaevo.memory.v2.bank.store import BANK_FILE
@@ -98,6 +100,20 @@ def test_a_line_torn_by_a_kill_is_ignored_then_cut(tmp_path: Path) -> None:
     lines = (tmp_path / JOURNAL_FILE).read_text().splitlines()
     assert len(lines) == 2 and all(json.loads(x)["card"] == "ins-a" for x in lines)
     assert store.refresh() and len(store.get("ins-a").use_trials) == 2  # type: ignore[union-attr]
+
+
+def test_a_journal_line_that_does_not_parse_stops_the_bank(tmp_path: Path) -> None:
+    _seed(tmp_path, [_card("ins-a")])
+    store = open_store(tmp_path)
+    assert stamp_trial(store, "ins-a", _trial(0)) == "stamped"
+    with open(tmp_path / JOURNAL_FILE, "a") as f:
+        f.write('{"card":"ins-a","revision":"two"}\n')  # a complete line, not a trial
+    before = (tmp_path / JOURNAL_FILE).read_bytes()
+    with pytest.raises(CorruptBankError, match=r"cards\.trials\.jsonl line 2"):
+        store.refresh()
+    with pytest.raises(CorruptBankError):  # latched: every later call raises
+        stamp_trial(store, "ins-a", _trial(1))
+    assert (tmp_path / JOURNAL_FILE).read_bytes() == before  # never overwritten
 
 
 def _stamp_worker(bank: str, run: str, n: int, start: Any) -> None:

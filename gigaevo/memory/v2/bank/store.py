@@ -308,8 +308,16 @@ class LocalMemoryStore:
         return record
 
     def _remerge(self) -> None:
-        """Take new journal lines and merge them into the cards they stamp."""
-        touched = self._journal.refresh_cards()
+        """Take new journal lines and merge them into the cards they stamp.
+
+        Raises:
+            CorruptBankError: a journal line does not parse (latched, as for cards.json).
+        """
+        try:
+            touched = self._journal.refresh_cards()
+        except CorruptBankError as exc:
+            self._failure = exc
+            raise
         if touched is None:  # the journal was replaced: merge every card again
             self._cards = {cid: self._journal.merge(rec) for cid, (rec, _) in self._lines.items()}
             return
