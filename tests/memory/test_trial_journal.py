@@ -70,6 +70,19 @@ def test_a_stamp_appends_a_line_and_leaves_cards_json_alone(tmp_path: Path) -> N
     assert other.refresh() and other.get("ins-a") == again["ins-a"]
 
 
+def test_a_revision_only_change_is_written_to_cards_json(tmp_path: Path) -> None:
+    """A change of revision and time alone (no trial added) is a record change: it reaches
+    the disk, not only this process's copy."""
+    _seed(tmp_path, [_card("ins-a")])
+    store = open_store(tmp_path)
+    assert stamp_trial(store, "ins-a", _trial(0)) == "stamped"
+    a = store.get("ins-a")
+    assert a is not None
+    store.transaction(lambda w: w.update({"ins-a": replace(a, revision=a.revision + 5)}))
+    on_disk = {c.id: c for c in read_bank(tmp_path / BANK_FILE).cards}["ins-a"]
+    assert on_disk.revision == a.revision + 5 and on_disk.use_trials == a.use_trials
+
+
 def test_a_bank_with_trials_inside_cards_json_is_migrated_on_first_write(tmp_path: Path) -> None:
     trials = tuple(_trial(i, "old") for i in range(5))
     legacy = replace(_card("ins-a"), use_trials=trials, revision=6)

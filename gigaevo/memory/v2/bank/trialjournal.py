@@ -216,6 +216,8 @@ def stamped(old: Card, new: Card) -> list[UseTrial] | None:
     added = [t for t in new.use_trials if t.decision_id not in ids]
     if new.use_trials != (*old.use_trials, *added)[-MAX_USE_TRIALS:]:
         return None  # trials removed or reordered
+    if not added and (new.revision, new.updated_at) != (old.revision, old.updated_at):
+        return None  # a revision or time change with no line to carry it: a record change
     return added
 
 
