@@ -1,0 +1,134 @@
+"""Bank writes against the length of the run: bytes written per use-trial stamp (issue 16.3).
+
+Usage:
+    .venv/bin/python benchmarks/bench_bank_writes.py [--cards 100 1000] [--stamps 2000]
+        [--hot 5] [--baseline PATH_OF_ANOTHER_CHECKOUT]
+
+For each bank size: a bank of synthetic insight cards (``LocalMemoryStore``), then
+``--stamps`` use-trial stamps (``read.trials.stamp_trial``, one bank transaction each, as
+the live updater does on each usefulness-eligible terminal) spread over the first
+``--hot`` cards (as in a run, where the few cards delivered most get the trials), then
+one card-record change (a revision bump). Prints the bytes each stamp writes (the
+process's ``wchar`` from ``/proc/self/io``: every byte passed to ``write``, temporary
+files included) over the first and the last 100 stamps, their CPU ms, and the sizes of
+``cards.json`` and ``cards.trials.jsonl`` at the end. Flat bytes per stamp: a write
+costs what changed, not what the run has stamped so far.
+
+``--baseline`` runs the same measurement on the package of another checkout (for
+example an export of ``main``: ``git archive main | tar -x -C /tmp/main_tree``) in a
+subprocess, side by side in one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve()
+
+
+def wchar() -> int:
+    with open("/proc/self/io") as f:
+        return next(int(ln.split()[1]) for ln in f if ln.startswith("wchar:"))
+
+
+def measure(n_cards: int, stamps: int, hot: int) -> None:
+    """Child mode: the package on ``sys.path[0]`` is the one measured."""
+    import numpy as np
+    from bench_memory_bank import synthetic_card
+
+    from gigaevo.memory.v2 import HashingEmbedder, LocalMemoryStore
+    from gigaevo.memory.v2.bank.cards import UseTrial
+    from gigaevo.memory.v2.read.trials import stamp_trial
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        store = LocalMemoryStore(root, embedder=HashingEmbedder()).open()
+        rng = np.random.default_rng(0)
+        cards = [synthetic_card(i, rng) for i in range(n_cards)]
+        store.transaction(lambda working: working.update({c.id: c for c in cards}))
+        start_size = (root / "cards.json").stat().st_size
+        written, cpu = [], []
+        for i in range(stamps):
+            trial = UseTrial(f"decision-{i:07d}", "bench-run", "toy", i % 2, bool(i % 3))
+            w0, c0 = wchar(), time.process_time()
+            outcome = stamp_trial(store, cards[i % hot].id, trial)
+            written.append(wchar() - w0)
+            cpu.append(time.process_time() - c0)
+            assert outcome == "stamped", outcome
+        card = store.get(cards[0].id)
+        assert card is not None and len(card.use_trials) == stamps // hot
+        w0 = wchar()
+        store.transaction(
+            lambda working: working.update(
+                {card.id: dataclasses.replace(card, revision=card.revision + 1)}
+            )
+        )
+        edit = wchar() - w0
+        sizes = {p: (root / p).stat().st_size if (root / p).exists() else 0 for p in FILES}
+    k = min(100, stamps // 2)
+    first, last = statistics.mean(written[:k]), statistics.mean(written[-k:])
+    print(
+        f"  cards {n_cards:>5}: bytes written per stamp, first {k} {first:11,.0f}"
+        f"  last {k} {last:11,.0f}  (last / first {last / first:6.2f});"
+        f" CPU ms per stamp first {1e3 * statistics.mean(cpu[:k]):6.2f}"
+        f" last {1e3 * statistics.mean(cpu[-k:]):6.2f}",
+        flush=True,
+    )
+    print(
+        f"               cards.json {start_size:,} B at start, {sizes[FILES[0]]:,} B after"
+        f" {stamps} stamps; cards.trials.jsonl {sizes[FILES[1]]:,} B;"
+        f" one card-record change writes {edit:,} B",
+        flush=True,
+    )
+
+
+FILES = ("cards.json", "cards.trials.jsonl")
+
+
+def run_tree(tree: Path, args: argparse.Namespace) -> None:
+    """Measure the package of checkout ``tree`` in a subprocess."""
+    sha = subprocess.run(
+        ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    print(f"{tree} {sha or '(an export)'}  load average {os.getloadavg()[0]:.2f}", flush=True)
+    for n in args.cards:
+        cmd = [sys.executable, str(HERE), "--child", str(tree), "--cards", str(n)]
+        cmd += ["--stamps", str(args.stamps), "--hot", str(args.hot)]
+        subprocess.run(cmd, check=True, cwd=tree)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cards", type=int, nargs="+", default=[100, 1000])
+    ap.add_argument("--stamps", type=int, default=2000, help="stamps per bank")
+    ap.add_argument("--hot", type=int, default=5, help="cards that receive the stamps")
+    ap.add_argument("--baseline", type=Path, help="another checkout, measured side by side")
+    ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child is not None:  # measure the package of this checkout
+        sys.path[:0] = [str(args.child), str(HERE.parent)]
+        import gigaevo  # from the checkout measured, before bench_memory_bank adds its own
+
+        assert Path(gigaevo.__file__).is_relative_to(args.child.resolve()), gigaevo.__file__
+        for n in args.cards:
+            measure(n, args.stamps, args.hot)
+        return
+    started = time.perf_counter()
+    run_tree(HERE.parents[1], args)
+    if args.baseline is not None:
+        run_tree(args.baseline.resolve(), args)
+    print(
+        f"wall {time.perf_counter() - started:.0f} s; load average at end {os.getloadavg()[0]:.2f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
