@@ -22,7 +22,10 @@ takes ``--measure`` more mutants: ``decide`` then ``observe`` (terminal, edge, l
 lease release, trial stamp, evictor every 25, OPE every 20). Prints CPU and wall ms per
 mutant (mean and p50; CPU is the fairer figure on a shared machine), the head fits, the
 process RSS once the ledger is open and fitted, and from that the bytes kept per
-historical decision (RSS slope between ledger lengths).
+historical decision (RSS slope between ledger lengths). ``--baseline PATH`` measures part 2
+also on the package of another checkout (an export of ``main``, say), each setting in a
+subprocess right after this checkout's, with ``--baseline-measure`` mutants (the old code
+can be slow at long ledgers), and prints the ratio of CPU ms per mutant.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import hashlib
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -41,11 +45,21 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# the package measured: this checkout's, or with --child another checkout's (imported
+# before bench_memory_bank, which puts this checkout first on sys.path)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-
+sys.path.insert(
+    0,
+    sys.argv[sys.argv.index("--child") + 1]
+    if "--child" in sys.argv
+    else str(Path(__file__).resolve().parents[1]),
+)
+# isort: off
+import gigaevo  # noqa: F401
 from _config import run_config
 from bench_memory_bank import synthetic_card
+
+# isort: on
 from hydra.utils import instantiate
 
 from gigaevo.memory.base import MemoryRuntime, MutationContext, MutationResult
@@ -313,6 +327,23 @@ def synthetic(n_cards: int, n_rows: int, measure: int) -> dict[str, float]:
     }
 
 
+def _line(r: dict[str, float]) -> str:
+    return (
+        f"cpu mean {r['cpu_mean']:7.1f} p50 {r['cpu_p50']:7.1f} | wall mean"
+        f" {r['wall_mean']:7.1f} p50 {r['wall_p50']:7.1f} | fits {r['fits']:>3}"
+        f" | rss {r['rss_mb']:6.0f} MB (history built in {r['built_s']:.0f} s)"
+    )
+
+
+def _in_checkout(tree: Path, n_cards: int, n_rows: int, measure: int) -> dict[str, float]:
+    """One setting of part 2 on the package of checkout ``tree`` (this script's code)."""
+    tree = tree.resolve()
+    cmd = [sys.executable, __file__, "--child", str(tree), "--cards", str(n_cards)]
+    cmd += ["--rows", str(n_rows), "--measure", str(measure)]
+    out = subprocess.run(cmd, check=True, cwd=tree, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mutants", type=int, default=10_000, help="mutants of the real run")
@@ -322,7 +353,17 @@ def main() -> None:
     ap.add_argument("--skip-run", action="store_true", help="no real run (part 1)")
     ap.add_argument("--skip-synthetic", action="store_true", help="no synthetic part (part 2)")
     ap.add_argument("--none", action="store_true", help="also run memory=none side by side")
+    ap.add_argument("--baseline", type=Path, help="another checkout: part 2 side by side")
+    ap.add_argument("--baseline-measure", type=int, default=30, help="its mutants per setting")
+    ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child is not None:  # one setting of part 2 on this package; JSON on the last line
+        import gigaevo
+
+        assert Path(gigaevo.__file__).is_relative_to(args.child.resolve()), gigaevo.__file__
+        r = synthetic(args.cards[0], args.rows[0], args.measure)
+        print(json.dumps(r), flush=True)
+        return
     print(f"load average at start: {os.getloadavg()[0]:.2f}", flush=True)
     if not args.skip_synthetic:
         print("memory cost per mutant (decide + observe + write), ms; goal <= 20 at 1,000 cards")
@@ -331,13 +372,14 @@ def main() -> None:
             for n_rows in args.rows:
                 r = synthetic(n_cards, n_rows, args.measure)
                 rows.append((n_rows, r))
-                print(
-                    f"  cards {n_cards:>5}  ledger {n_rows:>6}: cpu mean {r['cpu_mean']:7.1f}"
-                    f" p50 {r['cpu_p50']:7.1f} | wall mean {r['wall_mean']:7.1f}"
-                    f" p50 {r['wall_p50']:7.1f} | fits {r['fits']:>3}"
-                    f" | rss {r['rss_mb']:6.0f} MB (history built in {r['built_s']:.0f} s)",
-                    flush=True,
-                )
+                print(f"  cards {n_cards:>5}  ledger {n_rows:>6}: {_line(r)}", flush=True)
+                if args.baseline is not None:
+                    b = _in_checkout(args.baseline, n_cards, n_rows, args.baseline_measure)
+                    print(
+                        f"    baseline {' ' * 14}: {_line(b)}\n    baseline / this"
+                        f" (cpu mean): {b['cpu_mean'] / r['cpu_mean']:.2f}",
+                        flush=True,
+                    )
             (n0, r0), (n1, r1) = rows[0], rows[-1]
             slope = (r1["rss_mb"] - r0["rss_mb"]) * 1e6 / max(1, n1 - n0)
             print(
