@@ -109,7 +109,7 @@ def test_incremental_views_and_lineage_rows_equal_a_recomputation(tmp_path: Path
     obs = fresh.observations()
     latest = fresh.lineage()
     # V, from the tally and from all rows (same order-free digest)
-    assert ev.evidence_version() == evidence_version(obs, latest_pairs(fresh))
+    assert ev.evidence_version() == evidence_version(obs, latest)
     assert ev.evidence_version() == fresh.evidence_version()
     assert ev.head_rows("invalidity") == head_rows(obs, "invalidity")
     # pending decisions and unmatured eligible roots per card
@@ -154,7 +154,3 @@ def test_incremental_views_and_lineage_rows_equal_a_recomputation(tmp_path: Path
     assert counts["lineage_roots"] == len(latest)
     mem.close()
     fresh.close()
-
-
-def latest_pairs(ev: SelectionEvidence) -> list[tuple[str, str]]:
-    return [(r.root_decision_id, sha) for r, sha in ev._lineage_with_sha(True)]
