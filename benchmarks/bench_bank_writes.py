@@ -65,13 +65,13 @@ def measure(n_cards: int, stamps: int, hot: int) -> None:
             assert outcome == "stamped", outcome
         card = store.get(cards[0].id)
         assert card is not None and len(card.use_trials) == stamps // hot
-        w0 = wchar()
+        w0, c0 = wchar(), time.process_time()
         store.transaction(
             lambda working: working.update(
                 {card.id: dataclasses.replace(card, revision=card.revision + 1)}
             )
         )
-        edit = wchar() - w0
+        edit, edit_cpu = wchar() - w0, time.process_time() - c0
         sizes = {p: (root / p).stat().st_size if (root / p).exists() else 0 for p in FILES}
     k = min(100, stamps // 2)
     first, last = statistics.mean(written[:k]), statistics.mean(written[-k:])
@@ -85,7 +85,7 @@ def measure(n_cards: int, stamps: int, hot: int) -> None:
     print(
         f"               cards.json {start_size:,} B at start, {sizes[FILES[0]]:,} B after"
         f" {stamps} stamps; cards.trials.jsonl {sizes[FILES[1]]:,} B;"
-        f" one card-record change writes {edit:,} B",
+        f" one card-record change writes {edit:,} B ({1e3 * edit_cpu:.1f} CPU ms)",
         flush=True,
     )
 

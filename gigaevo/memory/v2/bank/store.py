@@ -270,7 +270,9 @@ class LocalMemoryStore:
                 base = old.use_trials if old is not None else ()
                 if new is not None and not _extends(base, new.use_trials):
                     compact = True  # trials removed: the journal is rewritten whole
-                added = [t for t in new.use_trials if t not in base] if new is not None else []
+                known = {t.decision_id for t in base}  # trials are unique by decision id
+                trials = new.use_trials if new is not None else ()
+                added = [t for t in trials if t.decision_id not in known]  # O(n), not O(n^2)
             if new is not None:
                 entries += [TrialEntry(cid, new.revision, new.updated_at, t) for t in added]
         if compact:
