@@ -46,14 +46,15 @@ from typing import Any
 import numpy as np
 
 # the package measured: this checkout's, or with --child another checkout's (imported
-# before bench_memory_bank, which puts this checkout first on sys.path)
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# before bench_memory_bank, which puts this checkout first on sys.path), with the
+# config of that checkout (its benchmarks/_config.py)
 sys.path.insert(
     0,
     sys.argv[sys.argv.index("--child") + 1]
     if "--child" in sys.argv
     else str(Path(__file__).resolve().parents[1]),
 )
+sys.path.insert(0, str(Path(sys.path[0]) / "benchmarks"))  # its _config: its own config/
 # isort: off
 import gigaevo  # noqa: F401
 from _config import run_config

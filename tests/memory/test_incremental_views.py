@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from gigaevo.memory.base import MutationContext
 from gigaevo.memory.v2.causal import LineageEdge, LineageRoot, archive_disposition
@@ -100,6 +101,7 @@ def _expected_lineage(ev: SelectionEvidence, reader) -> dict[str, tuple[object, 
     return {o.decision_id: tuple(getattr(o, k) for k in _COMPARED) for o in out}
 
 
+@pytest.mark.slow  # processes / a whole provider run: seconds, not milliseconds
 def test_incremental_views_and_lineage_rows_equal_a_recomputation(tmp_path: Path) -> None:
     mem = _drive(tmp_path, 90, seed=3)
     reader = mem.reader

@@ -147,6 +147,7 @@ def _record_worker(bank: str, n: int, start: Any) -> None:
         store.transaction(lambda w, c=cid, p=f"p{i}": w.update({c: pool_into(w[c], ev, (p,), 1.0)}))
 
 
+@pytest.mark.slow  # processes / a whole provider run: seconds, not milliseconds
 def test_four_processes_stamping_and_one_rewriting_lose_nothing(tmp_path: Path) -> None:
     _seed(tmp_path, [_card("ins-a"), _card("ins-b")])
     ctx = multiprocessing.get_context("spawn")
