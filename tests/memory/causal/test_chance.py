@@ -80,7 +80,7 @@ def test_fast_path_agrees_with_careful_integral() -> None:
         assert abs(got.probability - want.probability) <= 1e-8, (m, c, got, want)
         assert got.failed or got.error <= 1e-8
         own_error += got.error != want.error
-    # most cards (339 of 518) are resolved by the fixed rules, which report their own error:
+    # most cards (339 of 520) are resolved by the fixed rules, which report their own error:
     # without this the agreement would also hold if every card fell back to the careful path
     # (a wrong rule whose two resolutions disagree)
     assert own_error >= 300
