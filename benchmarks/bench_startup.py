@@ -7,11 +7,12 @@ Each repetition runs ``run.py max_mutants=0`` in a fresh interpreter and a
 fresh temporary directory (compose the config, load the problem, start the
 sandbox workers, evaluate the initial program, write the outputs, exit) and
 times it from outside. Printed: median, min and max wall seconds against the
-3 s target; whether litellm was imported (read from ``-X importtime`` of one
-more run); and, for scale, the cost of ``import litellm`` alone (median over
-3 fresh interpreters, price map from the package) and the same start-up with
-``llm=openai_compatible`` (the router is built, litellm is not imported until
-its first call).
+1 s target (issue 13; issue 3 asked for 3 s); whether litellm was imported
+(read from ``-X importtime`` of one more run); and, for scale, the cost of
+``import litellm`` alone (median over 3 fresh interpreters, price map from
+the package) and the same start-up with ``llm=openai_compatible`` and no call
+(the router is built and litellm is imported in the background; the process
+waits for that import before it exits).
 
 Time to first request (issue 13): ``run.py llm=openai_compatible max_mutants=2``
 against ``benchmarks/_latency_server.py`` (answers at once), timed from the
@@ -36,8 +37,8 @@ from pathlib import Path
 from bench_dispatch import Server, run_openevolve
 
 ROOT = Path(__file__).resolve().parents[1]
-TARGET_S = 3.0
-FIRST_REQUEST_TARGET_S = 2.0
+TARGET_S = 1.0  # offline start-up, quiet machine (issue 13)
+FIRST_REQUEST_TARGET_S = 2.0  # command to first request, quiet machine (issue 13)
 
 
 def _run(args: list[str], *, env: dict[str, str] | None = None) -> tuple[float, str]:
@@ -134,7 +135,10 @@ def main() -> None:
     if oe_first:
         print(_row("command to first request, OpenEvolve 0.4.0", oe_first))
     verdict = "under" if statistics.median(offline) < TARGET_S else "OVER"
-    print(f"\noffline start-up median {statistics.median(offline):.2f} s: {verdict} {TARGET_S} s")
+    print(
+        f"\noffline start-up median {statistics.median(offline):.2f} s: {verdict} "
+        f"{TARGET_S} s (the target is for a quiet machine)"
+    )
     verdict = "under" if statistics.median(first) < FIRST_REQUEST_TARGET_S else "OVER"
     print(
         f"first request median {statistics.median(first):.2f} s: {verdict} "
