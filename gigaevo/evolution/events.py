@@ -24,8 +24,8 @@ def event(kind: str, **fields: Any) -> dict[str, Any]:
 class EventLog:
     """Append-only JSON-lines log of what the run did, one event per line.
 
-    The events of one committed attempt are written together (``emit_all``,
-    one write): after a kill they are all in the file or none is.
+    The events of one commit are written together (``emit_all``, one write):
+    after a kill they are all in the file or none is.
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -61,8 +61,9 @@ class EventLog:
         except FileNotFoundError:
             return 0
 
-    def holds_mutant(self, attempt: int, since: int) -> bool:
-        """True when the ``mutant`` event of ``attempt`` was written at or after byte ``since``."""
+    def holds(self, marker: dict[str, Any], since: int) -> bool:
+        """True when an event with every field of ``marker`` was written at or after byte
+        ``since`` (e.g. ``{"event": "mutant", "attempt": 7}``)."""
         try:
             with open(self.path, "rb") as f:
                 f.seek(since)
@@ -74,11 +75,7 @@ class EventLog:
                 record = json.loads(line)
             except ValueError:
                 continue  # empty, or torn by a kill
-            if (
-                isinstance(record, dict)
-                and record.get("event") == "mutant"
-                and record.get("attempt") == attempt
-            ):
+            if isinstance(record, dict) and all(record.get(k) == v for k, v in marker.items()):
                 return True
         return False
 

@@ -5,13 +5,15 @@ A commit writes the program to the store; its events (``archive``,
 terminal to the memory, two places outside the store's transaction. So the
 commit carries an outbox entry (``Outbox.entry``) in the same transaction:
 the events as they will be written, the byte size of ``events.jsonl`` at the
-commit, and the memory's ``MutationResult``. ``deliver`` then writes the events
-(one write), lets the memory observe, and drops the entry. A kill anywhere in
+commit, the memory's ``MutationResult``, and the marker that tells the batch
+(its ``mutant`` event, or an initial program's ``initial`` event).
+``deliver`` then writes the events (one write), lets the memory observe, and
+drops the entry. A kill anywhere in
 between leaves the entry; ``replay`` (at resume, before anything else is
 written) delivers it again:
 
-- the events are written unless the log already holds the attempt's
-  ``mutant`` event after the recorded size (they were written together);
+- the events are written unless the log already holds the marker event after
+  the recorded size (they were written together);
 - the memory observes again; every step of its observation is idempotent
   (its ledgers refuse a second terminal, a second edge or a second row for
   the same item), so what the kill interrupted is finished and nothing is
@@ -67,26 +69,38 @@ class Outbox:
         self.events = events
         self.observe = observe
 
-    def entry(self, records: list[dict[str, Any]], result: MutationResult | None) -> dict[str, Any]:
-        """The outbox entry of a commit about to be written (``ProgramStore.commit(outbox=)``)."""
+    def entry(
+        self,
+        key: int,
+        records: list[dict[str, Any]],
+        marker: dict[str, Any],
+        result: MutationResult | None = None,
+    ) -> dict[str, Any]:
+        """The outbox entry of a commit about to be written (``ProgramStore.commit(outbox=)``).
+
+        ``key``: the attempt (negative for an initial program); ``marker``: fields of one
+        event of ``records`` that no other commit writes.
+        """
         return {
+            "key": key,
             "events": records,
+            "marker": marker,
             "events_offset": self.events.size(),
             "result": None if result is None else result_to_dict(result),
         }
 
-    def deliver(self, attempt: int, entry: dict[str, Any]) -> None:
-        """Write what is missing of ``attempt``'s events, let the memory observe, drop the entry."""
-        if not self.events.holds_mutant(attempt, int(entry["events_offset"])):
+    def deliver(self, entry: dict[str, Any]) -> None:
+        """Write the entry's events unless they are written, let the memory observe, drop it."""
+        if not self.events.holds(entry["marker"], int(entry["events_offset"])):
             self.events.emit_all(list(entry["events"]))
         if entry["result"] is not None:
             self.observe(result_from_dict(entry["result"]))
-        self.store.outbox_done(attempt)
+        self.store.outbox_done(int(entry["key"]))
 
     def replay(self) -> list[int]:
-        """Deliver every entry a stopped session left, in commit order; their attempts."""
+        """Deliver every entry a stopped session left, in commit order; their keys."""
         done = []
-        for attempt, entry in self.store.outbox_entries():
-            self.deliver(attempt, entry)
-            done.append(attempt)
+        for entry in self.store.outbox_entries():
+            self.deliver(entry)
+            done.append(int(entry["key"]))
         return done

@@ -46,7 +46,7 @@ CREATE TABLE IF NOT EXISTS meta (
     value TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS outbox (
-    attempt INTEGER PRIMARY KEY,
+    key INTEGER PRIMARY KEY,
     seq INTEGER NOT NULL,
     data TEXT NOT NULL
 );
@@ -151,8 +151,9 @@ class ProgramStore:
         """Write one program, retire its dispatch and replace the run state, atomically.
 
         ``outbox``: what the commit must still cause outside the store (its
-        events, the memory's observation), kept until ``outbox_done``; an
-        entry a kill left is delivered again on resume (``outbox_entries``).
+        events, the memory's observation) under its ``key`` (the attempt; a
+        negative number for an initial program), kept until ``outbox_done``;
+        an entry a kill left is delivered again on resume (``outbox_entries``).
 
         Raises:
             StoreWriteError: the transaction failed and was rolled back.
@@ -183,11 +184,11 @@ class ProgramStore:
             )
             if attempt is not None:
                 cur.execute("DELETE FROM dispatches WHERE attempt = ?", (attempt,))
-            if attempt is not None and outbox is not None:
+            if outbox is not None:
                 cur.execute(
-                    "INSERT INTO outbox(attempt, seq, data) "
+                    "INSERT INTO outbox(key, seq, data) "
                     "SELECT ?, COALESCE(MAX(seq), 0) + 1, ? FROM outbox",
-                    (attempt, json.dumps(outbox, sort_keys=True)),
+                    (int(outbox["key"]), json.dumps(outbox, sort_keys=True)),
                 )
             cur.execute(
                 "INSERT OR REPLACE INTO meta(key, value) VALUES ('state', ?)",
@@ -217,16 +218,16 @@ class ProgramStore:
             raise StoreWriteError(f"{self.path}: {exc}") from exc
 
     # -- outbox ---------------------------------------------------------------
-    def outbox_entries(self) -> list[tuple[int, dict[str, Any]]]:
-        """(attempt, entry) of commits whose effects outside the store may be missing."""
+    def outbox_entries(self) -> list[dict[str, Any]]:
+        """Entries of commits whose effects outside the store may be missing, in commit order."""
         with self._lock:
-            rows = self._db.execute("SELECT attempt, data FROM outbox ORDER BY seq").fetchall()
-        return [(int(a), json.loads(data)) for a, data in rows]
+            rows = self._db.execute("SELECT data FROM outbox ORDER BY seq").fetchall()
+        return [json.loads(data) for (data,) in rows]
 
-    def outbox_done(self, attempt: int) -> None:
-        """Every effect of ``attempt``'s commit is delivered: forget its entry."""
+    def outbox_done(self, key: int) -> None:
+        """Every effect of the commit with this outbox key is delivered: forget its entry."""
         with self._lock, self._writing():
-            self._db.execute("DELETE FROM outbox WHERE attempt = ?", (attempt,))
+            self._db.execute("DELETE FROM outbox WHERE key = ?", (key,))
 
     # -- dispatches -----------------------------------------------------------
     def add_dispatch(self, dispatch: Dispatch) -> None:

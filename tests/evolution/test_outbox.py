@@ -48,7 +48,8 @@ def _commit(store: ProgramStore, outbox: Outbox, attempt: int) -> dict[str, obje
         event("archive", program_id=prog.id, attempt=attempt),
         event("mutant", attempt=attempt, program_id=prog.id),
     ]
-    entry = outbox.entry(records, _result(attempt))
+    marker = {"event": "mutant", "attempt": attempt}
+    entry = outbox.entry(attempt, records, marker, _result(attempt))
     store.commit(prog, f"d{attempt}", attempt=attempt, state={"n": attempt + 1}, outbox=entry)
     return entry
 
@@ -72,7 +73,7 @@ def test_replay_delivers_what_a_kill_left_exactly_once(tmp_path: Path, stop: str
     store, events = ProgramStore(db), EventLog(log)
     outbox = Outbox(store, events, lambda r: observed.append(r.attempt))
     for attempt in range(2):
-        outbox.deliver(attempt, _commit(store, outbox, attempt))
+        outbox.deliver(_commit(store, outbox, attempt))
     entry = _commit(store, outbox, 2)
     if stop == "before events":
         pass  # committed, nothing delivered
@@ -82,7 +83,7 @@ def test_replay_delivers_what_a_kill_left_exactly_once(tmp_path: Path, stop: str
         events.emit_all(list(entry["events"]))  # type: ignore[arg-type]
         observed.append(2)
     else:
-        outbox.deliver(2, entry)
+        outbox.deliver(entry)
     store.close()
 
     store = ProgramStore(db)  # the next session
@@ -106,7 +107,7 @@ def test_a_kill_inside_the_observation_is_finished_on_replay(tmp_path: Path) -> 
 
     outbox = Outbox(store, EventLog(log), dies)
     with pytest.raises(Killed):
-        outbox.deliver(0, _commit(store, outbox, 0))
+        outbox.deliver(_commit(store, outbox, 0))
     store.close()
     store = ProgramStore(db)
     observed: list[MutationResult] = []
@@ -121,7 +122,7 @@ def test_entries_replay_in_commit_order_not_attempt_order(tmp_path: Path) -> Non
     outbox = Outbox(store, EventLog(tmp_path / "events.jsonl"), lambda r: None)
     for attempt in (5, 3, 4):  # arrival order commits out of attempt order
         _commit(store, outbox, attempt)
-    assert [a for a, _ in store.outbox_entries()] == [5, 3, 4]
+    assert [e["key"] for e in store.outbox_entries()] == [5, 3, 4]
     store.close()
 
 
@@ -132,8 +133,10 @@ def test_events_emitted_while_collecting_are_written_together_later(tmp_path: Pa
         log.emit("archive", attempt=0)
         log.emit("mutant", attempt=0)
     assert _events(log.path) == [("resume", -1)]
-    assert not log.holds_mutant(0, since=0)
+    marker = {"event": "mutant", "attempt": 0}
+    assert not log.holds(marker, since=0)
     offset = log.size()
     log.emit_all(batch)
     assert _events(log.path) == [("resume", -1), ("archive", 0), ("mutant", 0)]
-    assert log.holds_mutant(0, since=offset) and not log.holds_mutant(0, since=log.size())
+    assert log.holds(marker, since=offset) and not log.holds(marker, since=log.size())
+    assert not log.holds({"event": "mutant", "attempt": 1}, since=offset)
