@@ -54,6 +54,12 @@ class ArchiveReporter:
 
     def after_commit(self, n_mutants: int) -> None:
         """Emit the grid re-drawings of this commit; the statistics every ``every`` mutants."""
+        self.emit_rebins()
+        if n_mutants % self.every == 0:
+            self.events.emit("archive_stats", n_mutants=n_mutants, islands=self.stats())
+
+    def emit_rebins(self) -> None:
+        """Emit the grid re-drawings not reported yet."""
         for rebin in self.islands.take_rebins():
             self.events.emit(
                 "rebin",
@@ -61,8 +67,6 @@ class ArchiveReporter:
                 dropped=[{"island": i, "program_id": e.program_id} for i, e in rebin.dropped],
                 ranges=self.islands.space.ranges(),
             )
-        if n_mutants % self.every == 0:
-            self.events.emit("archive_stats", n_mutants=n_mutants, islands=self.stats())
 
     def stats(self) -> list[dict[str, Any]]:
         return island_stats(self.islands)

@@ -26,6 +26,7 @@ from gigaevo.evolution.events import EventLog
 from gigaevo.evolution.feedback import FeedbackBook, FeedbackSettings
 from gigaevo.evolution.islands import IslandModel
 from gigaevo.evolution.migration import RingMigration
+from gigaevo.evolution.outbox import Outbox
 from gigaevo.evolution.records import AttemptResult
 from gigaevo.evolution.state import RunCounters
 from gigaevo.evolution.store import ProgramStore
@@ -87,6 +88,7 @@ class Committer:
         self._programs: dict[str, Program] = {}
         self._digests: dict[str, str] = {}
         self._coordinates: dict[tuple[str, int], tuple[float, ...]] = {}
+        self.outbox = Outbox(store, events, observe)
         self._lock = threading.Lock()
         self.feedback = FeedbackBook(feedback, is_live=islands.__contains__)
         self.reporter = ArchiveReporter(islands, events)
@@ -116,8 +118,9 @@ class Committer:
         return k.n_valid / k.n_mutants if k.n_mutants else 1.0
 
     # -- start / resume ----------------------------------------------------------
-    def commit_initial(self, sources: Sequence[str], evaluator: Evaluator) -> None:
-        """Evaluate and archive the problem's initial programs (a fresh run only).
+    def commit_initial(self, sources: Sequence[str], evaluator: Evaluator, start: int = 0) -> None:
+        """Evaluate and archive the problem's initial programs from ``start`` on (a fresh run,
+        or one killed among its initial commits: ``start`` of them are committed).
 
         Raises:
             InitialProgramError: an initial program is invalid; nothing is stored.
@@ -131,7 +134,8 @@ class Committer:
         self.store.set_meta("n_initial", len(sources))
         self.n_initial = len(sources)
         for i, (code, res) in enumerate(zip(sources, results, strict=True)):
-            self._commit_initial_one(i, code, res)
+            if i >= start:
+                self._commit_initial_one(i, code, res)
 
     def _commit_initial_one(self, ordinal: int, code: str, res: EvaluationResult) -> None:
         fitness = float(res.metrics[self.metrics.primary])
@@ -160,8 +164,13 @@ class Committer:
         if ordinal == 0:
             k.initial_fitness = fitness
         self._remember(prog, code_digest(code))
-        self.store.commit(prog, code_digest(code), attempt=None, state=self._state())
-        self.events.emit("initial", program_id=pid, fitness=fitness, cell=list(cell))
+        with self.events.collecting() as batch:  # written with the commit's outbox entry
+            self.reporter.emit_rebins()
+            self.events.emit("initial", program_id=pid, fitness=fitness, cell=list(cell))
+        marker = {"event": "initial", "program_id": pid}
+        entry = self.outbox.entry(-1 - ordinal, batch, marker)
+        self.store.commit(prog, code_digest(code), attempt=None, state=self._state(), outbox=entry)
+        self.outbox.deliver(entry)
 
     def restore(self) -> None:
         """Reload counters, archives, programs and digests from the store."""
@@ -174,7 +183,15 @@ class Committer:
         self.islands.load_dict(state["islands"], values_of=self._values_of)
         self.feedback.restore(self._programs.values())
         self._digests = self.store.digests()
+        replayed = self.outbox.replay()  # effects of commits a kill cut short, first
+        if replayed:
+            log.info("resume: events and memory observation of %s delivered", replayed)
         self.events.emit("resume", n_mutants=self.counters.n_mutants)
+
+    def committed_counters(self) -> RunCounters:
+        """The counters as the store holds them (an interrupted commit counts for nothing)."""
+        state = self.store.get_meta("state")
+        return self.counters if state is None else RunCounters.from_dict(state["counters"])
 
     # -- commit one attempt ------------------------------------------------------
     def commit_attempt(self, result: AttemptResult, wall_seconds: float) -> Program:
@@ -188,6 +205,34 @@ class Committer:
             reason = f"{type(exc).__name__}: {exc}"
             result = failed_attempt(d, "bookkeeping", reason, result.outcome.info)
             prog = self._build_program(result, parent)
+        with self.events.collecting() as batch:  # written with the commit's outbox entry
+            prog, add = self._account(result, prog)
+            self.events.emit(
+                "mutant",
+                attempt=d.attempt,
+                program_id=prog.id,
+                parent_id=parent.id,
+                island=d.island,
+                status=str(prog.status),
+                fitness=prog.fitness,
+                reason=prog.invalid_reason,
+                tactic=prog.mutation.tactic if prog.mutation else "",
+            )
+        k = self.counters
+        k.wall_seconds = wall_seconds
+        marker = {"event": "mutant", "attempt": d.attempt}
+        memory = _memory_result(result, prog, parent, add, self.metrics, self.problem)
+        entry = self.outbox.entry(d.attempt, batch, marker, memory)
+        state = self._state()
+        self.store.commit(prog, result.digest or "", attempt=d.attempt, state=state, outbox=entry)
+        self.outbox.deliver(entry)
+        if k.n_mutants % 10 == 0:
+            self.write_summary(wall_seconds, None)
+        return prog
+
+    def _account(self, result: AttemptResult, prog: Program) -> tuple[Program, Any]:
+        """Count ``prog`` and offer it to its island's archive; (its final record, the add)."""
+        d = result.dispatch
         k = self.counters
         k.n_mutants += 1
         k.mutants_since_improvement += 1
@@ -221,23 +266,7 @@ class Committer:
         self._remember(prog, result.digest)
         self._migrate_if_due()
         self.reporter.after_commit(k.n_mutants)
-        k.wall_seconds = wall_seconds
-        self.store.commit(prog, result.digest or "", attempt=d.attempt, state=self._state())
-        self.observe(_memory_result(result, prog, parent, add, self.metrics, self.problem))
-        self.events.emit(
-            "mutant",
-            attempt=d.attempt,
-            program_id=prog.id,
-            parent_id=parent.id,
-            island=d.island,
-            status=str(prog.status),
-            fitness=prog.fitness,
-            reason=prog.invalid_reason,
-            tactic=prog.mutation.tactic if prog.mutation else "",
-        )
-        if k.n_mutants % 10 == 0:
-            self.write_summary(wall_seconds, None)
-        return prog
+        return prog, add
 
     def _build_program(self, result: AttemptResult, parent: Program) -> Program:
         d, out, ev = result.dispatch, result.outcome, result.evaluation

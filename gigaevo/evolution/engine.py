@@ -170,13 +170,15 @@ class EvolutionEngine:
             the run stays resumable.
         """
         c = self.committer
-        resumed = self.store.count() > 0
-        if not resumed:
-            c.commit_initial(self.problem.initial_programs, self.evaluator)
-        else:
+        committed = self.store.count()
+        resumed = committed > 0
+        if resumed:
             c.restore()
             self._wall_base = c.counters.wall_seconds
             log.info("resumed: %d mutants already committed", c.counters.n_mutants)
+        initial = self.problem.initial_programs
+        if committed < len(initial):  # a fresh run, or one killed among its initial commits
+            c.commit_initial(initial, self.evaluator, start=committed)
         # attempts dispatched before a kill are replayed verbatim (within the budget)
         pending = [
             d for d in self.store.pending_dispatches() if d.attempt < self.settings.max_mutants
@@ -198,6 +200,9 @@ class EvolutionEngine:
             finally:
                 self._count_lane_errors()
                 reason = stop_reason_of(exc)
+                # the last commit's events and observation, if cut short (the lane is idle)
+                c.outbox.replay(observe=self.memory.observe)
+                c.counters = c.committed_counters()
                 c.events.emit("stop", reason=reason, n_mutants=c.counters.n_mutants)
                 c.write_summary(self._wall(), reason, **self._session())
                 self._notes_interrupted()

@@ -89,18 +89,23 @@ class Outbox:
             "result": None if result is None else result_to_dict(result),
         }
 
-    def deliver(self, entry: dict[str, Any]) -> None:
-        """Write the entry's events unless they are written, let the memory observe, drop it."""
+    def deliver(
+        self,
+        entry: dict[str, Any],
+        observe: Callable[[MutationResult], None] | None = None,
+    ) -> None:
+        """Write the entry's events unless they are written, let the memory observe (through
+        ``observe`` when given), drop the entry."""
         if not self.events.holds(entry["marker"], int(entry["events_offset"])):
             self.events.emit_all(list(entry["events"]))
         if entry["result"] is not None:
-            self.observe(result_from_dict(entry["result"]))
+            (observe or self.observe)(result_from_dict(entry["result"]))
         self.store.outbox_done(int(entry["key"]))
 
-    def replay(self) -> list[int]:
+    def replay(self, observe: Callable[[MutationResult], None] | None = None) -> list[int]:
         """Deliver every entry a stopped session left, in commit order; their keys."""
         done = []
         for entry in self.store.outbox_entries():
-            self.deliver(entry)
+            self.deliver(entry, observe)
             done.append(int(entry["key"]))
         return done

@@ -33,7 +33,7 @@ def test_resume_extends_budget_without_readding_initial(
     assert ids[:11] == before  # nothing committed is lost or rewritten
     # a larger budget dispatches attempts 10.. later than an uninterrupted run
     # would, so only a resume at the same budget replays the same history
-    # (see test_kill_9_then_resume_matches_uninterrupted_run)
+    # (see tests/pipeline/test_exactly_once.py)
 
 
 def test_resume_of_finished_run_does_nothing(
@@ -133,6 +133,11 @@ def test_ctrl_c_stops_cleanly_and_resumes(tmp_path: Path) -> None:
     summary = json.loads((ckpt / "summary.json").read_text())
     assert summary["stop_reason"] == "interrupted" and not summary["finished"]
     done = summary["n_mutants"]
+    # the stop event counts the committed mutants, each of which has its mutant event
+    events = [json.loads(line) for line in (ckpt / "events.jsonl").read_text().splitlines()]
+    assert events[-1]["event"] == "stop" and events[-1]["n_mutants"] == done
+    assert committed_count(ckpt / STORE_FILE) - 1 == done  # one initial program
+    assert sorted(e["attempt"] for e in events if e["event"] == "mutant") == list(range(done))
     code, _, err = run_py(
         *args[:1], f"max_mutants={done + 10}", *args[2:], "resume=true", cwd=tmp_path
     )
