@@ -62,7 +62,7 @@ import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
-from concurrent.futures import ProcessPoolExecutor  # noqa: E402
+from concurrent.futures import ProcessPoolExecutor, as_completed  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -288,13 +288,21 @@ def main() -> None:
     work = [
         (args.world, args.measurement, n, s, rounds, scratch) for s in range(seeds) for n in names
     ]
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        results = list(pool.map(run_one, work))
+    by_seed: dict[int, dict[str, Trace]] = {}
     traces: dict[str, list[Trace]] = {n: [] for n in names}
-    for t in results:
-        traces[t.policy].append(t)
-    if args.save:
-        args.save.write_bytes(pickle.dumps((args.world, traces)))
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        futures = {pool.submit(run_one, w): w[3] for w in work}
+        for done in as_completed(futures):
+            seed = futures[done]
+            by_seed.setdefault(seed, {})[done.result().policy] = done.result()
+            if len(by_seed[seed]) < len(names):
+                continue
+            for n in names:  # a seed is kept once every policy finished it (paired reports)
+                traces[n].append(by_seed[seed][n])
+            print(f"  seed {seed} done ({len(traces[names[0]])}/{seeds}); load "
+                  f"{os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+            if args.save:  # after every seed: a stopped run still reports its finished seeds
+                args.save.write_bytes(pickle.dumps((args.world, traces)))
     report(traces, world)
     print(f"  wall {time.perf_counter() - started:.0f} s; load {os.getloadavg()[0]:.1f}")
     shutil.rmtree(Path(scratch) / "gigaevo-card-world", ignore_errors=True)
