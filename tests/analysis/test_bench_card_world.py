@@ -1,7 +1,13 @@
-"""The synthetic card world of benchmarks/bench_card_world.py on a tiny configuration."""
+"""The synthetic card world of benchmarks/card_world.py and bench_card_world.py, tiny sizes.
+
+Ground truth comes from outside the code under test: the clipped-normal mean from
+scipy's numerical integration, an oracle policy built from the world's own values must
+have zero regret, and a cited card changes a child only through its declared effect.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import sys
 from pathlib import Path
@@ -9,45 +15,106 @@ from types import ModuleType
 
 import numpy as np
 import pytest
+from scipy import integrate, stats
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_card_world.py"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
-@pytest.fixture(scope="module")
-def world() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_card_world", BENCH)
+def _load(name: str) -> ModuleType:
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_card_world"] = module  # dataclasses resolve their module by name
+    sys.modules[name] = module  # dataclasses resolve their module by name
     spec.loader.exec_module(module)
     return module
 
 
-def test_oracle_has_zero_regret_and_uniform_positive(world: ModuleType) -> None:
-    cards = world.default_cards(4)
-    traces = [world.run_seed((seed, 30, 10, 128, cards)) for seed in (0, 1)]
-    for result in traces:
-        assert set(result) == set(world.POLICIES)
-        oracle = result["oracle"]
-        assert oracle.regret.sum() == 0.0 and oracle.delivered == [0] * 30  # always "good"
-        assert result["uniform"].regret.sum() > 0.1
-        # never a card: (1 - 5 %) x 0.05 lost every round
-        assert result["abstain"].regret == pytest.approx(np.full(30, 0.95 * 0.05))
-        for trace in result.values():
-            assert (trace.regret >= -1e-12).all() and len(trace.proposed) == 30
-        causal = result["causal"]  # a delivered card is the proposed one; abstain delivers none
-        pairs = zip(causal.proposed, causal.delivered, strict=True)
-        assert all(d is None or d == p for p, d in pairs)
+@pytest.fixture(scope="module")
+def cw() -> ModuleType:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        return _load("card_world")
+    finally:
+        sys.path.remove(str(BENCHMARKS))
 
 
-def test_value_is_the_hurdle_value_and_outcomes_use_the_truth(world: ModuleType) -> None:
-    cards = world.default_cards(3)
-    r = world.Round(np.array([1.0, 0.0, 0.5, 0.0, 0.0]), -0.5, 0.5, 0.0, 0.99)
-    base = 0.01
-    assert world.value(r, None) == pytest.approx(0.95 * base + 0.05 * -0.5)
-    harmful = cards[-1]
-    assert world.value(r, harmful) == pytest.approx(0.65 * (base - 0.02) + 0.35 * -0.5)
-    assert world.outcome(r, cards[0]) == (False, pytest.approx(base + 0.05))
-    invalid = world.Round(r.x, -0.5, 0.5, 0.0, 0.2)  # 0.2 < 35 %: the harmful card fails
-    assert world.outcome(invalid, harmful) == (True, -0.5)
-    assert world.outcome(invalid, None)[0] is False
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        return _load("bench_card_world")
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+@pytest.mark.parametrize(("m", "s", "lo", "hi"), [(0.0, 1.0, -1.0, 1.0), (0.3, 0.05, -0.2, 0.4)])
+def test_clipped_mean_matches_numerical_integration(
+    cw: ModuleType, m: float, s: float, lo: float, hi: float
+) -> None:
+    density = stats.norm(m, s)
+    inner, _ = integrate.quad(lambda y: y * density.pdf(y), lo, hi)
+    truth = lo * density.cdf(lo) + inner + hi * density.sf(hi)
+    assert cw.clipped_mean(m, s, lo, hi) == pytest.approx(truth, abs=1e-9)
+
+
+def test_round_numbers_are_common_to_every_policy(cw: ModuleType) -> None:
+    assert cw.round_numbers(3, 17) == cw.round_numbers(3, 17)
+    assert cw.round_numbers(3, 17) != cw.round_numbers(3, 18)
+    assert cw.round_numbers(3, 17) != cw.round_numbers(4, 17)
+
+
+def test_an_uncited_card_does_nothing_and_a_cited_harmful_one_raises_invalidity(
+    cw: ModuleType,
+) -> None:
+    world = cw.worlds()["mixed"]
+    harmful = world.harmful()
+    assert world.cards[harmful].card_id == "harmful"
+    parent = cw.Program("p", 0.4, (0.2, 0.2), 0)
+    base = cw.round_numbers(0, 0)
+    uncited = dataclasses.replace(base, u_cite=0.99, u_invalid=0.5)
+    assert (
+        cw.mutate(world, parent, 0, uncited, harmful).y
+        == cw.mutate(world, parent, 0, uncited, None).y
+    )
+    # between the baseline's invalid rate (6 %) and the harmful card's (36 %)
+    cited = dataclasses.replace(base, u_cite=0.0, u_invalid=0.2)
+    assert cw.mutate(world, parent, 0, cited, harmful).invalid
+    assert not cw.mutate(world, parent, 0, cited, None).invalid
+    assert world.p_invalid(parent.b, world.cards[harmful]) == pytest.approx(0.06 + 0.30)
+
+
+class _Oracle:
+    """Delivers the card of highest true value (None when no card is best)."""
+
+    name = "oracle"
+
+    def __init__(self, world: object) -> None:
+        self.world = world
+
+    def choose(self, t: int, parent: object, r: object) -> tuple[int | None, bool]:
+        w = self.world
+        actions = [None, *range(len(w.cards))]  # type: ignore[attr-defined]
+        best = max(actions, key=lambda j: w.deliver_value(parent.fitness, parent.b, j))  # type: ignore[attr-defined]
+        return best, best is not None
+
+    def update(self, arm: int | None, value: float) -> None:
+        return None
+
+
+def test_oracle_has_zero_regret_and_the_baselines_order_as_expected(
+    cw: ModuleType, bench: ModuleType
+) -> None:
+    world = cw.worlds()["mixed"]
+    k = len(world.cards)
+    for seed in (0, 1):
+        oracle = bench.play(world, _Oracle(world), seed, 80)
+        assert np.all(np.abs(oracle.regret) < 1e-12)
+        never = bench.play(world, cw.Never(), seed, 80)
+        uniform = bench.play(world, cw.Uniform(k, seed), seed, 80)
+        assert never.abstain == 80 and never.harmful_delivered == 0
+        assert (never.regret >= -1e-12).all() and never.regret.sum() > 0
+        # showing the harmful card a sixth of the time costs more than showing nothing
+        assert uniform.regret.sum() > never.regret.sum()
+        assert uniform.harmful_delivered > 0

@@ -16,7 +16,17 @@ from .conftest import MakeProblem
 from .helpers import descendants, is_alive
 
 
-def test_close_leaves_no_processes(make_problem: MakeProblem) -> None:
+@pytest.fixture
+def earlier() -> set[int]:
+    """Processes this test process already had (a session fixture's server, say)."""
+    return set(descendants(os.getpid()))
+
+
+def _new_descendants(earlier: set[int]) -> set[int]:
+    return set(descendants(os.getpid())) - earlier
+
+
+def test_close_leaves_no_processes(make_problem: MakeProblem, earlier: set[int]) -> None:
     ev = SandboxEvaluator(make_problem(), max_workers=2, memory_mb=512)
     workers = ev.worker_pids
     assert len(workers) == 2 and all(is_alive(pid) for pid in workers)
@@ -25,11 +35,11 @@ def test_close_leaves_no_processes(make_problem: MakeProblem) -> None:
     assert result.valid
     ev.close()
     assert not any(is_alive(pid) for pid in workers)
-    assert descendants(os.getpid()) == []
+    assert _new_descendants(earlier) == set()
     ev.close()  # idempotent
 
 
-def test_close_kills_a_running_child(make_problem: MakeProblem) -> None:
+def test_close_kills_a_running_child(make_problem: MakeProblem, earlier: set[int]) -> None:
     ev = SandboxEvaluator(make_problem(timeout_s=30.0), max_workers=1, memory_mb=512)
     results = []
     code = "import os, time\ndef solve():\n    time.sleep(30)\n    return [1]\n"
@@ -41,7 +51,7 @@ def test_close_kills_a_running_child(make_problem: MakeProblem) -> None:
     assert not thread.is_alive()
     assert results and not results[0].valid
     assert results[0].reason == "the sandbox evaluator was closed during the evaluation"
-    assert descendants(os.getpid()) == []
+    assert _new_descendants(earlier) == set()
 
 
 def test_waiting_callers_are_released_by_close(make_problem: MakeProblem) -> None:
@@ -83,12 +93,14 @@ def test_context_manager_and_evaluate_after_close(make_problem: MakeProblem) -> 
         "def not_validate(output):\n    return {}\n",
     ],
 )
-def test_broken_validator_fails_the_constructor(make_problem: MakeProblem, validator: str) -> None:
+def test_broken_validator_fails_the_constructor(
+    make_problem: MakeProblem, validator: str, earlier: set[int]
+) -> None:
     problem = make_problem(validator)
     with pytest.raises(SandboxError) as info:
         SandboxEvaluator(problem, max_workers=2, memory_mb=512)
     assert str(problem.validator_path.resolve()) in str(info.value)
-    assert descendants(os.getpid()) == []
+    assert _new_descendants(earlier) == set()
 
 
 def test_missing_preload_module_fails_the_constructor(make_problem: MakeProblem) -> None:
