@@ -402,6 +402,7 @@ def build_run(cfg: DictConfig, *, show_progress: bool = True) -> BuiltRun:
     evo = cfg.evolution
     stopper = _build_stopper(cfg, problem, max_cost_usd)
     islands = _build_islands(cfg, problem)
+    feedback = _feedback_settings(cfg)  # checked before the run folder is made
     parts = {
         name: _instantiate(evo[name], f"evolution.{name}")
         for name in ("selector", "inspirations", "scheduler", "migration")
@@ -450,7 +451,7 @@ def build_run(cfg: DictConfig, *, show_progress: bool = True) -> BuiltRun:
         show_progress=show_progress,
         llm_usage=UsageTally(ckpt / LLM_CALLS_FILE),
         scratchpad=notes,
-        feedback=_feedback_settings(cfg),
+        feedback=feedback,
     )
     return BuiltRun(engine, evaluator, memory, store, ckpt, notes)
 

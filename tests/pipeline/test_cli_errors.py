@@ -77,6 +77,7 @@ def test_initial_program_that_does_not_run(tmp_path: Path) -> None:
         ("evaluator.memory_mb=-1", "evaluator.memory_mb must be positive, got -1"),
         ("+llm.foo=1", "llm.foo is not an option of OfflineMutatorLLM"),
         ("evolution.stop.plateau_patience=abc", "evolution.stop.plateau_patience must be"),
+        ("evolution.feedback.max_reason_chars=5", "evolution.feedback"),
     ],
 )
 def test_bad_value_exits_2_naming_the_key_and_leaves_no_folder(
