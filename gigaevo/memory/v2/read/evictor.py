@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -48,6 +49,7 @@ from gigaevo.memory.v2.read.reader import CausalReader
 from gigaevo.memory.v2.records import from_json, to_json
 
 log = logging.getLogger(__name__)
+_FIGURES = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 
 EVICTOR_MODES = ("causal", "none")
 VETO_MASS = 3.0  # foreign-task help-weighted evidence mass that vetoes a deletion
@@ -341,8 +343,10 @@ class CausalEvictor:
         self._warn_once(reason)
 
     def _warn_once(self, message: str) -> None:
-        if message not in self._warned:
-            self._warned.add(message)
+        """Log ``message`` the first time its kind is seen (the figures in it may move)."""
+        kind = _FIGURES.sub("#", message)
+        if kind not in self._warned:
+            self._warned.add(kind)
             log.warning("memory v2 evictor: %s", message)
 
     # -- evidence --------------------------------------------------------------
