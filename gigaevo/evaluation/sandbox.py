@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import re
 import tempfile
 import threading
 import time
@@ -20,6 +22,7 @@ from gigaevo.evaluation.layers import dedicated_uids, describe_gaps
 from gigaevo.evaluation.pool import SandboxError, WorkerLostError, WorkerProcess
 from gigaevo.evaluation.scratch import remove_tree
 from gigaevo.evaluation.trusted import TrustedFile
+from gigaevo.util import pid_alive
 
 if TYPE_CHECKING:  # only for annotations: keeps worker start-up free of the problems layer
     from gigaevo.problems.spec import Problem
@@ -28,6 +31,9 @@ STARTUP_TIMEOUT_S = 120.0
 TAIL_BYTES = 2048
 MEMORY_HEADROOM_BYTES = 64 * 2**20
 CLOSED_DURING_RUN = "the sandbox evaluator was closed during the evaluation"
+ROOT_PREFIX = "gigaevo-sandbox-"
+ABANDONED_UNNAMED_AGE_S = 86_400.0
+_ROOT_NAME = re.compile(rf"^{ROOT_PREFIX}(?:(?P<pid>\d+)-)?[^/]+$")
 
 log = logging.getLogger("gigaevo.sandbox")
 
@@ -40,6 +46,47 @@ def _shutdown(workers: list[WorkerProcess], temp_root: str) -> None:
     for worker in workers:
         worker.discard()
     _remove_quietly(temp_root)
+
+
+def sweep_abandoned_roots(directory: str | None = None, *, now: float | None = None) -> list[str]:
+    """Remove the scratch roots that killed evaluators left in ``directory`` (default: tmp).
+
+    A root is named after the pid of the process that made it; it is abandoned
+    when that pid is dead. Roots named before pids were part of the name are
+    abandoned once a day old. Only roots this user owns are touched, and never
+    one whose process is alive (another run on the same machine).
+    """
+    directory = tempfile.gettempdir() if directory is None else directory
+    removed: list[str] = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    now = time.time() if now is None else now
+    for entry in entries:
+        match = _ROOT_NAME.match(entry.name)
+        if match is None or not entry.is_dir(follow_symlinks=False):
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if info.st_uid != os.geteuid():
+            continue
+        pid = match["pid"]
+        if pid is not None:
+            if int(pid) == os.getpid() or pid_alive(int(pid)):
+                continue
+        elif now - info.st_mtime < ABANDONED_UNNAMED_AGE_S:
+            continue
+        _remove_quietly(entry.path)
+        if not os.path.exists(entry.path):
+            removed.append(entry.path)
+    if removed:
+        log.info(
+            "removed %d scratch folder(s) left by killed evaluators in %s", len(removed), directory
+        )
+    return removed
 
 
 def _remove_quietly(path: str) -> None:
@@ -160,7 +207,8 @@ class SandboxEvaluator:
         set_non_dumpable()  # the initial environ block still holds the launch credentials
         self._cond = threading.Condition()
         self._closed = False
-        self._temp_root = tempfile.mkdtemp(prefix="gigaevo-sandbox-")
+        sweep_abandoned_roots()
+        self._temp_root = tempfile.mkdtemp(prefix=f"{ROOT_PREFIX}{os.getpid()}-")
         self._workers = [
             WorkerProcess(self._worker_config(i, uid), Path(self._temp_root) / f"worker-{i}.log")
             for i, uid in enumerate(child_uids)

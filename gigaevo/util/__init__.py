@@ -8,6 +8,7 @@ from gigaevo.util.atomic import (
     atomic_write_json,
     atomic_write_text,
     is_stale_temp_file,
+    pid_alive,
     remove_stale_temp_files,
 )
 from gigaevo.util.counters import add_counters
@@ -24,6 +25,7 @@ __all__ = [
     "derive_rng",
     "derive_seed",
     "is_stale_temp_file",
+    "pid_alive",
     "remove_stale_temp_files",
     "storage_error_line",
 ]

@@ -138,7 +138,8 @@ def append_jsonl_many(path: str | Path, records: list[dict[str, Any]]) -> None:
         raise _naming(exc, path) from exc
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists on this machine (one we may not signal counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -162,7 +163,7 @@ def is_stale_temp_file(path: Path, *, now: float | None = None) -> bool:
         pid = int(m["pid"])
         if pid == os.getpid():
             return m["token"] != _TOKEN
-        return not _pid_alive(pid)
+        return not pid_alive(pid)
     if m is None and _UNNAMED.match(path.name) is None:
         return False  # not a file of ours
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from gigaevo.evaluation import SandboxError, SandboxEvaluator
+from gigaevo.evaluation.sandbox import ROOT_PREFIX, sweep_abandoned_roots
 
 from .conftest import MakeProblem
 from .helpers import descendants, is_alive
@@ -123,3 +125,42 @@ def test_garbage_collection_kills_workers(make_problem: MakeProblem) -> None:
     pids = start_and_forget()
     gc.collect()
     assert not any(is_alive(pid) for pid in pids)
+
+
+def test_roots_left_by_killed_evaluators_are_swept(tmp_path: Path) -> None:
+    """A killed engine leaves its scratch root behind; the next evaluator removes it,
+    never the root of a process that is still alive."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    alive = subprocess.Popen(["sleep", "30"])
+    try:
+        roots = {
+            "dead": tmp_path / f"{ROOT_PREFIX}{dead.pid}-abc",
+            "alive": tmp_path / f"{ROOT_PREFIX}{alive.pid}-abc",
+            "mine": tmp_path / f"{ROOT_PREFIX}{os.getpid()}-abc",
+            "old_unnamed": tmp_path / f"{ROOT_PREFIX}k3j_x9",
+            "new_unnamed": tmp_path / f"{ROOT_PREFIX}q81zz0",
+            "not_ours": tmp_path / "gigaevo-other-1",
+        }
+        for root in roots.values():
+            (root / "worker-0" / "deep").mkdir(parents=True)
+            (root / "worker-0.log").write_text("x")
+        day_ago = time.time() - 2 * 86_400
+        os.utime(roots["old_unnamed"], (day_ago, day_ago))
+        removed = sweep_abandoned_roots(str(tmp_path))
+    finally:
+        alive.kill()
+        alive.wait()
+    assert sorted(removed) == sorted(str(roots[k]) for k in ("dead", "old_unnamed"))
+    assert {k for k, root in roots.items() if root.exists()} == {
+        "alive",
+        "mine",
+        "new_unnamed",
+        "not_ours",
+    }
+
+
+def test_an_evaluator_names_its_root_after_its_process(make_problem: MakeProblem) -> None:
+    with SandboxEvaluator(make_problem(), max_workers=1, memory_mb=512) as ev:
+        name = Path(ev._temp_root).name  # the name is the sweep's contract
+        assert name.startswith(f"{ROOT_PREFIX}{os.getpid()}-")
