@@ -1,35 +1,28 @@
-"""The litellm wire: import it lazily and quietly, send one request, classify what went wrong.
+"""The litellm wire: import litellm lazily and quietly, send one request, classify what went wrong.
 
-litellm costs seconds to import, so it is imported only for a remote client:
-``load_litellm`` on the first call, or earlier in the background
-(``start_loading``, which the pipeline calls before it loads the problem and
-starts the sandbox, so that the import overlaps that work). Before the
-import the model price map is pinned to the copy shipped in the package
-(``LITELLM_LOCAL_MODEL_COST_MAP``) and litellm's offline mode is set, so it
-fetches nothing on its own; its debug output and loggers are silenced, so
-no request, header or key is ever printed.
-
-Every request runs as ``litellm.acompletion`` on one event loop in a
-background thread (``_IOLoop``), under ``asyncio.wait_for``: ``timeout_s``
-bounds the whole request, a body trickled byte by byte included (the HTTP
-client's own timeout applies per read, so a server sending a byte every few
-seconds would otherwise hold a call for ever). ``abort_calls`` cancels every
-request in flight (the engine calls it when the run is interrupted).
+Used for the providers that need litellm (Gemini, OpenAI's own API,
+DeepInfra, OpenRouter, ...: every model id the plain HTTP wire does not
+take, or any model with ``llm.client=litellm``). litellm costs seconds to
+import, so it is imported only for such a client: ``load_litellm`` on the
+first call, or earlier in the background (``preload.start_loading``, which
+the pipeline calls before it loads the problem and starts the sandbox).
+Before the import the model price map is pinned to the copy shipped in the
+package (``LITELLM_LOCAL_MODEL_COST_MAP``) and litellm's offline mode is set,
+so it fetches nothing on its own; its debug output and loggers are silenced,
+so no request, header or key is ever printed. Requests run as
+``litellm.acompletion`` on the shared I/O loop under the total deadline
+(``wire.IOLoop.run_within``).
 """
 
 from __future__ import annotations
 
-import concurrent.futures
-import email.utils
-import importlib
 import logging
 import os
 import threading
-import time
-from collections.abc import Coroutine
-from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any
+
+from gigaevo.llm.wire import Failure, WireAnswer, io_loop, retry_after_seconds
 
 _lock = threading.Lock()
 _module: ModuleType | None = None
@@ -64,7 +57,7 @@ def _warm_up(litellm: ModuleType) -> None:
     request's deadline.
     """
     try:
-        _io_loop().run(
+        io_loop().run(
             litellm.acompletion(
                 model="openai/warm-up",
                 messages=[{"role": "user", "content": "warm-up"}],
@@ -73,104 +66,6 @@ def _warm_up(litellm: ModuleType) -> None:
         )
     except Exception:  # only a warm-up: the first real call does the same work
         logging.getLogger("gigaevo").debug("litellm warm-up failed", exc_info=True)
-
-
-def start_loading(*then_import: str) -> threading.Thread:
-    """Import litellm (if not yet done), then the modules ``then_import``, in a thread.
-
-    The first call then waits only for what is left of the import. One thread
-    does it all, one module after the other, so that the background imports
-    never race each other for a shared dependency. It is not a daemon: a
-    process that ends early waits for it, because a daemon thread frozen at
-    exit in the middle of an import keeps the import lock, and the next import
-    (a finaliser's) would wait for ever.
-    """
-    thread = threading.Thread(target=_load_quietly, args=then_import, name="gigaevo-import")
-    thread.start()
-    return thread
-
-
-def _load_quietly(*then_import: str) -> None:
-    try:
-        load_litellm()
-        for name in then_import:
-            importlib.import_module(name)
-    except Exception:  # a broken install: the first use raises it again, where it is reported
-        logging.getLogger("gigaevo").debug("background import failed", exc_info=True)
-
-
-class DeadlineExceeded(TimeoutError):
-    """A request did not complete within its total deadline (``timeout_s``)."""
-
-
-class CallAborted(Exception):
-    """``abort_calls`` cancelled the request (the run is stopping); never retried."""
-
-
-_T = TypeVar("_T")
-
-
-class _IOLoop:
-    """One asyncio event loop in a daemon thread; blocking callers wait on its futures."""
-
-    def __init__(self) -> None:
-        import asyncio  # here, not at the top: an offline run never pays its import
-
-        self._asyncio = asyncio
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self.loop.run_forever, name="gigaevo-llm-io", daemon=True
-        )
-        self._thread.start()
-        self._pending: set[concurrent.futures.Future[Any]] = set()
-        self._lock = threading.Lock()
-
-    def run(self, coro: Coroutine[Any, Any, _T]) -> _T:
-        future = self._asyncio.run_coroutine_threadsafe(coro, self.loop)
-        with self._lock:
-            self._pending.add(future)
-        try:
-            return future.result()
-        except concurrent.futures.CancelledError:
-            raise CallAborted("the request was aborted: the run is stopping") from None
-        finally:
-            with self._lock:
-                self._pending.discard(future)
-
-    def abort(self) -> int:
-        """Cancel every request in flight; how many there were."""
-        with self._lock:
-            pending = list(self._pending)
-        for future in pending:
-            future.cancel()
-        return len(pending)
-
-
-_io: _IOLoop | None = None
-_io_lock = threading.Lock()
-
-
-def _io_loop() -> _IOLoop:
-    global _io
-    with _io_lock:
-        if _io is None:
-            _io = _IOLoop()
-        return _io
-
-
-def abort_calls() -> int:
-    """Cancel every remote request in flight (their callers get ``CallAborted``)."""
-    return 0 if _io is None else _io.abort()
-
-
-@dataclass(frozen=True)
-class WireAnswer:
-    """One successful completion as it came off the wire."""
-
-    text: str
-    prompt_tokens: int
-    completion_tokens: int
-    cost_usd: float | None
 
 
 def send(
@@ -190,26 +85,18 @@ def send(
         Exception: whatever litellm raises (see ``classify``).
     """
     litellm = load_litellm()
-    import asyncio
-
-    async def call() -> Any:
-        request = litellm.acompletion(
-            model=model,
-            messages=messages,
-            api_key=api_key,
-            api_base=api_base,
-            timeout=timeout_s,
-            max_retries=0,
-            num_retries=0,
-            drop_params=True,
-            **params,
-        )
-        try:
-            return await asyncio.wait_for(request, timeout_s)
-        except TimeoutError:  # asyncio's (litellm's own Timeout is no TimeoutError)
-            raise DeadlineExceeded(f"no complete answer within {timeout_s:g} s") from None
-
-    response = _io_loop().run(call())
+    request = litellm.acompletion(
+        model=model,
+        messages=messages,
+        api_key=api_key,
+        api_base=api_base,
+        timeout=timeout_s,
+        max_retries=0,
+        num_retries=0,
+        drop_params=True,
+        **params,
+    )
+    response = io_loop().run_within(request, timeout_s)
     choice = response.choices[0] if response.choices else None
     text = (choice.message.content if choice is not None else None) or ""
     usage = getattr(response, "usage", None)
@@ -230,18 +117,6 @@ def supports_response_schema(model: str) -> bool:
         return bool(litellm.supports_response_schema(model=model))
     except Exception:  # litellm raises plain Exception for models it does not know
         return False
-
-
-@dataclass(frozen=True)
-class Failure:
-    """What a provider error means for the caller."""
-
-    kind: str  # the error class name, e.g. "RateLimitError" ("Timeout" for any deadline)
-    status: int | None
-    auth: bool  # credentials refused: stop, never retry
-    retryable: bool  # rate limit, server error, timeout, connection error
-    retry_after: float | None  # seconds the server asked us to wait
-    unreachable: bool = False  # no connection, or no such route or model (HTTP 404)
 
 
 _RETRYABLE_NAMES = (
@@ -271,12 +146,13 @@ def classify(exc: BaseException) -> Failure:
         or status in (408, 409, 429)
         or (status is not None and status >= 500)
     )
+    headers = getattr(getattr(exc, "response", None), "headers", None)
     return Failure(
         kind="Timeout" if timeout else type(exc).__name__,
         status=status,
         auth=auth,
         retryable=retryable,
-        retry_after=retry_after_seconds(exc),
+        retry_after=retry_after_seconds(headers),
         unreachable=not timeout and (isinstance(exc, litellm.NotFoundError) or status == 404),
     )
 
@@ -300,35 +176,38 @@ def _no_connection(exc: BaseException) -> bool:
     return False
 
 
-def retry_after_seconds(exc: BaseException) -> float | None:
-    """The wait a 429/503 response asked for (``Retry-After`` seconds or date), if any."""
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    if headers is None:
-        return None
-    try:
-        millis = headers.get("retry-after-ms")
-        if millis is not None:
-            return float(millis) / 1000.0
-        value = headers.get("retry-after")
-    except (AttributeError, TypeError, ValueError):
-        return None
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(str(value))
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
+class LiteLLMWire:
+    """``wire.Wire`` over litellm (the functions above); one instance (``LITELLM``)."""
+
+    name = "litellm"
+
+    def prepare(self) -> None:
+        load_litellm()
+
+    def send(
+        self,
+        *,
+        model: str,
+        messages: list[dict[str, str]],
+        api_key: str,
+        api_base: str | None,
+        timeout_s: float,
+        params: dict[str, Any],
+    ) -> WireAnswer:
+        return send(
+            model=model,
+            messages=messages,
+            api_key=api_key,
+            api_base=api_base,
+            timeout_s=timeout_s,
+            params=params,
+        )
+
+    def classify(self, exc: BaseException) -> Failure:
+        return classify(exc)
+
+    def supports_response_schema(self, model: str) -> bool:
+        return supports_response_schema(model)
 
 
-def redact(text: str, secrets: tuple[str, ...]) -> str:
-    """``text`` with every secret replaced by ``***`` (secrets shorter than 4 are ignored)."""
-    for secret in secrets:
-        if len(secret) >= 4:
-            text = text.replace(secret, "***")
-    return text
+LITELLM = LiteLLMWire()

@@ -1,8 +1,10 @@
-"""``LiteLLMRouter``: the remote ``LLMClient`` over litellm, with a seeded choice among models.
+"""``LiteLLMRouter``: the remote ``LLMClient``, with a seeded choice among models.
 
 One router serves one role (the mutator, or the memory's agents). Per call it
 picks a model by weight (seeded by the call seed, so a replayed attempt goes
-to the same model), sends the chat through litellm with a timeout, retries
+to the same model), sends the chat over that model's wire with a timeout
+(``client``: the plain HTTP wire for an OpenAI-compatible server, litellm
+for every other provider; see ``wire_for``), retries
 rate limits, server errors, timeouts and connection errors with capped
 exponential backoff and jitter, and records the call (failed ones too) in
 the call log. ``timeout_s`` bounds each request as a whole (a trickled body
@@ -24,7 +26,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gigaevo.llm import litellm_wire as wire
 from gigaevo.llm.base import LLMResponse, Message
 from gigaevo.llm.call_log import CallLog, CallRecord
 from gigaevo.llm.errors import (
@@ -33,11 +34,52 @@ from gigaevo.llm.errors import (
     LLMConfigError,
     LLMUnreachableError,
 )
+from gigaevo.llm.http_wire import HTTP
+from gigaevo.llm.litellm_wire import LITELLM
 from gigaevo.llm.models import NO_KEY, ModelSpec, model_specs, read_key
 from gigaevo.llm.retry import RetryPolicy
+from gigaevo.llm.wire import Failure, Wire, WireAnswer, redact
 from gigaevo.util import derive_rng
 
 STRUCTURED_MODES = ("auto", "always", "never")
+CLIENTS = ("auto", "httpx", "litellm")
+
+
+def wire_for(spec: ModelSpec, client: str) -> Wire:
+    """The wire that sends ``spec``'s requests under ``llm.client``.
+
+    ``auto``: the plain HTTP wire for an OpenAI-compatible server (an
+    ``openai/<name>`` model with an ``api_base``), litellm for every other
+    model (a provider's own API: its URL, its parameters, its price).
+    ``httpx`` / ``litellm`` force one (``httpx`` needs an ``api_base``).
+    """
+    if client == "httpx":
+        return HTTP
+    if client == "litellm":
+        return LITELLM
+    return HTTP if spec.model.startswith("openai/") and spec.api_base else LITELLM
+
+
+def config_wires(node: Mapping[str, Any] | None) -> list[Wire]:
+    """The wires a router config node (plain values) will use; [] for any other client.
+
+    Lets the pipeline start the right background imports before it builds anything.
+    """
+    if not node or not str(node.get("_target_", "")).endswith("LiteLLMRouter"):
+        return []
+    client = str(node.get("client", "auto"))
+    entries = (
+        [{"model": node.get("model")}] if node.get("model") else list(node.get("models") or ())
+    )
+    wires = []
+    for entry in entries:
+        if isinstance(entry, Mapping):
+            spec = ModelSpec(
+                model=str(entry.get("model", "")),
+                api_base=entry.get("api_base", node.get("api_base")),
+            )
+            wires.append(wire_for(spec, client))
+    return wires
 
 
 class LiteLLMRouter:
@@ -64,6 +106,7 @@ class LiteLLMRouter:
         role: recorded with each call (``mutator``, ``memory``).
         call_log: a ``CallLog`` or the path of the JSONL file; None records nothing.
         unreachable_after: connection failures in a row that stop the run (see above).
+        client: ``auto``, ``httpx`` or ``litellm`` (see ``wire_for``).
 
     Raises:
         LLMConfigError: a bad option, or a key variable is missing (naming it).
@@ -91,8 +134,15 @@ class LiteLLMRouter:
         role: str = "mutator",
         call_log: CallLog | str | Path | None = None,
         unreachable_after: int = 3,
+        client: str = "auto",
     ) -> None:
         self.specs = model_specs(model, models, api_base, api_key_env)
+        if client not in CLIENTS:
+            raise LLMConfigError(f"llm.client must be one of {CLIENTS}, got {client!r}")
+        if client == "httpx" and not all(s.api_base for s in self.specs):
+            raise LLMConfigError("llm.client=httpx needs llm.api_base (the server's URL)")
+        self.client = client
+        self._wires = {s: wire_for(s, client) for s in self.specs}
         try:
             self.retry = RetryPolicy(
                 max_retries, backoff_initial_s, backoff_max_s, backoff_multiplier, jitter
@@ -168,7 +218,8 @@ class LiteLLMRouter:
         payload = [{"role": m.role, "content": m.content} for m in messages]
         params = self._params(spec, seed, response_format)
         rng = derive_rng(self.seed, "llm-retry", seed)
-        wire.load_litellm()  # the first call pays the import; keep it out of the latency
+        wire = self._wires[spec]
+        wire.prepare()  # the first call pays the imports; keep them out of the latency
         started = time.perf_counter()
         retried_on: list[str] = []
         attempt = 0
@@ -200,7 +251,7 @@ class LiteLLMRouter:
             self._count_unreachable(None, True)
             return self._succeeded(spec, seed, answer, attempt, retried_on, started)
 
-    def _count_unreachable(self, failure: wire.Failure | None, last: bool) -> bool:
+    def _count_unreachable(self, failure: Failure | None, last: bool) -> bool:
         """Count one request's outcome (None: answered); True when the server counts as down."""
         with self._health:
             if failure is None or not failure.unreachable:
@@ -227,14 +278,14 @@ class LiteLLMRouter:
 
     def _forwards_schema(self, spec: ModelSpec) -> bool:
         if self.structured_outputs == "auto":
-            return wire.supports_response_schema(spec.model)
+            return self._wires[spec].supports_response_schema(spec.model)
         return self.structured_outputs == "always"
 
     def _succeeded(
         self,
         spec: ModelSpec,
         seed: int,
-        answer: wire.WireAnswer,
+        answer: WireAnswer,
         attempts: int,
         retried_on: list[str],
         started: float,
@@ -267,12 +318,12 @@ class LiteLLMRouter:
         spec: ModelSpec,
         seed: int,
         exc: Exception,
-        failure: wire.Failure,
+        failure: Failure,
         attempts: int,
         retried_on: list[str],
         started: float,
     ) -> LLMAuthenticationError | LLMCallError:
-        detail = wire.redact(" ".join(str(exc).split()), self._secrets)[:300]
+        detail = redact(" ".join(str(exc).split()), self._secrets)[:300]
         outcome = "auth_error" if failure.auth else "error"
         latency = time.perf_counter() - started
         self._record(

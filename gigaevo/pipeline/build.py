@@ -36,7 +36,14 @@ from gigaevo.evolution.records import DISPATCH_MODES, EngineSettings
 from gigaevo.evolution.state import RunCounters
 from gigaevo.evolution.stoppers import CostBudget
 from gigaevo.evolution.store import ProgramStore, StoreError
-from gigaevo.llm import LLM_CALLS_FILE, LLMClient, LLMConfigError, UsageTally, start_loading
+from gigaevo.llm import (
+    LLM_CALLS_FILE,
+    LLMClient,
+    LLMConfigError,
+    UsageTally,
+    config_wires,
+    start_loading,
+)
 from gigaevo.memory.base import MemoryProvider, MemoryRuntime, MemoryUsageError
 from gigaevo.pipeline.noise import resolve_noise
 from gigaevo.pipeline.options import ConfigError, check_node, naming, qualify
@@ -140,25 +147,28 @@ def _dispatch_mode(cfg: DictConfig, llm: LLMClient) -> str:
     return mode
 
 
-def _uses_litellm(cfg: DictConfig) -> bool:
-    """Whether the mutator or the memory talks to a remote model (so litellm will be needed)."""
-    targets = (OmegaConf.select(cfg, key) for key in ("llm._target_", "memory.llm._target_"))
-    return any(str(t).endswith("LiteLLMRouter") for t in targets if t)
-
-
 def _import_behind(cfg: DictConfig) -> None:
     """Start the slow imports a remote run will need, in one background thread.
 
-    litellm (seconds) for the model calls, then scikit-learn's text vectoriser,
-    which the card bank's embedder loads with the first card (about a second
-    that would otherwise stall the memory thread mid-run). An offline run
-    imports neither here (its start-up stays short).
+    What the model clients' wires need (httpx and the price map for an
+    OpenAI-compatible server, a fraction of a second; litellm for other
+    providers, seconds), then scikit-learn's text vectoriser, which the card
+    bank's embedder loads with the first card (about a second that would
+    otherwise stall the memory thread mid-run). An offline run imports none
+    of it here (its start-up stays short).
     """
-    if not _uses_litellm(cfg):
+    wires = []
+    for key in ("llm", "memory.llm"):
+        node = OmegaConf.select(cfg, key)
+        if isinstance(node, DictConfig):
+            plain = OmegaConf.to_container(node, resolve=False)
+            wires += config_wires(plain if isinstance(plain, dict) else None)  # type: ignore[arg-type]
+    if not wires:
         return
     embedder = str(OmegaConf.select(cfg, "memory.embedder._target_", default="") or "")
     start_loading(
-        *(["sklearn.feature_extraction.text"] if embedder.endswith("HashingEmbedder") else [])
+        wires,
+        *(["sklearn.feature_extraction.text"] if embedder.endswith("HashingEmbedder") else []),
     )
 
 

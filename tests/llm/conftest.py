@@ -1,4 +1,4 @@
-"""Fixtures for the remote-client tests: a test API key in the environment, a mutation prompt."""
+"""Fixtures for the remote-client tests: a test API key, a mutation prompt, both wires."""
 
 from __future__ import annotations
 
@@ -24,3 +24,13 @@ def api_key(monkeypatch: pytest.MonkeyPatch) -> str:
     """Sets ``GIGAEVO_TEST_API_KEY``; returns the key."""
     monkeypatch.setenv(KEY_ENV, KEY)
     return KEY
+
+
+@pytest.fixture(params=["httpx", "litellm"])
+def client(request: pytest.FixtureRequest) -> str:
+    """Each wire in turn (``llm.client``); litellm is imported once, outside the timed calls."""
+    if request.param == "litellm":
+        from gigaevo.llm.litellm_wire import load_litellm
+
+        load_litellm()
+    return str(request.param)

@@ -21,6 +21,7 @@ answers like a model would, with ``usage`` token counts:
 - ``unauthorized``: HTTP 401 (its message echoes the bearer token, as a
   careless proxy might, so tests can check that nothing repeats it);
 - ``forbidden``: HTTP 403; ``not_found``: HTTP 404 (an unknown model).
+- ``malformed``: HTTP 200 whose body is no JSON (a proxy's HTML page, cut short).
 - ``program``: the next of the ``programs`` given to the server, whole, in a
   fenced block (the new content of the parent's EVOLVE block): how the
   red-team tests feed attack programs into a run.
@@ -64,6 +65,7 @@ BEHAVIOURS = (
     "forbidden",
     "not_found",
     "program",
+    "malformed",
 )
 _NUMBER = re.compile(r"(?<![\w.])-?\d+\.\d+|(?<![\w.])-?\d+(?![\w.])")
 _PARENT = re.compile(r"## Parent program.*?```python\n(.*?)```", re.DOTALL)
@@ -255,6 +257,9 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                     status, {"error": {"message": behaviour, "type": "invalid_request_error"}}
                 )
                 return
+            if behaviour == "malformed":
+                self._send_raw(200, b"<html><body><h1>502 Bad Gat", "text/html")
+                return
             time.sleep(server.delay(k) + (server.slow_seconds if behaviour == "slow" else 0.0))
             prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
             if behaviour == "json":
@@ -289,10 +294,14 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 return  # the client gave up: the deadline worked
 
         def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
-            data = json.dumps(payload).encode()
+            self._send_raw(status, json.dumps(payload).encode(), "application/json", headers)
+
+        def _send_raw(
+            self, status: int, data: bytes, kind: str, headers: dict[str, str] | None = None
+        ) -> None:
             try:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(data)))
                 for name, value in (headers or {}).items():
                     self.send_header(name, value)

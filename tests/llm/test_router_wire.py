@@ -1,8 +1,9 @@
-"""LiteLLMRouter against a local OpenAI-compatible server, through real litellm."""
+"""LiteLLMRouter against a local OpenAI-compatible server, over each wire (httpx, real litellm)."""
 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +23,19 @@ FAST = {"backoff_initial_s": 0.01, "backoff_max_s": 0.05, "timeout_s": 5.0}
 
 
 def _router(
-    server: OpenAIServer, log: Path | None = None, model: str = "openai/test-model", **kw: Any
+    server: OpenAIServer,
+    log: Path | None = None,
+    model: str = "openai/test-model",
+    client: str = "auto",
+    **kw: Any,
 ) -> LiteLLMRouter:
-    options: dict[str, Any] = {**FAST, "api_base": server.url, "api_key_env": KEY_ENV, **kw}
+    options: dict[str, Any] = {
+        **FAST,
+        "api_base": server.url,
+        "api_key_env": KEY_ENV,
+        "client": client,
+        **kw,
+    }
     return LiteLLMRouter(model, call_log=log, **options)
 
 
@@ -32,10 +43,10 @@ def _records(log: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.read_text().splitlines()]
 
 
-def test_answer_tokens_and_record(api_key: str, tmp_path: Path) -> None:
+def test_answer_tokens_and_record(api_key: str, tmp_path: Path, client: str) -> None:
     log = tmp_path / "calls.jsonl"
     with OpenAIServer(["diff"]) as server:
-        response = _router(server, log).complete(PROMPT, seed=7)
+        response = _router(server, log, client=client).complete(PROMPT, seed=7)
         request = server.requests[0]
     assert "<<<<<<< SEARCH" in response.text and response.model == "openai/test-model"
     assert response.prompt_tokens > 0 and response.completion_tokens > 0
@@ -44,17 +55,21 @@ def test_answer_tokens_and_record(api_key: str, tmp_path: Path) -> None:
     (rec,) = _records(log)
     assert rec["outcome"] == "ok" and rec["attempts"] == 1 and rec["role"] == "mutator"
     assert rec["prompt_tokens"] == response.prompt_tokens
-    assert rec["cost_usd"] is None  # litellm has no price for an unknown model
+    assert rec["cost_usd"] is None  # the price map has no price for an unknown model
     assert "content" not in json.dumps(rec) and "EVOLVE" not in json.dumps(rec)
 
 
-def test_known_model_has_a_cost_and_a_price_override_wins(api_key: str, tmp_path: Path) -> None:
+def test_known_model_has_a_cost_and_a_price_override_wins(api_key: str, client: str) -> None:
     with OpenAIServer() as server:
-        priced = _router(server, model="openai/gpt-4o-mini").complete(PROMPT, seed=1)
+        priced = _router(server, model="openai/gpt-4o-mini", client=client).complete(PROMPT, seed=1)
         models = [{"model": "openai/x", "input_cost_per_mtok": 1e6, "output_cost_per_mtok": 0.0}]
-        custom = LiteLLMRouter(models=models, api_base=server.url, api_key_env=KEY_ENV, **FAST)
+        custom = LiteLLMRouter(
+            models=models, api_base=server.url, api_key_env=KEY_ENV, client=client, **FAST
+        )
         overridden = custom.complete(PROMPT, seed=1)
-    assert priced.cost_usd is not None and priced.cost_usd > 0
+    # litellm's price map: $0.15 / $0.60 per million tokens, whichever wire read it
+    expected = priced.prompt_tokens * 0.15e-6 + priced.completion_tokens * 0.6e-6
+    assert priced.cost_usd == pytest.approx(expected)
     assert overridden.cost_usd == pytest.approx(overridden.prompt_tokens * 1.0)
 
 
@@ -63,27 +78,28 @@ def test_known_model_has_a_cost_and_a_price_override_wins(api_key: str, tmp_path
     [("rate_limit", "RateLimitError"), ("server_error", "InternalServerError")],
 )
 def test_transient_errors_are_retried(
-    api_key: str, tmp_path: Path, failure: str, kind: str
+    api_key: str, tmp_path: Path, failure: str, kind: str, client: str
 ) -> None:
     log = tmp_path / "calls.jsonl"
     with OpenAIServer([failure, failure, "diff"]) as server:
-        response = _router(server, log, max_retries=3).complete(PROMPT, seed=3)
+        response = _router(server, log, client=client, max_retries=3).complete(PROMPT, seed=3)
         assert server.behaviours() == [failure, failure, "diff"]
     assert "SEARCH" in response.text
     (rec,) = _records(log)
     assert rec["outcome"] == "ok" and rec["attempts"] == 3 and rec["retried_on"] == [kind, kind]
 
 
-def test_retry_after_is_honoured(api_key: str) -> None:
+def test_retry_after_is_honoured(api_key: str, client: str) -> None:
     with OpenAIServer(["rate_limit", "diff"], retry_after="0.4") as server:
-        response = _router(server, max_retries=1, backoff_max_s=5.0).complete(PROMPT, seed=3)
+        router = _router(server, client=client, max_retries=1, backoff_max_s=5.0)
+        response = router.complete(PROMPT, seed=3)
     assert response.latency_s >= 0.4  # the backoff alone would wait about 0.01 s
 
 
-def test_timeouts_are_retried_then_given_up(api_key: str, tmp_path: Path) -> None:
+def test_timeouts_are_retried_then_given_up(api_key: str, tmp_path: Path, client: str) -> None:
     log = tmp_path / "calls.jsonl"
     with OpenAIServer(["slow", "slow", "slow"], slow_seconds=1.5) as server:
-        router = _router(server, log, max_retries=2, timeout_s=0.3)
+        router = _router(server, log, client=client, max_retries=2, timeout_s=0.3)
         with pytest.raises(LLMCallError) as caught:
             router.complete(PROMPT, seed=3)
     assert caught.value.kind == "Timeout" and caught.value.attempts == 3
@@ -92,21 +108,24 @@ def test_timeouts_are_retried_then_given_up(api_key: str, tmp_path: Path) -> Non
     assert rec["retried_on"] == ["Timeout", "Timeout"]
 
 
-def test_a_request_that_cannot_succeed_is_not_retried(api_key: str, tmp_path: Path) -> None:
+def test_a_request_that_cannot_succeed_is_not_retried(api_key: str, client: str) -> None:
     with OpenAIServer(["not_found", "diff"]) as server:
         with pytest.raises(LLMCallError) as caught:
-            _router(server, max_retries=3).complete(PROMPT, seed=3)
+            _router(server, client=client, max_retries=3).complete(PROMPT, seed=3)
         assert server.behaviours() == ["not_found"]
     assert not caught.value.retryable and caught.value.attempts == 1
 
 
 @pytest.mark.parametrize("refusal", ["unauthorized", "forbidden"])
-def test_refused_credentials_raise_at_once(api_key: str, tmp_path: Path, refusal: str) -> None:
+def test_refused_credentials_raise_at_once(
+    api_key: str, tmp_path: Path, refusal: str, client: str, caplog: pytest.LogCaptureFixture
+) -> None:
     log = tmp_path / "calls.jsonl"
     with OpenAIServer([refusal, "diff"]) as server:
-        with pytest.raises(LLMAuthenticationError) as caught:
-            _router(server, log, max_retries=3).complete(PROMPT, seed=3)
+        with caplog.at_level(logging.DEBUG), pytest.raises(LLMAuthenticationError) as caught:
+            _router(server, log, client=client, max_retries=3).complete(PROMPT, seed=3)
         assert len(server.requests) == 1
+    assert api_key not in caplog.text  # no log line, at any level, carries the key
     message = str(caught.value)
     assert message == f"authentication failed for model openai/test-model (check ${KEY_ENV})"
     (rec,) = _records(log)
@@ -115,19 +134,20 @@ def test_refused_credentials_raise_at_once(api_key: str, tmp_path: Path, refusal
 
 
 def test_no_key_env_sends_a_placeholder_never_an_environment_key(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, client: str
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-must-not-leave-this-machine")
     with OpenAIServer() as server:
-        LiteLLMRouter("openai/local", api_base=server.url, **FAST).complete(PROMPT, seed=1)
+        router = LiteLLMRouter("openai/local", api_base=server.url, client=client, **FAST)
+        router.complete(PROMPT, seed=1)
         assert server.requests[0]["headers"]["authorization"] == "Bearer no-key"
 
 
 @pytest.mark.parametrize(("mode", "forwarded"), [("always", True), ("never", False)])
-def test_response_format_forwarding(api_key: str, mode: str, forwarded: bool) -> None:
+def test_response_format_forwarding(api_key: str, mode: str, forwarded: bool, client: str) -> None:
     fmt = {"type": "json_schema", "json_schema": {"name": "a", "schema": {"type": "object"}}}
     with OpenAIServer(["json"]) as server:
-        router = _router(server, structured_outputs=mode)
+        router = _router(server, client=client, structured_outputs=mode)
         router.complete(PROMPT, seed=1, response_format=fmt)
         body = server.requests[0]["body"]
     assert ("response_format" in body) is forwarded

@@ -1,4 +1,4 @@
-"""The failure modes of issue 13 at the router, through real litellm and a local server.
+"""The failure modes of issue 13 at the router, over each wire (httpx, real litellm), real HTTP.
 
 A trickling body is cut at the total deadline; a server that is down (or has
 no such route) stops the caller after ``unreachable_after`` failed requests
@@ -20,27 +20,29 @@ from gigaevo.llm import (
     LLMUnreachableError,
     abort_calls,
 )
-from gigaevo.llm.litellm_wire import load_litellm
 from tests.llm.conftest import KEY_ENV, PROMPT
 from tests.llm.openai_server import OpenAIServer, closed_url
 
 FAST = {"backoff_initial_s": 0.01, "backoff_max_s": 0.05}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _litellm() -> None:
-    load_litellm()  # import once, outside the timed calls
-
-
-def _router(api_base: str, **kw: Any) -> LiteLLMRouter:
-    options: dict[str, Any] = {**FAST, "api_base": api_base, "api_key_env": KEY_ENV, **kw}
+def _router(api_base: str, client: str = "auto", **kw: Any) -> LiteLLMRouter:
+    options: dict[str, Any] = {
+        **FAST,
+        "api_base": api_base,
+        "api_key_env": KEY_ENV,
+        "client": client,
+        **kw,
+    }
     return LiteLLMRouter("openai/test-model", **options)
 
 
-def test_a_trickled_body_is_cut_at_the_total_deadline(api_key: str, tmp_path: Path) -> None:
+def test_a_trickled_body_is_cut_at_the_total_deadline(
+    api_key: str, tmp_path: Path, client: str
+) -> None:
     # one byte every 0.1 s: each read is quick, so only a total deadline ends it (~70 s otherwise)
     with OpenAIServer(["trickle", "diff"], trickle_seconds=0.1) as server:
-        router = _router(server.url, timeout_s=1.0, max_retries=1)
+        router = _router(server.url, client, timeout_s=1.0, max_retries=1)
         started = time.monotonic()
         response = router.complete(PROMPT, seed=1)
         elapsed = time.monotonic() - started
@@ -50,10 +52,12 @@ def test_a_trickled_body_is_cut_at_the_total_deadline(api_key: str, tmp_path: Pa
 
 
 def test_a_trickled_body_fails_the_call_once_retries_are_spent(
-    api_key: str, tmp_path: Path
+    api_key: str, tmp_path: Path, client: str
 ) -> None:
     with OpenAIServer(default="trickle", trickle_seconds=0.1) as server:
-        router = _router(server.url, timeout_s=0.5, max_retries=1, call_log=tmp_path / "c.jsonl")
+        router = _router(
+            server.url, client, timeout_s=0.5, max_retries=1, call_log=tmp_path / "c.jsonl"
+        )
         started = time.monotonic()
         with pytest.raises(LLMCallError) as caught:
             router.complete(PROMPT, seed=1)
@@ -62,9 +66,11 @@ def test_a_trickled_body_fails_the_call_once_retries_are_spent(
     assert 1.0 <= elapsed < 2.5
 
 
-def test_nothing_listening_stops_after_three_requests(api_key: str, tmp_path: Path) -> None:
+def test_nothing_listening_stops_after_three_requests(
+    api_key: str, tmp_path: Path, client: str
+) -> None:
     url = closed_url()
-    router = _router(url, timeout_s=5.0, max_retries=4, call_log=tmp_path / "c.jsonl")
+    router = _router(url, client, timeout_s=5.0, max_retries=4, call_log=tmp_path / "c.jsonl")
     started = time.monotonic()
     with pytest.raises(LLMUnreachableError) as caught:
         router.complete(PROMPT, seed=1)
@@ -77,9 +83,9 @@ def test_nothing_listening_stops_after_three_requests(api_key: str, tmp_path: Pa
     assert (tmp_path / "c.jsonl").read_text().count('"outcome": "error"') == 2
 
 
-def test_a_wrong_route_counts_as_unreachable_before_any_answer(api_key: str) -> None:
+def test_a_wrong_route_counts_as_unreachable_before_any_answer(api_key: str, client: str) -> None:
     with OpenAIServer(default="not_found") as server:
-        router = _router(server.url, timeout_s=5.0, unreachable_after=2)
+        router = _router(server.url, client, timeout_s=5.0, unreachable_after=2)
         with pytest.raises(LLMCallError):  # 404 is not retried: the first call fails alone
             router.complete(PROMPT, seed=1)
         with pytest.raises(LLMUnreachableError):
@@ -87,9 +93,11 @@ def test_a_wrong_route_counts_as_unreachable_before_any_answer(api_key: str) -> 
         assert len(server.requests) == 2
 
 
-def test_an_answer_resets_the_count_and_later_outages_count_calls(api_key: str) -> None:
+def test_an_answer_resets_the_count_and_later_outages_count_calls(
+    api_key: str, client: str
+) -> None:
     with OpenAIServer(["diff", "not_found", "diff", "not_found"]) as server:
-        router = _router(server.url, timeout_s=5.0, unreachable_after=2)
+        router = _router(server.url, client, timeout_s=5.0, unreachable_after=2)
         router.complete(PROMPT, seed=1)
         for seed in (2, 4):
             with pytest.raises(LLMCallError) as caught:
@@ -98,9 +106,9 @@ def test_an_answer_resets_the_count_and_later_outages_count_calls(api_key: str) 
             router.complete(PROMPT, seed=seed + 1)  # an answer: the count starts again
 
 
-def test_abort_cancels_calls_in_flight(api_key: str) -> None:
+def test_abort_cancels_calls_in_flight(api_key: str, client: str) -> None:
     with OpenAIServer(default="slow", slow_seconds=30.0) as server:
-        router = _router(server.url, timeout_s=60.0, max_retries=0)
+        router = _router(server.url, client, timeout_s=60.0, max_retries=0)
         errors: list[LLMCallError] = []
 
         def call() -> None:

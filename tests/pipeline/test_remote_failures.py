@@ -1,4 +1,4 @@
-"""run.py against bad model servers, through real litellm (issue 13).
+"""run.py against bad model servers, over the plain HTTP client (issue 13).
 
 - nothing listening: exit 2 with one line naming llm.api_base and the model,
   before the budget is spent; the run resumes once a server answers;
