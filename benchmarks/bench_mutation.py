@@ -89,6 +89,22 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         f"{CAUSAL}/selection.py",
         (f"{T}/test_selection.py", f"{T}/test_world_fast_paths.py", f"{T}/test_wide_designs.py"),
     ),
+    "blr": (f"{CAUSAL}/blr.py", (f"{T}/test_blr.py", f"{T}/test_suffstats.py")),
+    "arrowhead": (
+        f"{CAUSAL}/arrowhead.py",
+        (f"{T}/test_arrowhead.py", f"{T}/test_wide_designs.py", f"{T}/test_suffstats.py"),
+    ),
+    "spectral": (f"{CAUSAL}/spectral.py", (f"{T}/test_blr.py", f"{T}/test_arrowhead.py")),
+    "quadrature": (f"{CAUSAL}/quadrature.py", (f"{T}/test_blr.py",)),
+    "projection": (
+        f"{CAUSAL}/projection.py",
+        (f"{T}/test_arm_latents.py", f"{T}/test_world_fast_paths.py"),
+    ),
+    "suffstats": (f"{CAUSAL}/suffstats.py", (f"{T}/test_suffstats.py", f"{T}/test_blr.py")),
+    "levels": (
+        f"{CAUSAL}/levels.py",
+        (f"{T}/test_blr.py", f"{T}/test_suffstats.py", f"{T}/test_invalidity_levels.py"),
+    ),
 }
 # modules whose functions also run at import (chance builds its quadrature rules then): each
 # mutant's test process imports gigaevo afresh with the mutant active (mutmut's fork server
@@ -118,6 +134,8 @@ STATUS = {
 
 def _mutmut_section(module: str, tree: Path = ROOT) -> str:
     source, tests = MODULES[module]
+    # the module's pinned ground-truth tests (tests/memory/causal/test_<module>_pinned.py)
+    tests = (*tests, f"{T}/test_{module}_pinned.py")
     selection = [t for t in tests if not t.startswith("tests/") or (tree / t).exists()]
     text = (
         "\n[tool.mutmut]\n"
@@ -125,8 +143,11 @@ def _mutmut_section(module: str, tree: Path = ROOT) -> str:
         f'only_mutate = ["{source}"]\n'
         f"pytest_add_cli_args_test_selection = {json.dumps(selection)}\n"
         # mutmut bounds each mutant's CPU time itself; the suite's 300 s per test is too
-        # short for the test-to-function pass under the trampolines on a loaded machine
-        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-x", "-q", "--timeout=3600"]\n'
+        # short for the test-to-function pass under the trampolines on a loaded machine;
+        # -n 0 undoes the suite's "-n auto": mutmut records which test reaches which
+        # function in its own process
+        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-x", "-q", "--timeout=3600",'
+        ' "-n", "0"]\n'
         'also_copy = ["config", "run.py"]\n'
         "use_git_change_detection = false\n"
     )
