@@ -89,6 +89,35 @@ def test_cached_fit_is_reused_until_the_evidence_or_the_cards_move(tmp_path: Pat
     assert reader.heads._inputs is not inputs and reader.fits == fits
 
 
+def test_a_head_whose_rows_stand_is_kept_and_equals_a_fresh_fit(tmp_path: Path) -> None:
+    """V moves with any head's rows; only the heads whose own rows moved are refitted, and
+    a kept head is bit for bit what a fit from scratch on the same evidence gives."""
+    setup, _ = _bench().build(tmp_path, 30, 240)
+    reader = setup.reader
+    setup.decide()
+    before = reader.heads.current[1]
+    setup.ledger.add(0, setup.ledger.card_ids[0], "invalid", False)  # invalidity rows only
+    setup.decide()
+    after = reader.heads.current[1]
+    assert after is not before and after.immediate is before.immediate
+    assert after.invalidity is not before.invalidity
+    assert after.lineage is before.lineage
+    setup.new_control()  # a valid control: the immediate head moves too
+    setup.decide()
+    moved = reader.heads.current[1]
+    assert moved.immediate is not after.immediate
+    heads = reader.heads  # from scratch: no kept head, no cached fit
+    heads._heads.clear()
+    heads.current = heads._inputs = None
+    fresh = heads.fitted(moved.space.n_context, reader.store.cards(task_key="toy"))
+    assert fresh.immediate is not moved.immediate
+    for name in ("weights_", "log_sd_nodes_", "coef_mean_", "coef_var_"):
+        np.testing.assert_array_equal(
+            getattr(fresh.immediate, name), getattr(moved.immediate, name)
+        )
+    np.testing.assert_array_equal(fresh.invalidity.coef_, moved.invalidity.coef_)
+
+
 def test_pending_counts_follow_leases_on_ids_and_aliases() -> None:
     from gigaevo.memory.v2.evidence import CardSnapshot
     from gigaevo.memory.v2.read.leases import Lease

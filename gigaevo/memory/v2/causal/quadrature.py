@@ -191,6 +191,8 @@ def adaptive_gauss_legendre(
     modes, heights, converged, ends = _find_modes(h, lo, hi, h_batch)
     top = max(heights) if shift is None else shift
     cuts = _breakpoints(h, lo, hi, modes, heights, h_batch, ends)
+    rules = _piece_rules(h, h_batch, _pairwise(cuts), top)
+    # the accepted pieces in the order of a depth-first bisection from the last piece
     pieces = [(float(a), float(b), 0) for a, b in _pairwise(cuts)]
     fine_t: list[np.ndarray] = []
     fine_w: list[np.ndarray] = []
@@ -199,17 +201,12 @@ def adaptive_gauss_legendre(
     depth_hit = False
     while pieces:
         a, b, depth = pieces.pop()
-        t16, lw16 = _rule(a, b, _X16, _W16)
-        t8, lw8 = _rule(a, b, _X8, _W8)
-        both = _evaluate(h, h_batch, np.concatenate([t16, t8]))
-        h16, h8 = both[:16], both[16:]
-        m16 = float(np.sum(np.exp(lw16 + h16 - top)))
-        m8 = float(np.sum(np.exp(lw8 + h8 - top)))
-        if abs(m16 - m8) > 1e-10 + 1e-6 * m16 and depth < MAX_DEPTH:
+        t16, lw16, h16, t8, lw8, h8, agree = rules[(a, b, depth)]
+        if not agree and depth < MAX_DEPTH:
             mid = 0.5 * (a + b)
             pieces.extend([(a, mid, depth + 1), (mid, b, depth + 1)])
             continue
-        depth_hit = depth_hit or abs(m16 - m8) > 1e-10 + 1e-6 * m16
+        depth_hit = depth_hit or not agree
         fine_t.append(t16)
         fine_w.append(lw16 + h16)
         coarse_t.append(t8)
@@ -223,6 +220,37 @@ def adaptive_gauss_legendre(
         modes_converged=converged,
         depth_limit_hit=depth_hit,
     )
+
+
+Rule = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]
+
+
+def _piece_rules(
+    h: Callable[[float], float],
+    h_batch: BatchKernel | None,
+    first: list[tuple[float, float]],
+    top: float,
+) -> dict[tuple[float, float, int], Rule]:
+    """The 16- and 8-node rules of every piece the bisection visits, keyed by (a, b, depth):
+    (t16, ln w16, h16, t8, ln w8, h8, masses agree). The pieces of one depth are evaluated
+    together (one batched kernel call per depth instead of one per piece)."""
+    out: dict[tuple[float, float, int], Rule] = {}
+    level, depth = [(float(a), float(b)) for a, b in first], 0
+    while level:
+        nodes = [(_rule(a, b, _X16, _W16), _rule(a, b, _X8, _W8)) for a, b in level]
+        values = _evaluate(h, h_batch, np.concatenate([np.r_[n16[0], n8[0]] for n16, n8 in nodes]))
+        nxt = []
+        for i, ((a, b), ((t16, lw16), (t8, lw8))) in enumerate(zip(level, nodes, strict=True)):
+            h16, h8 = values[24 * i : 24 * i + 16], values[24 * i + 16 : 24 * (i + 1)]
+            m16 = float(np.sum(np.exp(lw16 + h16 - top)))
+            m8 = float(np.sum(np.exp(lw8 + h8 - top)))
+            agree = abs(m16 - m8) <= 1e-10 + 1e-6 * m16
+            out[(a, b, depth)] = (t16, lw16, h16, t8, lw8, h8, agree)
+            if not agree and depth < MAX_DEPTH:
+                mid = 0.5 * (a + b)
+                nxt += [(a, mid), (mid, b)]
+        level, depth = nxt, depth + 1
+    return out
 
 
 def _pairwise(points: np.ndarray) -> list[tuple[float, float]]:

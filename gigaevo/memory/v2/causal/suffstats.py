@@ -152,6 +152,7 @@ class GaussianStatistics:
     def __init__(self, p_shared: int, width: int) -> None:
         self.p_shared, self.width = p_shared, width
         self._levels: dict[float, _Level] = {}
+        self.version = 0  # changes with every add and remove: equal versions, equal sums
 
     @property
     def n(self) -> int:
@@ -159,6 +160,7 @@ class GaussianStatistics:
 
     def add(self, row: RowTerms) -> None:
         self._level(row.level).update(row, +1)
+        self.version += 1
 
     def remove(self, row: RowTerms) -> None:
         """Remove a row added before (the very same terms)."""
@@ -166,6 +168,7 @@ class GaussianStatistics:
         if level is None or level.count < 1:
             raise DesignError("removing a row that was never added")
         level.update(row, -1)
+        self.version += 1
         if level.count == 0:
             del self._levels[row.level]
 

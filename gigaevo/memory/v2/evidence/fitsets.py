@@ -191,6 +191,9 @@ class FitSetStore:
         self._written: dict[str, RowIdSet] = {}  # links built here, by hash
         self._links: dict[str, RowIdSet] = {}  # read back and checked
         self.refs: dict[str, str] = {}  # decision body SHA-256 -> its link hash
+        # the link of the ledger's newest stored decision, read at open: a resumed
+        # writer's first fit chains to it instead of starting a whole set (used once)
+        self._seed: RowIdSet | None = None
 
     # ---- writes -----------------------------------------------------------------
 
@@ -207,6 +210,8 @@ class FitSetStore:
             return None
         new = frozenset(whole)
         link = None
+        if last is None and self._seed is not None:  # a resumed writer's first fit
+            last, self._seed = ((), self._seed, frozenset(self._seed.ids())), None
         if last is not None:
             added = tuple(sorted(new - last[2]))
             removed = tuple(sorted(last[2] - new))
@@ -231,6 +236,10 @@ class FitSetStore:
         if not ids:
             return ()
         added, removed = delta
+        if base is None and self._seed is not None:  # a resumed writer's first fit
+            base, self._seed = self._seed, None
+            old = set(base.ids())
+            added, removed = tuple(sorted(ids - old)), tuple(sorted(old - ids))
         last = base
         if last is not None and not added and not removed:
             return last
@@ -257,12 +266,22 @@ class FitSetStore:
         """Record that the transaction holding ``write`` committed."""
         self._stored.update(hashes)
 
+    def seed(self, link: RowIdSet) -> None:
+        """Chain the next fit built from no base to ``link`` (a checked, stored link: the
+        newest decision's, at open), so a resumed run continues its chain."""
+        self._seed = link
+        node: RowIdSet | None = link
+        while node is not None and node.sha not in self._stored:  # read back: stored
+            self._stored.add(node.sha)
+            node = node.parent
+
     # ---- reads ------------------------------------------------------------------
 
     def reset(self) -> None:
         """Forget what was read back (every referenced link is then checked again)."""
         self._links = {}
         self.refs = {}
+        self._seed = None
 
     def resolve(self, conn: sqlite3.Connection, ref: str, where: str) -> RowIdSet:
         """The link with hash ``ref``, every body of its chain checked against its hash once.

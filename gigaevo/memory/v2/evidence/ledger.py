@@ -328,7 +328,17 @@ class SelectionEvidence(LedgerViews):
         self._by_sha = {}
         self._universes.reset()
         self._fits.reset()
-        return sum(len(self._rows(t)) for t in db.TABLES)
+        count = sum(len(self._rows(t)) for t in db.TABLES)
+        self._seed_fit_chain()
+        return count
+
+    def _seed_fit_chain(self) -> None:
+        """Hand the fit-set store the link of the newest decision stored with one."""
+        for _, sha in reversed(self._cache["decisions"].values()):
+            ref = self._fits.refs.get(sha)
+            if ref is not None:
+                self._fits.seed(self._fits.resolve(self._db(), ref, "the newest fit"))
+                return
 
     def decisions(self) -> tuple[DecisionRow, ...]:
         return tuple(row for row, _ in self._rows("decisions").values())

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -48,6 +49,8 @@ from gigaevo.memory.v2.read.trials import transfer_trials
 from gigaevo.memory.v2.settings import PosteriorSettings
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # (V + trial digest, card lineages, context width, ())
 FitKey = tuple[str, tuple[str, ...], int, tuple[str, ...]]
@@ -103,6 +106,10 @@ class HeadFitter:
         self.rows = HeadRows(evidence, reward, posterior, rag_contrast=rag_contrast)
         self.invalidity = InvalidityFitter(posterior.kind_contrast, rag_contrast)
         self.current: tuple[FitKey, HeadFit] | None = None  # (cache key, fit)
+        # per head: (the inputs it was fitted on, the fitted head); see ``_head``
+        self._heads: dict[str, tuple[tuple[object, ...], Any]] = {}
+        self._space: DesignSpace | None = None
+        self.head_fits = 0  # heads actually fitted (a head whose inputs stand is reused)
         # (V, head rows, context width, cards) the cached fit was last checked against
         self._inputs: tuple[str, tuple[Observation, ...], int, tuple[Card, ...]] | None = None
         self.version = ""  # V of the last call
@@ -153,28 +160,37 @@ class HeadFitter:
         self, n_context: int, lineages: tuple[str, ...], alias: dict[str, str]
     ) -> HeadFit:
         """Fit the three heads on the kept rows of width ``n_context`` (``HeadRows``)."""
-        post = self.posterior
-        space = DesignSpace(
-            n_context,
-            lineages,
-            kind_contrast=post.kind_contrast,
-            rag_contrast=self.rag_contrast,
-        )
+        space = self._space_of(n_context, lineages)
         rows = self.rows.rows(n_context)
         try:
             if self.rows.failure:
                 raise DesignError(self.rows.failure)
             block_of = {k: space.lineage_position(alias.get(k, k)) for k in _keys(rows)}
             n_lin = len(space.lineages)
-            immediate = self._utility_head(space)
-            # memory-model.md "Multitask transfer"; None: zero mean
-            immediate.prior_mean = self._transfer_prior(space)
-            immediate.fit_statistics(rows.immediate.fit_view(block_of, n_lin))
-            invalidity = self.invalidity.fit(rows.invalidity, space, alias, self._invalidity_prior)
+            # each head is a function of its own rows and the layout: V moves with any
+            # head's rows, and a head whose rows and layout stand is reused as fitted
+            layout = (space, tuple(sorted(block_of.items())))
+
+            def fit_immediate() -> BayesianLinearHead:
+                head = self._utility_head(space)
+                # memory-model.md "Multitask transfer"; None: zero mean
+                head.prior_mean = self._transfer_prior(space)
+                return head.fit_statistics(rows.immediate.fit_view(block_of, n_lin))
+
+            def fit_lineage() -> BayesianLinearHead:
+                head = self._utility_head(space)  # "Delayed-lineage head": mu_0 = 0
+                return head.fit_statistics(rows.lineage.fit_view(block_of, n_lin))
+
+            def fit_invalidity() -> LogisticLaplaceHead:
+                prior = self._invalidity_prior
+                return self.invalidity.fit(rows.invalidity, space, alias, prior)
+
+            key = (*layout, rows.immediate.version, self._transfer_digest)
+            immediate = self._head("immediate", key, fit_immediate)
+            invalidity = self._head("invalidity", (*layout, rows.invalidity.n), fit_invalidity)
             lineage = None
-            if rows.lineage.n:  # "Delayed-lineage head": active from one matured row, mu_0 = 0
-                lineage = self._utility_head(space)
-                lineage.fit_statistics(rows.lineage.fit_view(block_of, n_lin))
+            if rows.lineage.n:  # "Delayed-lineage head": active from one matured row
+                lineage = self._head("lineage", (*layout, rows.lineage.version), fit_lineage)
         except Exception as exc:  # fail closed: abstain until the evidence changes
             log.warning("memory v2 head fit failed, abstaining: %s", exc)
             return HeadFit(space, None, None, (Diagnostic("fit.failed", 1.0),), (), str(exc))
@@ -193,6 +209,32 @@ class HeadFitter:
         ids = self.evidence.fitted_row_link(base, rows.ids, rows.take_changes())
         rows.link = ids
         return HeadFit(space, immediate, invalidity, diagnostics, ids, lineage=lineage)
+
+    def _space_of(self, n_context: int, lineages: tuple[str, ...]) -> DesignSpace:
+        """The design space of a fit; the very same object while the layout stands (the
+        per-fit caches of the draws are keyed by it)."""
+        space = DesignSpace(
+            n_context,
+            lineages,
+            kind_contrast=self.posterior.kind_contrast,
+            rag_contrast=self.rag_contrast,
+        )
+        if self._space != space:
+            self._space = space
+        assert self._space is not None
+        return self._space
+
+    def _head(self, name: str, inputs: tuple[object, ...], fit: Callable[[], T]) -> T:
+        """The head ``name`` fitted on ``inputs`` (its rows' version and the layout): the
+        kept one when they are the inputs it was fitted on, else ``fit()``. Exact: the
+        kept statistics, and so the fit, are a function of those inputs."""
+        kept = self._heads.get(name)
+        if kept is not None and kept[0] == inputs:
+            return cast(T, kept[1])
+        head = fit()
+        self._heads[name] = (inputs, head)
+        self.head_fits += 1
+        return head
 
     def _invalidity_prior(self, space: DesignSpace) -> tuple[np.ndarray, np.ndarray]:
         """(mu_gamma, v_gamma) of the invalidity head in ``space``.
