@@ -172,3 +172,40 @@ def test_four_processes_stamping_and_one_rewriting_lose_nothing(tmp_path: Path) 
     assert sum(c.n_evidence for c in cards.values()) == 2 + pools  # every pooled outcome
     # every stamp and pool made one revision of its card
     assert sum(c.revision for c in cards.values()) == 2 + WRITERS * n + pools
+
+
+def test_staged_stamps_ride_with_the_next_write_and_survive_a_failed_one(tmp_path: Path) -> None:
+    from gigaevo.memory.v2.read.trials import _stamp_into
+
+    _seed(tmp_path, [_card("ins-a"), _card("ins-b")])
+    store = open_store(tmp_path)
+    done: list[str] = []
+
+    def stamp(cid: str, i: int) -> Any:
+        return lambda cards: _stamp_into(cards, cid, _trial(i), 1.0)
+
+    for i in range(3):
+        store.stage(stamp("ins-a", i), done.append)
+    store.stage(stamp("ins-gone", 9), done.append)
+    assert store.staged == 4 and store.get("ins-a").use_trials == ()  # type: ignore[union-attr]
+    assert not (tmp_path / JOURNAL_FILE).exists()  # nothing written yet
+
+    def boom(cards: dict[str, Card]) -> None:
+        raise RuntimeError("the write fails")
+
+    with pytest.raises(RuntimeError):
+        store.transaction(boom)
+    assert store.staged == 4 and done == [] and not (tmp_path / JOURNAL_FILE).exists()
+    # the next write (a record change) carries them, applied first, in order
+    store.transaction(lambda cards: cards.update({"ins-b": replace(cards["ins-b"], revision=7)}))
+    assert store.staged == 0 and done == ["stamped"] * 3 + ["orphan"]
+    fresh = {c.id: c for c in read_bank(tmp_path / BANK_FILE).cards}
+    assert [t.decision_id for t in fresh["ins-a"].use_trials] == [f"run-a-d{i}" for i in range(3)]
+    assert fresh["ins-a"].revision == 4 and fresh["ins-b"].revision == 7
+    # the same decision staged twice is stamped once; flush writes without another change
+    store.stage(stamp("ins-a", 0), done.append)
+    store.stage(stamp("ins-b", 5), done.append)
+    store.flush()
+    assert done[-2:] == ["duplicate", "stamped"] and store.staged == 0
+    fresh = {c.id: c for c in read_bank(tmp_path / BANK_FILE).cards}
+    assert len(fresh["ins-a"].use_trials) == 3 and len(fresh["ins-b"].use_trials) == 1

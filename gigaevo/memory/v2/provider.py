@@ -394,6 +394,9 @@ class CardBankMemory:
     def _retire(self, outcomes: int | None) -> None:
         """A retirement sweep on the cadence (``outcomes``) or now (None: at close)."""
         assert self.evictor is not None
+        due = outcomes is None or outcomes % self.evictor.settings.sweep_every == 0
+        if due and self.stamper is not None:
+            self.stamper.flush()  # the sweep judges the cards as written, stamps included
         try:
             if outcomes is None:
                 self.evictor.run()

@@ -11,7 +11,9 @@ read and write paths share it. Files beside the bank:
   so a stamp costs O(1) and a card write O(cards), never O(run). A reader (or a
   SIGKILL at any instant) sees the old bank or the new one, never half; a journal
   line torn by a kill is cut by the next writer. A bank written before the journal
-  existed (trials inside ``cards.json``) is migrated by its first write.
+  existed (trials inside ``cards.json``) is migrated by its first write. Changes
+  nobody waits for (use-trial stamps) can be ``stage``d: they are applied first in
+  this process's next transaction, so they cost no transaction of their own.
 - ``cards.json.authoring.lock``: held by the librarian across its semantic
   retrieve -> judge -> admit transaction, so two processes never admit the
   same treatment twice.
@@ -39,7 +41,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import filelock
 
@@ -127,6 +129,7 @@ class LocalMemoryStore:
         self._failure: CorruptBankError | None = None
         self._write_lock: filelock.BaseFileLock | None = None
         self._authoring_lock: filelock.BaseFileLock | None = None
+        self._staged: list[tuple[Callable[[dict[str, Card]], Any], Callable[[Any], None]]] = []
 
     @property
     def path(self) -> Path:
@@ -231,7 +234,8 @@ class LocalMemoryStore:
 
         ``mutate`` receives a copy of the cards by id and edits it in place; if
         it raises, nothing is written. Nothing is written either when it
-        leaves the cards unchanged.
+        leaves the cards unchanged. The changes ``stage`` queued are applied
+        first, in order, in the same transaction.
 
         Raises:
             CorruptBankError: the bank on disk does not parse (it is not touched).
@@ -244,13 +248,45 @@ class LocalMemoryStore:
             elif self._journal.changed():
                 self._remerge()
             working = dict(self._cards)
+            staged = list(self._staged)
+            outcomes = [change(working) for change, _ in staged]
             result = mutate(working)
-            if working.keys() == self._cards.keys() and all(
-                working[k] is self._cards[k] for k in working
+            if working.keys() != self._cards.keys() or any(
+                working[k] is not self._cards[k] for k in working
             ):
-                return result
-            self._persist(working)
+                self._persist(working)
+        del self._staged[: len(staged)]
+        for (_, done), outcome in zip(staged, outcomes, strict=True):
+            if done is not None:
+                done(outcome)
         return result
+
+    def stage(self, change: Callable[[dict[str, Card]], Any], done: Callable[[Any], None]) -> None:
+        """Queue ``change`` for this process's next transaction (``flush`` writes it now).
+
+        For changes nobody else waits for (use-trial stamps): they ride along
+        with the next write instead of paying a transaction each. ``change``
+        is applied to the newest cards inside that transaction and ``done``
+        receives what it returned once the write landed; if the transaction
+        fails the change stays staged. Staged changes are not in ``get`` or
+        ``cards`` until written, and a kill loses them (the caller must be
+        able to redo them: the stamper's ``recover``).
+        """
+        self._staged.append((change, done))
+
+    @property
+    def staged(self) -> int:
+        """Changes staged and not yet written."""
+        return len(self._staged)
+
+    def flush(self) -> None:
+        """Write the staged changes now, in one transaction (none staged: nothing happens).
+
+        Raises:
+            CorruptBankError, BankLockTimeout: as ``transaction`` (the changes stay staged).
+        """
+        if self._staged:
+            self.transaction(lambda cards: None)
 
     # -- internals -----------------------------------------------------------
     def _persist(self, working: dict[str, Card]) -> None:
