@@ -142,9 +142,7 @@ def validate(output, context):
     for k, (items, value) in enumerate(zip(instances, output)):
         where = f"instance {k}"
         assignment = _assignment(value, len(items), where)
-        used, elsewhere, opened_early, mean_gap, extra = _replay(
-            items, assignment, capacity, where
-        )
+        used, elsewhere, opened_early, mean_gap, extra = _replay(items, assignment, capacity, where)
         l1 = math.ceil(sum(items) / capacity)
         reference = _best_fit_bins(items, capacity)
         bins, lower = bins + used, lower + l1
