@@ -1,56 +1,65 @@
-"""Benchmark the search against a (1+1) hill-climb on the same model server.
+"""Benchmark the search against a (1+1) hill-climb (and OpenEvolve) on the same model server.
 
 Run from the repository root::
 
     nice .venv/bin/python benchmarks/bench_search_llm.py [--seeds 0 1 2 3 4]
         [--mutants 200] [--checkpoints 50 200] [--problem circle_packing]
-        [--out DIR] [--baseline DIR] [override ...]
+        [--server aware|perturb] [--median 0.2] [--sigma 1.0] [--jobs 1]
+        [--variant NAME:OVERRIDE,OVERRIDE ...] [--hill-feedback]
+        [--openevolve /work/scratch/oe-venv/bin/python] [--baseline DIR]
+        [--out DIR] [override ...]
 
-A local OpenAI-compatible server (``PerturbServer``, in this process) answers
-every mutation prompt with a SEARCH/REPLACE diff of the parent shown in the
-prompt that perturbs 1 to 3 numeric literals inside its EVOLVE-BLOCK: floats
-move by a Gaussian step of 10 % of their size (at least 0.01), integers by
-one. Its draws are seeded by the server seed and the request's ``seed``
-field (gigaevo sends each attempt's seed), so an answer depends on the
-prompt and the attempt, not on arrival order. It ignores everything else in
-the prompt (inspirations, feedback, memory), like a model that only tweaks
-numbers.
+For each seed a model server of its own (``_search_server.py``, in its own
+process, seeded by ``1000 + seed``) answers every contestant, who all start
+from the problem's seed program. ``--server aware`` (the default) reads the
+prompt: it repeats a habitual mistake per parent (a NameError) until the
+prompt's feedback shows it, then fixes it; it recombines numbers from the
+inspirations; it perturbs numbers, sometimes boldly; a few answers hold no
+code. ``--server perturb`` only nudges 1 to 3 numbers of the parent (the
+previous benchmark). Answers are seeded by the attempt's seed and the
+prompt, latencies are log-normal with a stall now and then.
 
-For each seed, on the same server and the same seed program:
+Contestants:
 
 - **ours**: ``run.py`` with ``llm=openai_compatible`` pointed at the server,
-  ``memory=none`` and otherwise the default configuration (the overrides given
-  on the command line are added);
+  ``memory=none``, ``evolution.dispatch=strict`` (so that the history is a
+  function of the seeds, not of the latencies: arrival order changes when a
+  result is seen, not how parents are chosen) and otherwise the default
+  configuration (the overrides given on the command line are added);
+- each ``--variant NAME:OVERRIDE,...``: ours with those overrides as well
+  (``nofeedback:evolution.feedback.enabled=false``, say);
 - **main** (with ``--baseline DIR``, a checkout of another version, e.g.
-  ``git archive main | tar -x -C /tmp/base``): the same run with that
-  checkout's ``run.py`` and defaults, on the same server seed;
+  ``git archive main | tar -x -C /tmp/base``): that checkout's ``run.py``;
 - **(1+1) hill-climb**: the current best program is sent in the same prompt
-  (``build_messages``); the child replaces it when it is valid and strictly
-  better.
+  (``build_messages``, no inspirations); the child replaces it when it is
+  valid and strictly better. With ``--hill-feedback`` also a hill-climb
+  whose prompt carries the failures of the current parent's last three
+  failed children, as ours does (``hill+fb``);
+- **OpenEvolve** (``--openevolve PY``: a python with openevolve 0.4.0) on the
+  same seed program, its evaluator calling this problem's validator;
+  circle packing only.
 
 It prints the best-so-far after each checkpoint (mutants, the seed program
 not counted), per seed and as medians with the range over seeds, the archive
-coverage (occupied cells per island) at the end of each run, and the load
-average.
+coverage (occupied cells per island) of gigaevo runs, the server's answers
+by kind, and the load average.
 """
 
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
+import sqlite3
 import statistics
 import subprocess
 import sys
-import threading
-import tokenize
+import tempfile
+import textwrap
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -59,14 +68,6 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_search import _archive, launch  # noqa: E402
 
 from gigaevo.evaluation import SandboxEvaluator  # noqa: E402
-from gigaevo.evolution.store import ProgramStore  # noqa: E402
-from gigaevo.llm.answer_format import (  # noqa: E402
-    editable_line_ranges,
-    make_diff_blocks,
-    render_answer,
-    render_diff_blocks,
-)
-from gigaevo.llm.prompt_reader import read_prompt  # noqa: E402
 from gigaevo.mutation import (  # noqa: E402
     AnswerError,
     MutationRequest,
@@ -74,144 +75,61 @@ from gigaevo.mutation import (  # noqa: E402
     build_messages,
     parse_answer,
 )
+from gigaevo.mutation.base import ParentFeedback  # noqa: E402
 from gigaevo.problems import Problem, load_problem  # noqa: E402
 from gigaevo.programs import Program  # noqa: E402
 from gigaevo.util import derive_seed  # noqa: E402
 
-
-def perturb(code: str, rng: np.random.Generator) -> str | None:
-    """``code`` with 1 to 3 numeric literals of its EVOLVE-BLOCK changed; None without any."""
-    ranges = editable_line_ranges(code)
-    tokens = [
-        t
-        for t in tokenize.generate_tokens(io.StringIO(code).readline)
-        if t.type == tokenize.NUMBER
-        and any(lo <= t.start[0] - 1 < hi for lo, hi in ranges)
-        and not t.string.lower().endswith("j")
-    ]
-    if not tokens:
-        return None
-    k = min(len(tokens), int(rng.integers(1, 4)))
-    chosen = sorted(rng.choice(len(tokens), size=k, replace=False), reverse=True)
-    lines = code.splitlines(keepends=True)
-    for index in chosen:  # right to left, so earlier offsets stay valid
-        tok = tokens[int(index)]
-        value = float(tok.string.replace("_", ""))
-        is_int = tok.string.isdigit()
-        if is_int:
-            new = str(max(0, int(value) + int(rng.choice([-1, 1]))))
-        else:
-            step = rng.normal(0.0, 0.1) * max(abs(value), 0.01)
-            new = f"{value + step:.6g}"
-            new = new if any(c in new for c in ".e") else new + ".0"
-        row, col = tok.start[0] - 1, tok.start[1]
-        line = lines[row]
-        lines[row] = line[:col] + new + line[tok.end[1] :]
-    return "".join(lines)
+SERVER = ROOT / "benchmarks" / "_search_server.py"
 
 
-class _QuietServer(ThreadingHTTPServer):
-    daemon_threads = True
+class Server:
+    """``_search_server.py`` in a process of its own; ``url`` once it listens."""
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if not isinstance(sys.exc_info()[1], ConnectionError):  # clients closing idle sockets
-            super().handle_error(request, client_address)
-
-
-class PerturbServer:
-    """An OpenAI-compatible server answering with ``perturb`` of the prompt's parent."""
-
-    def __init__(self, seed: int = 0) -> None:
-        self.seed = seed
-        self.requests = 0
-        self._lock = threading.Lock()
-        self._http = _QuietServer(("127.0.0.1", 0), _handler(self))
-        self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._http.server_address[1]}/v1"
-
-    def answer(self, body: dict[str, Any]) -> str:
-        with self._lock:
-            self.requests += 1
-            k = self.requests
-        prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
-        parent = read_prompt(prompt).parent_code
-        call_seed = int(body.get("seed", k)) % 2**63
-        rng = np.random.default_rng([self.seed, call_seed])
-        child = perturb(parent, rng) if parent else None
-        if parent is None or child is None or child == parent:
-            return "I cannot find numbers to change."
-        code_part = render_diff_blocks(make_diff_blocks(parent, child))
-        return render_answer(
-            "tactic: perturb_constants\n- perturbed a few numbers",
-            "Small moves of the numeric parameters.",
-            (),
-            code_part,
+    def __init__(self, seed: int, mode: str, median: float, sigma: float) -> None:
+        args = ["--seed", str(seed), "--mode", mode, "--median", str(median)]
+        self.proc = subprocess.Popen(
+            [sys.executable, str(SERVER), *args, "--sigma", str(sigma)],
+            stdout=subprocess.PIPE,
+            text=True,
         )
+        assert self.proc.stdout is not None
+        port = int(self.proc.stdout.readline().split()[1])
+        self.url = f"http://127.0.0.1:{port}/v1"
 
-    def __enter__(self) -> PerturbServer:
-        self._thread.start()
+    def tactics(self) -> dict[str, int]:
+        with urllib.request.urlopen(self.url + "/tactics", timeout=10) as response:
+            return dict(json.loads(response.read()))
+
+    def __enter__(self) -> Server:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._http.shutdown()
-        self._http.server_close()
-
-
-def _handler(server: PerturbServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-            text = server.answer(body)
-            usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
-            reply = {
-                "id": "perturb",
-                "object": "chat.completion",
-                "created": 0,
-                "model": body.get("model", "perturb"),
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": text},
-                        "finish_reason": "stop",
-                    }
-                ],
-                "usage": usage,
-            }
-            data = json.dumps(reply).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    return Handler
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
 
 
 def _ask(url: str, messages: list[dict[str, str]], seed: int) -> str:
-    body = json.dumps({"model": "perturb", "messages": messages, "seed": seed}).encode()
+    body = json.dumps({"model": "search-model", "messages": messages, "seed": seed}).encode()
     request = urllib.request.Request(
         url + "/chat/completions", body, {"Content-Type": "application/json"}
     )
-    with urllib.request.urlopen(request, timeout=60) as response:
+    with urllib.request.urlopen(request, timeout=120) as response:
         return str(json.loads(response.read())["choices"][0]["message"]["content"])
 
 
-def hill_climb(url: str, problem: Problem, seed: int, n: int) -> list[float]:
-    """Best-so-far after each of ``n`` mutants of a (1+1) hill-climb (index 0: the seed)."""
+def hill_climb(url: str, problem: Problem, seed: int, n: int, feedback: bool) -> list[float]:
+    """Best-so-far after each of ``n`` mutants of a (1+1) hill-climb (index 0: the seed).
+
+    With ``feedback`` the prompt carries the current parent's last three failed
+    children (``failure_line``, as gigaevo's feedback section shows them).
+    """
     metrics = problem.metrics
     with SandboxEvaluator(problem, max_workers=1) as evaluator:
         code = problem.initial_programs[0]
         first = evaluator.evaluate(code)
         best, best_metrics = float(first.metrics[metrics.primary]), dict(first.metrics)
-        curve = [best]
+        curve, failures = [best], []
         for i in range(n):
             parent = Program(id="hc", code=code, ordinal=i, fitness=best, metrics=best_metrics)
             request = MutationRequest(
@@ -220,58 +138,195 @@ def hill_climb(url: str, problem: Problem, seed: int, n: int) -> list[float]:
                 parent=parent,
                 inspirations=(),
                 seed=derive_seed(seed, "hill_climb", i),
+                feedback=ParentFeedback(failures=tuple(failures[:3])),
             )
             messages = [
                 {"role": m.role, "content": m.content} for m in build_messages(request, "diff")
             ]
+            text = _ask(url, messages, request.seed)
             try:
-                child = apply_answer(code, parse_answer(_ask(url, messages, request.seed)), "diff")
-            except AnswerError:
+                answer = parse_answer(text)
+                child = apply_answer(code, answer, "diff")
+            except AnswerError as exc:
+                if feedback:
+                    failures.insert(0, f"the answer was refused: {exc}")
                 curve.append(best)
                 continue
             result = evaluator.evaluate(child)
             if result.valid and metrics.better(result.metrics[metrics.primary], best):
-                code, best = child, float(result.metrics[metrics.primary])
+                code, best, failures = child, float(result.metrics[metrics.primary]), []
                 best_metrics = dict(result.metrics)
+            elif not result.valid and feedback:
+                report = answer.change_report.splitlines()
+                tried = next((x.strip(" -") for x in report if not x.startswith("tactic")), "")
+                failures.insert(0, f"{tried[:100]} -> {' '.join(str(result.reason).split())}")
             curve.append(best)
     return curve
 
 
 def ours(
-    url: str, root: Path, problem: str, seed: int, n: int, out: Path, extra: list[str]
+    url: str, root: Path, name: str, problem: str, seed: int, n: int, out: Path, extra: list[str]
 ) -> tuple[list[float], tuple[int, ...]]:
     """Best-so-far after each mutant of a gigaevo run of checkout ``root`` on the server
     (index 0: the seed), and the occupied cells of each island at the end."""
-    ckpt = out / f"{root.name}_{problem}_s{seed}"
+    ckpt = out / f"{name}_{problem}_s{seed}"
     subprocess.run(["rm", "-rf", str(ckpt)], check=True)
     llm = [
         "llm=openai_compatible",
         f"llm.api_base={url}",
-        "llm.model=openai/perturb",
+        "llm.model=openai/search-model",
         "llm.max_retries=0",
+        "evolution.dispatch=strict",
     ]
     launch(root, problem, seed, n, ckpt, out, [*llm, *extra])
-    store = ProgramStore(ckpt / "programs.sqlite3")
+    db = sqlite3.connect(ckpt / "programs.sqlite3")
     try:
-        programs = sorted(store.iter_programs(), key=lambda p: p.ordinal)
+        rows = db.execute("SELECT data FROM programs ORDER BY ordinal").fetchall()
     finally:
-        store.close()
+        db.close()
+    programs = [json.loads(r[0]) for r in rows]
     spec = load_problem(name=problem).metrics
-    n_initial = sum(1 for p in programs if not p.parent_ids)
-    best = programs[0].fitness
-    for p in programs[:n_initial]:
-        best = p.fitness if spec.better(p.fitness, best) else best
+    initial = [p for p in programs if not p["parent_ids"]]
+    best = initial[0]["fitness"]
+    for p in initial:
+        best = p["fitness"] if spec.better(p["fitness"], best) else best
     curve = [best]
-    for p in programs[n_initial:]:
-        if p.valid and spec.better(p.fitness, best):
-            best = p.fitness
+    for p in programs[len(initial) :]:
+        if p["valid"] and spec.better(p["fitness"], best):
+            best = p["fitness"]
         curve.append(best)
     cells, _ = _archive(ckpt, json.loads((ckpt / "summary.json").read_text()))
     return curve, cells
 
 
+OPENEVOLVE_EVALUATOR = """
+import concurrent.futures, importlib.util, json, os
+
+def _load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+VALIDATOR = _load({validator!r}, "gigaevo_validator")
+
+def _run(program_path):
+    centers, radii = _load(program_path, "candidate").run_packing()
+    return [list(map(float, c)) for c in centers], [float(r) for r in radii]
+
+def evaluate(program_path):
+    score, error = None, ""
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            output = pool.submit(_run, program_path).result(timeout=10)
+        score = float(VALIDATOR.validate(output)[{primary!r}])
+    except Exception as exc:
+        error = f"{{type(exc).__name__}}: {{exc}}"
+    with open({log!r}, "a") as f:
+        f.write(json.dumps({{"score": score, "error": error}}) + "\\n")
+    if score is None:
+        return {{"combined_score": 0.0, "error": 1.0}}
+    return {{"combined_score": score, {primary!r}: score}}
+"""
+
+OPENEVOLVE_CONFIG = """
+max_iterations: {n}
+checkpoint_interval: 100000
+log_level: WARNING
+random_seed: {seed}
+diff_based_evolution: true
+llm:
+  api_base: {url}
+  api_key: no-key
+  models:
+    - name: search-model
+      weight: 1.0
+  timeout: 300
+  retries: 0
+database:
+  population_size: 200
+  num_islands: 2
+evaluator:
+  timeout: 20
+  cascade_evaluation: false
+  parallel_evaluations: 4
+"""
+
+
+def openevolve(python: str, url: str, problem: Problem, seed: int, n: int) -> list[float]:
+    """Best-so-far of OpenEvolve 0.4.0 after each evaluation (index 0: the seed program).
+
+    Raises:
+        RuntimeError: OpenEvolve failed.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        log = work / "scores.jsonl"
+        (work / "initial_program.py").write_text(problem.initial_programs[0])
+        evaluator = OPENEVOLVE_EVALUATOR.format(
+            validator=str(problem.validator_path), primary=problem.metrics.primary, log=str(log)
+        )
+        (work / "evaluator.py").write_text(textwrap.dedent(evaluator))
+        (work / "config.yaml").write_text(OPENEVOLVE_CONFIG.format(n=n, seed=seed, url=url))
+        script = (
+            "import asyncio, sys\n"
+            "from openevolve import OpenEvolve\n"
+            "from openevolve.config import load_config\n"
+            "w = sys.argv[1]\n"
+            "evolve = OpenEvolve(w + '/initial_program.py', w + '/evaluator.py',\n"
+            "                    config=load_config(w + '/config.yaml'), output_dir=w + '/out')\n"
+            "asyncio.run(evolve.run(iterations=int(sys.argv[2])))\n"
+        )
+        proc = subprocess.run(
+            [python, "-c", script, str(work), str(n)],
+            cwd=work,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "OPENAI_API_KEY": "no-key"},
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"OpenEvolve failed:\n{proc.stderr[-3000:]}")
+        scores = [json.loads(x)["score"] for x in log.read_text().splitlines()]
+    better = problem.metrics.better
+    best, curve = scores[0], [scores[0]]
+    for score in scores[1 : n + 1]:
+        if score is not None and (best is None or better(score, best)):
+            best = score
+        curve.append(best)
+    return curve
+
+
 def _median_range(values: list[float]) -> str:
     return f"{statistics.median(values):.5g} [{min(values):.5g}..{max(values):.5g}]"
+
+
+def run_seed(
+    args: argparse.Namespace, seed: int, gigaevo: dict[str, tuple[Path, list[str]]]
+) -> dict[str, Any]:
+    """Every contestant on one seed, against one server: curves, cells and the server's tally."""
+    problem = load_problem(name=args.problem)
+    curves: dict[str, list[float]] = {}
+    cells: dict[str, tuple[int, ...]] = {}
+    with Server(1000 + seed, args.server, args.median, args.sigma) as server:
+        for name, (root, extra) in gigaevo.items():
+            curves[name], cells[name] = ours(
+                server.url, root, name, args.problem, seed, args.mutants, args.out, extra
+            )
+        curves["hill-climb"] = hill_climb(server.url, problem, seed, args.mutants, False)
+        if args.hill_feedback:
+            curves["hill+fb"] = hill_climb(server.url, problem, seed, args.mutants, True)
+        if args.openevolve:
+            curves["openevolve"] = openevolve(
+                args.openevolve, server.url, problem, seed, args.mutants
+            )
+        tactics = server.tactics()
+    short = {name: len(c) - 1 for name, c in curves.items() if len(c) <= args.mutants}
+    if short:
+        print(f"seed {seed}: fewer mutants than asked {short}", flush=True)
+    for c in curves.values():  # a contestant that stopped early keeps its last best
+        c.extend([c[-1]] * (args.mutants + 1 - len(c)))
+    return {"seed": seed, "curves": curves, "cells": cells, "tactics": tactics}
 
 
 def main() -> int:
@@ -280,42 +335,50 @@ def main() -> int:
     parser.add_argument("--mutants", type=int, default=200)
     parser.add_argument("--checkpoints", type=int, nargs="+", default=[50, 200])
     parser.add_argument("--problem", default="circle_packing")
+    parser.add_argument("--server", choices=["aware", "perturb"], default="aware")
+    parser.add_argument("--median", type=float, default=0.2, help="median latency, s")
+    parser.add_argument("--sigma", type=float, default=1.0, help="log-sd of the latency")
+    parser.add_argument("--variant", action="append", default=[], help="NAME:OVERRIDE,...")
+    parser.add_argument("--hill-feedback", action="store_true")
+    parser.add_argument("--openevolve", help="a python with openevolve 0.4.0 (circle packing)")
+    parser.add_argument("--jobs", type=int, default=1, help="seeds at once")
     parser.add_argument("--out", type=Path, default=Path("/tmp/gigaevo-bench-search-llm"))
     parser.add_argument("--baseline", type=Path, help="another checkout to run beside ours")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for ours")
     args = parser.parse_args()
+    if args.openevolve and args.problem != "circle_packing":
+        parser.error("--openevolve runs circle packing only")
     args.out.mkdir(parents=True, exist_ok=True)
-    problem = load_problem(name=args.problem)
-    print(f"load average at start: {os.getloadavg()}")
-    checkouts = {"ours": (ROOT, list(args.overrides))}
+    gigaevo = {"ours": (ROOT, list(args.overrides))}
+    for spec in args.variant:
+        name, _, overrides = spec.partition(":")
+        gigaevo[name] = (ROOT, [*args.overrides, *filter(None, overrides.split(","))])
     if args.baseline is not None:
-        checkouts["main"] = (args.baseline.resolve(), [])
-    table: dict[str, dict[int, list[float]]] = {name: {} for name in [*checkouts, "hill-climb"]}
-    coverage: dict[str, list[float]] = {name: [] for name in checkouts}
-    for seed in args.seeds:
-        with PerturbServer(seed=1000 + seed) as server:
-            for name, (root, extra) in checkouts.items():
-                curve, cells = ours(
-                    server.url, root, args.problem, seed, args.mutants, args.out, extra
-                )
-                table[name][seed] = curve
-                coverage[name].extend(float(c) for c in cells)
-            table["hill-climb"][seed] = hill_climb(server.url, problem, seed, args.mutants)
-        row = "  ".join(
-            f"{name} @{c}: {curves[seed][c]:.5g}"
-            for name, curves in table.items()
-            for c in args.checkpoints
-        )
-        print(f"seed {seed}: {row}", flush=True)
+        gigaevo["main"] = (args.baseline.resolve(), [])
+    print(f"load average at start: {os.getloadavg()}", flush=True)
+    results = []
+    with ThreadPoolExecutor(args.jobs) as pool:
+        for r in pool.map(lambda seed: run_seed(args, seed, gigaevo), args.seeds):
+            row = "  ".join(
+                f"{name} @{c}: {curve[c]:.5g}"
+                for name, curve in r["curves"].items()
+                for c in args.checkpoints
+            )
+            print(f"seed {r['seed']}: {row}  server: {r['tactics']}", flush=True)
+            results.append(r)
     print(f"load average at end: {os.getloadavg()}")
-    print(f"\nbest-so-far over {len(args.seeds)} seeds ({args.problem}), median [min..max]:")
-    for name, curves in table.items():
-        cells = "  ".join(
-            f"@{c}: {_median_range([curve[c] for curve in curves.values()])}"
+    print(
+        f"\nbest-so-far over {len(results)} seeds ({args.problem}, server {args.server}),"
+        " median [min..max]:"
+    )
+    for name in results[0]["curves"]:
+        at = "  ".join(
+            f"@{c}: {_median_range([r['curves'][name][c] for r in results])}"
             for c in args.checkpoints
         )
-        cover = f"  cells/island {_median_range(coverage[name])}" if name in coverage else ""
-        print(f"  {name:10} {cells}{cover}")
+        cover = [float(c) for r in results for c in r["cells"].get(name, ())]
+        cells = f"  cells/island {_median_range(cover)}" if cover else ""
+        print(f"  {name:12} {at}{cells}")
     return 0
 
 

@@ -74,8 +74,21 @@ def test_the_baselines_of_task_md_and_the_seed_reproduces_best_fit(
     metrics, feedback = validate(seed_output, FULL)
     assert metrics["bins_over_l1"] == best / lower
     assert metrics["best_fit_deviation"] == 0.0 and metrics["new_bin_share"] == 0.0
+    assert metrics["deviation_slack"] == 0.0
     assert feedback.startswith("instance 0: 417 bins (L1 bound 398, best fit 417); ")
     assert PROBLEM.metrics.better(PROBLEM.metrics.best_known, metrics["bins_over_l1"])
+
+
+def test_the_descriptors_say_how_often_and_how_far_a_packing_departs_from_best_fit(
+    load_module: Callable[[Path], ModuleType],
+) -> None:
+    replay = load_module(PROBLEM.validator_path)._replay
+    # 50 and 70 open two bins (50 and 30 left); best fit puts 20 in the second (30 left),
+    # this packing in the first (50 left): one item of three elsewhere, 20 more room
+    assert replay([50, 70, 20], [0, 1, 0], 100, "x") == (2, pytest.approx(1 / 3), 0.0, 30.0, 20.0)
+    assert replay([50, 70, 20], [0, 1, 1], 100, "x") == (2, 0.0, 0.0, 10.0, 0.0)
+    # a new bin while one had room counts as a departure, but adds no slack
+    assert replay([50, 20], [0, 1], 100, "x") == (2, 0.5, 0.5, 0.0, 0.0)
 
 
 def test_the_first_stage_packs_the_quick_instance(

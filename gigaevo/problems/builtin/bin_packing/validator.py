@@ -53,16 +53,18 @@ def _assignment(value, n, where):
 
 
 def _replay(items, assignment, capacity, where):
-    """Bins used, and how often the program did not do what best fit would have done.
+    """Bins used, and how often and how far the program departed from best fit.
 
     Returns (bins, share of items placed elsewhere than best fit would have
     put them, share of items put in a new bin while an open bin had room,
-    mean room left in an open bin by the items put there). Raises ValueError
-    on an overfull bin.
+    mean room left in an open bin by the items put there, and the mean extra
+    room, over the items put in an open bin other than best fit's, of the
+    chosen bin over best fit's: 0 when it never does). Raises ValueError on an
+    overfull bin.
     """
     remaining = np.full(len(items) + 1, float(capacity))
     opened = same = early = 0
-    gaps = []
+    gaps, slack = [], []
     for i, (item, b) in enumerate(zip(items, assignment)):
         room = remaining[:opened]
         fits = room >= item
@@ -77,12 +79,15 @@ def _replay(items, assignment, capacity, where):
             tightest = np.min(np.where(fits, room, np.inf))
             same += bool(b < opened and remaining[b] == tightest)
             early += b == opened
+            if b < opened and remaining[b] != tightest:
+                slack.append(remaining[b] - tightest)
         else:
             same += b == opened
         remaining[b] -= item
         opened = max(opened, b + 1)
     mean_gap = float(np.mean(gaps)) if gaps else 0.0
-    return opened, 1.0 - same / len(items), early / len(items), mean_gap
+    mean_slack = float(np.mean(slack)) if slack else 0.0
+    return opened, 1.0 - same / len(items), early / len(items), mean_gap, mean_slack
 
 
 def _best_fit_bins(items, capacity):
@@ -114,7 +119,8 @@ def validate(output, context):
     Returns:
         (metrics, feedback): ``bins_over_l1`` (primary: bins used over the sum of
         the L1 lower bounds ceil(sum of sizes / capacity)), ``excess_percent``,
-        ``best_fit_deviation``, ``new_bin_share`` and ``mean_gap``; the feedback
+        ``best_fit_deviation``, ``new_bin_share``, ``mean_gap`` and
+        ``deviation_slack`` (see ``_replay``); the feedback
         compares each instance with best fit.
 
     Raises:
@@ -131,18 +137,19 @@ def validate(output, context):
     if not isinstance(output, list) or len(output) != len(instances):
         raise ValueError(f"expected one assignment per instance ({len(instances)})")
     bins = lower = 0
-    deviation = early = gap = 0.0
+    deviation = early = gap = slack = 0.0
     lines = []
     for k, (items, value) in enumerate(zip(instances, output)):
         where = f"instance {k}"
         assignment = _assignment(value, len(items), where)
-        used, elsewhere, opened_early, mean_gap = _replay(items, assignment, capacity, where)
+        used, elsewhere, opened_early, mean_gap, extra = _replay(items, assignment, capacity, where)
         l1 = math.ceil(sum(items) / capacity)
         reference = _best_fit_bins(items, capacity)
         bins, lower = bins + used, lower + l1
         deviation += elsewhere / len(instances)
         early += opened_early / len(instances)
         gap += mean_gap / len(instances)
+        slack += extra / len(instances)
         lines.append(f"instance {k}: {used} bins (L1 bound {l1}, best fit {reference})")
     metrics = {
         "bins_over_l1": bins / lower,
@@ -150,5 +157,6 @@ def validate(output, context):
         "best_fit_deviation": deviation,
         "new_bin_share": early,
         "mean_gap": gap,
+        "deviation_slack": slack,
     }
     return metrics, "; ".join(lines)
