@@ -1,15 +1,47 @@
-"""Shared helpers of the benchmark scripts: compose the run config like run.py does, and say
-which configuration a benchmark actually runs."""
+"""Shared helpers of the benchmark scripts: compose the run config like run.py does, say
+which configuration a benchmark actually runs, and launch run.py of a checkout."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG_DIR = ROOT / "config"
 _ANNOUNCED: set[str] = set()
+
+# Runs run.py of one checkout (first on sys.path, whatever is installed).
+_LAUNCH = (
+    "import runpy, sys; root = sys.argv[1]; sys.path.insert(0, root); "
+    "sys.argv = [root + '/run.py', *sys.argv[2:]]; "
+    "runpy.run_path(root + '/run.py', run_name='__main__')"
+)
+
+
+def launch(
+    args: Sequence[str], cwd: Path, root: Path = ROOT, *, python: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``run.py`` of checkout ``root`` with the Hydra overrides ``args``, in ``cwd``.
+
+    A fresh interpreter (this one, or ``python``) with the checkout first on
+    ``sys.path``, no ``PYTHONPATH`` and no ``HYDRA_*`` variable of a calling
+    Hydra job; its output is captured as text, its exit code not checked.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HYDRA_") and k != "PYTHONPATH"}
+    return subprocess.run(
+        [python or sys.executable, "-c", _LAUNCH, str(root), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
 def run_config(checkpoint_dir: str, *overrides: str) -> DictConfig:

@@ -48,6 +48,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _config import launch
+
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = Path(__file__).resolve().parent / "_latency_server.py"
 PROBLEM = ROOT / "gigaevo" / "problems" / "builtin" / "circle_packing"
@@ -113,15 +115,7 @@ def run_gigaevo(
         "progress=false",
         *extra,
     ]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HYDRA_")}
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "run.py"), *args],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
+    proc = launch(args, workdir)
     if proc.returncode != 0:
         raise SystemExit(f"run.py failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return dict(json.loads((workdir / "run" / "summary.json").read_text()))

@@ -31,13 +31,12 @@ import argparse
 import json
 import os
 import socket
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from _config import launch
 from bench_dispatch import Server
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,16 +63,8 @@ def _run(root: Path, workdir: Path, url: str, *extra: str) -> tuple[int, float, 
         "progress=false",
         *extra,
     ]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HYDRA_")}
     started = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, str(root / "run.py"), *args],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
+    proc = launch(args, workdir, root)
     return proc.returncode, time.perf_counter() - started, proc.stderr
 
 

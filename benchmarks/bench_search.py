@@ -38,15 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import _config
+
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEMS = ("circle_packing", "heilbronn", "rastrigin", "bin_packing")
-
-# Runs run.py of one checkout (first on sys.path, whatever is installed).
-_LAUNCH = (
-    "import runpy, sys; root = sys.argv[1]; sys.path.insert(0, root); "
-    "sys.argv = [root + '/run.py', *sys.argv[2:]]; "
-    "runpy.run_path(root + '/run.py', run_name='__main__')"
-)
 
 
 @dataclass(frozen=True)
@@ -115,14 +110,7 @@ def launch(
         "progress=false",
         *extra,
     ]
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run(
-        [sys.executable, "-c", _LAUNCH, str(root), *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    proc = _config.launch(args, cwd, root)
     if proc.returncode != 0:
         raise RuntimeError(f"{root} {problem} seed {seed} failed:\n{proc.stderr[-3000:]}")
 

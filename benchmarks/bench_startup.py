@@ -11,16 +11,18 @@ times it from outside. Printed: median, min and max wall seconds against the
 (read from ``-X importtime`` of one more run); and, for scale, the cost of
 ``import litellm`` alone (median over 3 fresh interpreters, price map from
 the package) and the same start-up with ``llm=openai_compatible`` and no call
-(the router is built and litellm is imported in the background; the process
-waits for that import before it exits).
+(the router is built and its client's imports run in the background; the
+process waits for them before it exits).
 
 Time to first request (issue 13): ``run.py llm=openai_compatible max_mutants=2``
 against ``benchmarks/_latency_server.py`` (answers at once), timed from the
 spawn of the process to the arrival of its first request at the server (both
-clocks are this machine's). litellm is imported in a background thread while
-the problem loads and the sandbox workers start. With ``--openevolve`` the
-same is measured for OpenEvolve 0.4.0 (``bench_dispatch.py``'s set-up, one
-iteration).
+clocks are this machine's), with the default plain HTTP client (httpx; litellm
+never imported), with ``llm.client=litellm`` (its import runs in a background
+thread while the problem loads and the sandbox workers start), and with the
+plain client and ``memory=none`` (what the memory's start-up adds). With
+``--openevolve`` the same is measured for OpenEvolve 0.4.0
+(``bench_dispatch.py``'s set-up, one iteration).
 """
 
 from __future__ import annotations
@@ -78,8 +80,9 @@ def litellm_import_times(reps: int) -> list[float]:
     return [_run(["-c", "import litellm"], env=env)[0] for _ in range(reps)]
 
 
-def first_request_seconds(openevolve: str | None = None) -> float:
-    """Seconds from spawning gigaevo (or OpenEvolve) to its first request at a local server."""
+def first_request_seconds(openevolve: str | None = None, *extra: str) -> float:
+    """Seconds from spawning gigaevo (``extra``: further overrides) or OpenEvolve to its
+    first request at a local server."""
     with tempfile.TemporaryDirectory() as tmp:
         server = Server(Path(tmp), seed=0, median=0.001, sigma=0.0)
         try:
@@ -95,6 +98,7 @@ def first_request_seconds(openevolve: str | None = None) -> float:
                     "max_mutants=2",
                     "progress=false",
                     f"checkpoint_dir={tmp}/run",
+                    *extra,
                 ]
                 subprocess.run([sys.executable, *args], cwd=tmp, capture_output=True, check=True)
             first = min(r["arrival"] for r in server.requests())
@@ -117,7 +121,10 @@ def main() -> None:
     args = parser.parse_args()
     reps = args.reps
     print(f"load average before: {os.getloadavg()[0]:.2f}")
-    first = [first_request_seconds() for _ in range(max(3, reps // 2))]
+    n_first = max(3, reps // 2)
+    first = [first_request_seconds() for _ in range(n_first)]
+    via_litellm = [first_request_seconds(None, "llm.client=litellm") for _ in range(n_first)]
+    no_memory = [first_request_seconds(None, "memory=none") for _ in range(n_first)]
     oe_first = [first_request_seconds(args.openevolve) for _ in range(3)] if args.openevolve else []
     offline = startup_times(reps)
     remote = startup_times(
@@ -128,10 +135,12 @@ def main() -> None:
     print("| what | median s | min s | max s | runs |")
     print("|---|---|---|---|---|")
     print(_row("`python run.py max_mutants=0` (offline)", offline))
-    print(_row("same with `llm=openai_compatible` (litellm importing behind, no call)", remote))
+    print(_row("same with `llm=openai_compatible` (httpx loading behind, no call)", remote))
     print(_row("`python -c pass` (interpreter alone)", bare))
     print(_row("`python -c 'import litellm'`", lite))
-    print(_row("command to first request, `llm=openai_compatible`", first))
+    print(_row("command to first request, `llm=openai_compatible` (httpx)", first))
+    print(_row("same with `llm.client=litellm`", via_litellm))
+    print(_row("same with httpx and `memory=none`", no_memory))
     if oe_first:
         print(_row("command to first request, OpenEvolve 0.4.0", oe_first))
     verdict = "under" if statistics.median(offline) < TARGET_S else "OVER"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from gigaevo.evolution.events import EventLog
 from gigaevo.evolution.feedback import FeedbackBook, FeedbackSettings
 from gigaevo.evolution.islands import IslandModel
 from gigaevo.evolution.migration import RingMigration
-from gigaevo.evolution.outbox import Outbox
+from gigaevo.evolution.outbox import Observer, Outbox
 from gigaevo.evolution.records import AttemptResult
 from gigaevo.evolution.state import RunCounters
 from gigaevo.evolution.store import ProgramStore
@@ -65,7 +65,7 @@ class Committer:
         problem: Problem,
         islands: IslandModel,
         migration: RingMigration,
-        observe: Callable[[MutationResult], None],
+        observe: Observer,
         store: ProgramStore,
         events: EventLog,
         checkpoint_dir: Path,

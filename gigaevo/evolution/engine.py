@@ -38,6 +38,7 @@ from gigaevo.evolution.feedback import FeedbackSettings
 from gigaevo.evolution.islands import IslandModel
 from gigaevo.evolution.memory_lane import MemoryLane
 from gigaevo.evolution.migration import RingMigration
+from gigaevo.evolution.outbox import inline
 from gigaevo.evolution.records import AttemptResult, Dispatch, EngineSettings
 from gigaevo.evolution.selection import InspirationSampler, IslandScheduler, ParentSelector
 from gigaevo.evolution.state import RunCounters
@@ -200,8 +201,12 @@ class EvolutionEngine:
             finally:
                 self._count_lane_errors()
                 reason = stop_reason_of(exc)
-                # the last commit's events and observation, if cut short (the lane is idle)
-                c.outbox.replay(observe=self.memory.observe)
+                # the last commit's events and observation, if cut short (the lane is idle;
+                # after a fatal memory error the observations wait for the next resume)
+                if self.lane.fatal is None:
+                    c.outbox.replay(observe=inline(self.memory.observe))
+                else:
+                    c.outbox.replay(events_only=True)
                 c.counters = c.committed_counters()
                 c.events.emit("stop", reason=reason, n_mutants=c.counters.n_mutants)
                 c.write_summary(self._wall(), reason, **self._session())
@@ -297,7 +302,7 @@ class EvolutionEngine:
             best_fitness=k.best_fitness,
             mutants_since_improvement=k.mutants_since_improvement,
             llm_cost_usd=(
-                self.llm_usage.totals().cost_usd if self.llm_usage is not None else k.llm_cost_usd
+                self.llm_usage.cost_usd() if self.llm_usage is not None else k.llm_cost_usd
             ),
         )
         return self.stopper.check(state)

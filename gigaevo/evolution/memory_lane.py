@@ -30,8 +30,11 @@ then the others in commit order.
 Observations are queued in commit order and ``flush`` waits for all queued
 work; the engine flushes before the final summary is written, at the end of
 a run and when it stops early or on Ctrl-C (``close``), so a stopped run's
-memory has seen every commit. (Between a commit and its observation a kill
-loses the observation; the memory censors it on resume.)
+memory has seen every commit. Each observation carries a ``then`` callback
+(the commit outbox's: drop the entry), called once the observation is done
+(or failed and was counted); so a kill between a commit and its observation
+loses nothing: the entry is still stored and resume delivers it. After a
+fatal error the lane observes nothing more and calls no ``then``.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 
@@ -51,6 +54,7 @@ from gigaevo.programs import clip_text
 log = logging.getLogger("gigaevo")
 
 FAILURE_CHARS = 600
+Then = Callable[[], None] | None  # run on the lane once an observation is done
 
 
 class MemoryLane:
@@ -70,7 +74,7 @@ class MemoryLane:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="memory")
         self._replays: frozenset[int] = frozenset()
         self._replayed: set[int] = set()  # replays not yet observed
-        self._held: list[MutationResult] = []
+        self._held: list[tuple[MutationResult, Then]] = []
         self._decisions: list[Future[Dispatch]] = []
         self._lock = threading.Lock()
 
@@ -96,25 +100,26 @@ class MemoryLane:
             self._decisions = [f for f in self._decisions if not f.done()] + [future]
         return future
 
-    def observe(self, result: MutationResult) -> None:
-        """Queue the terminal of a committed attempt (held back while a replay is ahead of it)."""
+    def observe(self, result: MutationResult, then: Then = None) -> None:
+        """Queue the terminal of a committed attempt (held back while a replay is ahead of it);
+        ``then`` runs on the lane once it is observed."""
         self._replayed.discard(result.attempt)
-        self._held.append(result)
+        self._held.append((result, then))
         first = min(self._replayed, default=None)
-        ready = [r for r in self._held if first is None or r.attempt < first]
-        self._held = [r for r in self._held if first is not None and r.attempt >= first]
-        replays = sorted((r for r in ready if r.attempt in self._replays), key=_attempt)
-        for r in replays + [r for r in ready if r.attempt not in self._replays]:
-            self._pool.submit(self._observe, r)
+        ready = [h for h in self._held if first is None or h[0].attempt < first]
+        self._held = [h for h in self._held if first is not None and h[0].attempt >= first]
+        replays = sorted((h for h in ready if h[0].attempt in self._replays), key=_attempt)
+        for r, after in replays + [h for h in ready if h[0].attempt not in self._replays]:
+            self._pool.submit(self._observe, r, after)
 
-    def observe_here(self, result: MutationResult) -> None:
+    def observe_here(self, result: MutationResult, then: Then = None) -> None:
         """Observe on the calling thread, now; only while the lane is idle (after ``flush``).
 
         Strict order observes inline, so that a kill right after a commit loses
         no more than it did when the engine called the memory itself.
         """
         self._replayed.discard(result.attempt)
-        self._observe(result)
+        self._observe(result, then)
 
     def check(self) -> None:
         """Raise the lane's fatal error, if it met one."""
@@ -135,8 +140,8 @@ class MemoryLane:
     def close(self) -> None:
         """Send held observations, wait for the queue and stop the thread (idempotent)."""
         held, self._held = self._held, []
-        for r in held:
-            self._pool.submit(self._observe, r)
+        for r, then in held:
+            self._pool.submit(self._observe, r, then)
         self._pool.shutdown(wait=True)
 
     # -- lane thread ------------------------------------------------------------
@@ -161,7 +166,7 @@ class MemoryLane:
         self.store.add_dispatch(d)
         return d
 
-    def _observe(self, result: MutationResult) -> None:
+    def _observe(self, result: MutationResult, then: Then = None) -> None:
         if self.fatal is not None:
             return
         started = time.perf_counter()
@@ -169,17 +174,23 @@ class MemoryLane:
             self.memory.observe(result)
         except MemoryUsageError as exc:
             self.fatal = exc
+            return
         except Exception as exc:  # one observation: counted in summary.json, the run goes on
             with self._lock:
                 self._observe_errors += 1
             log.warning("memory observation of attempt %d failed: %r", result.attempt, exc)
         finally:
             self.seconds["observe"] += time.perf_counter() - started
+        if then is not None:
+            try:
+                then()
+            except Exception as exc:  # the outbox entry stays; resume delivers it again
+                log.warning("after the observation of attempt %d: %r", result.attempt, exc)
 
 
 def _nothing() -> None:
     return None
 
 
-def _attempt(result: MutationResult) -> int:
-    return result.attempt
+def _attempt(held: tuple[MutationResult, Then]) -> int:
+    return held[0].attempt

@@ -7,10 +7,11 @@ commit carries an outbox entry (``Outbox.entry``) in the same transaction:
 the events as they will be written, the byte size of ``events.jsonl`` at the
 commit, the memory's ``MutationResult``, and the marker that tells the batch
 (its ``mutant`` event, or an initial program's ``initial`` event).
-``deliver`` then writes the events (one write), lets the memory observe, and
-drops the entry. A kill anywhere in
-between leaves the entry; ``replay`` (at resume, before anything else is
-written) delivers it again:
+``deliver`` then writes the events (one write) and hands the terminal to
+the memory with a callback that drops the entry once the observation is
+done: in arrival order the memory observes on its own thread, later, so the
+entry stays until then. A kill anywhere in between leaves the entry;
+``replay`` (at resume, before anything else is written) delivers it again:
 
 - the events are written unless the log already holds the marker event after
   the recorded size (they were written together);
@@ -32,14 +33,34 @@ from gigaevo.evolution.events import EventLog
 from gigaevo.evolution.store import ProgramStore
 from gigaevo.memory.base import MutationResult
 
+# hands a terminal to the memory; calls its second argument once the observation is done
+# (at once, or later on another thread), and not at all when it could not be made
+Observer = Callable[[MutationResult, Callable[[], None]], None]
+
 _TUPLES = tuple(
     f.name for f in dataclasses.fields(MutationResult) if str(f.type).startswith("tuple")
 )
 _CELLS = ("parent_cell", "child_cell")
 
 
+def inline(observe: Callable[[MutationResult], None]) -> Observer:
+    """An ``Observer`` that observes on the calling thread (done once ``observe`` returns)."""
+
+    def observer(result: MutationResult, done: Callable[[], None]) -> None:
+        observe(result)
+        done()
+
+    return observer
+
+
+_FIELDS = tuple(f.name for f in dataclasses.fields(MutationResult))
+
+
 def result_to_dict(result: MutationResult) -> dict[str, Any]:
-    return dataclasses.asdict(result)
+    """A flat copy (``dataclasses.asdict`` deep-copies every value: a cost at each commit)."""
+    data = {name: getattr(result, name) for name in _FIELDS}
+    data["child_metrics"] = dict(result.child_metrics)
+    return data
 
 
 def result_from_dict(data: dict[str, Any]) -> MutationResult:
@@ -56,15 +77,10 @@ class Outbox:
     Args:
         store: the program store holding the entries.
         events: the run's event log.
-        observe: hands a terminal to the memory.
+        observe: hands a terminal to the memory (an ``Observer``).
     """
 
-    def __init__(
-        self,
-        store: ProgramStore,
-        events: EventLog,
-        observe: Callable[[MutationResult], None],
-    ) -> None:
+    def __init__(self, store: ProgramStore, events: EventLog, observe: Observer) -> None:
         self.store = store
         self.events = events
         self.observe = observe
@@ -89,23 +105,31 @@ class Outbox:
             "result": None if result is None else result_to_dict(result),
         }
 
-    def deliver(
-        self,
-        entry: dict[str, Any],
-        observe: Callable[[MutationResult], None] | None = None,
-    ) -> None:
+    def deliver(self, entry: dict[str, Any], observe: Observer | None = None) -> None:
         """Write the entry's events unless they are written, let the memory observe (through
-        ``observe`` when given), drop the entry."""
+        ``observe`` when given); the entry is dropped once the observation is done."""
+        key = int(entry["key"])
         if not self.events.holds(entry["marker"], int(entry["events_offset"])):
             self.events.emit_all(list(entry["events"]))
-        if entry["result"] is not None:
-            (observe or self.observe)(result_from_dict(entry["result"]))
-        self.store.outbox_done(int(entry["key"]))
+        if entry["result"] is None:
+            self.store.outbox_done(key)
+            return
+        (observe or self.observe)(
+            result_from_dict(entry["result"]), lambda: self.store.outbox_done(key)
+        )
 
-    def replay(self, observe: Callable[[MutationResult], None] | None = None) -> list[int]:
-        """Deliver every entry a stopped session left, in commit order; their keys."""
+    def replay(self, observe: Observer | None = None, *, events_only: bool = False) -> list[int]:
+        """Deliver every entry a stopped session left, in commit order; their keys.
+
+        ``events_only``: write the events, keep the entries that still owe an
+        observation (the memory cannot take one now; the next resume delivers it).
+        """
         done = []
         for entry in self.store.outbox_entries():
-            self.deliver(entry, observe)
+            self.deliver(entry, _keep if events_only else observe)
             done.append(int(entry["key"]))
         return done
+
+
+def _keep(result: MutationResult, done: Callable[[], None]) -> None:
+    """An ``Observer`` that observes nothing and keeps the entry."""

@@ -160,6 +160,12 @@ class UsageTally:
         self._by_model: dict[str, _Bucket] = {}
         self._by_role: dict[str, _Bucket] = {}
 
+    def cost_usd(self) -> float:
+        """The cost of every complete line written so far (cheap: the engine asks per commit)."""
+        with self._lock:
+            self._read_new_lines()
+            return self._total.cost_usd
+
     def totals(self) -> LLMUsage:
         """Totals over every complete line written so far."""
         with self._lock:

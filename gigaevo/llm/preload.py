@@ -1,14 +1,17 @@
 """Slow imports done early, in one background thread, while the run is being built.
 
 The pipeline calls ``start_loading`` before it loads the problem and starts
-the sandbox workers, with the wires the run's clients will use (litellm's
-import takes seconds; the plain HTTP wire needs httpx and the price map,
-about a tenth of that) and any further modules. The first request then
-waits only for what is left. One thread does it all, one thing after the
-other, so that the background imports never race each other for a shared
-dependency. It is not a daemon: a process that ends early waits for it,
-because a daemon thread frozen at exit in the middle of an import keeps the
-import lock, and the next import (a finaliser's) would wait for ever.
+the sandbox workers, with the modules its components need first (the
+memory's package), the wires the run's clients will use (litellm's import
+takes seconds; the plain HTTP wire needs httpx and the price map, about a
+tenth of that) and any further modules. The main thread spends much of that
+time waiting for the sandbox workers to start (the GIL is free then), so
+the imports overlap it, and the first request waits only for what is left.
+One thread does it all, one thing after the other, so that the background
+imports never race each other for a shared dependency. It is not a daemon: a
+process that ends early waits for it, because a daemon thread frozen at exit
+in the middle of an import keeps the import lock, and the next import (a
+finaliser's) would wait for ever.
 """
 
 from __future__ import annotations
@@ -16,26 +19,31 @@ from __future__ import annotations
 import importlib
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from gigaevo.llm.wire import Wire
 
 
-def start_loading(wires: Iterable[Wire], *then_import: str) -> threading.Thread:
-    """Prepare each of ``wires`` (once each), then import the modules ``then_import``."""
+def start_loading(
+    wires: Iterable[Wire], *then_import: str, first: Sequence[str] = ()
+) -> threading.Thread:
+    """Import the modules ``first``, prepare each of ``wires`` (once each), then import
+    the modules ``then_import``."""
     unique = list({id(w): w for w in wires}.values())
     thread = threading.Thread(
-        target=_load_quietly, args=(unique, then_import), name="gigaevo-import"
+        target=_load_quietly, args=(tuple(first), unique, then_import), name="gigaevo-import"
     )
     thread.start()
     return thread
 
 
-def _load_quietly(wires: list[Wire], then_import: tuple[str, ...]) -> None:
+def _load_quietly(first: tuple[str, ...], wires: list[Wire], then: tuple[str, ...]) -> None:
     try:
+        for name in first:
+            importlib.import_module(name)
         for wire in wires:
             wire.prepare()
-        for name in then_import:
+        for name in then:
             importlib.import_module(name)
     except Exception:  # a broken install: the first use raises it again, where it is reported
         logging.getLogger("gigaevo").debug("background import failed", exc_info=True)

@@ -11,7 +11,9 @@ the call log. ``timeout_s`` bounds each request as a whole (a trickled body
 included). Credentials refused (401/403) raise ``LLMAuthenticationError``
 at once; ``unreachable_after`` connection failures (or 404 answers) in a row
 with no answer in between raise ``LLMUnreachableError`` (before the first
-answer every request counts; after it, every call that used up its retries),
+answer every request counts, and a call keeps trying past ``max_retries``
+until the count is reached, so no mutation fails on a server that never
+answered; after the first answer, every call that used up its retries counts),
 so that a run against a server that is down stops before it spends its
 budget. API keys are read from the environment variables the config names,
 at construction, and never appear in a record, a log line or an exception.
@@ -236,7 +238,10 @@ class LiteLLMRouter:
                 )
             except Exception as exc:  # the provider boundary: classified and recorded below
                 failure = wire.classify(exc)
-                last = not (failure.retryable and attempt <= self.retry.max_retries)
+                # before the server ever answered, a call never gives up on connection
+                # failures (no mutation fails on them): it goes on until the count stops the run
+                probing = failure.unreachable and not self._answered
+                last = not (failure.retryable and (attempt <= self.retry.max_retries or probing))
                 down = self._count_unreachable(failure, last)
                 if not last and not down:
                     retried_on.append(failure.kind)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -148,14 +149,16 @@ def _dispatch_mode(cfg: DictConfig, llm: LLMClient) -> str:
 
 
 def _import_behind(cfg: DictConfig) -> None:
-    """Start the slow imports a remote run will need, in one background thread.
+    """Start the slow imports of the run in one background thread.
 
-    What the model clients' wires need (httpx and the price map for an
+    First the memory's package (scipy for memory=v2: the largest import of a
+    run), which then overlaps the main thread's wait for the sandbox workers;
+    then what the model clients' wires need (httpx and the price map for an
     OpenAI-compatible server, a fraction of a second; litellm for other
     providers, seconds), then scikit-learn's text vectoriser, which the card
     bank's embedder loads with the first card (about a second that would
-    otherwise stall the memory thread mid-run). An offline run imports none
-    of it here (its start-up stays short).
+    otherwise stall the memory thread mid-run). An offline run loads no wire
+    and no vectoriser here.
     """
     wires = []
     for key in ("llm", "memory.llm"):
@@ -163,13 +166,16 @@ def _import_behind(cfg: DictConfig) -> None:
         if isinstance(node, DictConfig):
             plain = OmegaConf.to_container(node, resolve=False)
             wires += config_wires(plain if isinstance(plain, dict) else None)  # type: ignore[arg-type]
-    if not wires:
-        return
+    memory = str(OmegaConf.select(cfg, "memory._target_", default="") or "")
+    first = [memory.rsplit(".", 1)[0]] if memory.startswith("gigaevo.memory.") else []
     embedder = str(OmegaConf.select(cfg, "memory.embedder._target_", default="") or "")
-    start_loading(
-        wires,
-        *(["sklearn.feature_extraction.text"] if embedder.endswith("HashingEmbedder") else []),
+    then = (
+        ["sklearn.feature_extraction.text"]
+        if wires and embedder.endswith("HashingEmbedder")
+        else []
     )
+    if first or wires or then:
+        start_loading(wires, *then, first=[m for m in first if m not in sys.modules])
 
 
 def resolve_problem(cfg: DictConfig) -> Problem:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from pathlib import Path
 
 import pytest
 
 from gigaevo.evolution.events import EventLog, event
-from gigaevo.evolution.outbox import Outbox, result_from_dict, result_to_dict
+from gigaevo.evolution.outbox import Outbox, inline, result_from_dict, result_to_dict
 from gigaevo.evolution.store import ProgramStore
 from gigaevo.memory.base import MutationResult
 from gigaevo.programs import Program
@@ -71,7 +72,7 @@ def test_replay_delivers_what_a_kill_left_exactly_once(tmp_path: Path, stop: str
     db, log = tmp_path / "programs.sqlite3", tmp_path / "events.jsonl"
     observed: list[int] = []
     store, events = ProgramStore(db), EventLog(log)
-    outbox = Outbox(store, events, lambda r: observed.append(r.attempt))
+    outbox = Outbox(store, events, inline(lambda r: observed.append(r.attempt)))
     for attempt in range(2):
         outbox.deliver(_commit(store, outbox, attempt))
     entry = _commit(store, outbox, 2)
@@ -87,7 +88,7 @@ def test_replay_delivers_what_a_kill_left_exactly_once(tmp_path: Path, stop: str
     store.close()
 
     store = ProgramStore(db)  # the next session
-    outbox = Outbox(store, EventLog(log), lambda r: observed.append(r.attempt))
+    outbox = Outbox(store, EventLog(log), inline(lambda r: observed.append(r.attempt)))
     replayed = outbox.replay()
     assert replayed == ([] if stop == "none" else [2])
     assert store.outbox_entries() == []
@@ -105,21 +106,74 @@ def test_a_kill_inside_the_observation_is_finished_on_replay(tmp_path: Path) -> 
     def dies(r: MutationResult) -> None:
         raise Killed
 
-    outbox = Outbox(store, EventLog(log), dies)
+    outbox = Outbox(store, EventLog(log), inline(dies))
     with pytest.raises(Killed):
         outbox.deliver(_commit(store, outbox, 0))
     store.close()
     store = ProgramStore(db)
     observed: list[MutationResult] = []
-    assert Outbox(store, EventLog(log), observed.append).replay() == [0]
+    assert Outbox(store, EventLog(log), inline(observed.append)).replay() == [0]
     assert observed == [_result(0)]
     assert _events(log) == [("archive", 0), ("mutant", 0)]
     store.close()
 
 
+def test_an_entry_stays_until_the_memory_thread_has_observed(tmp_path: Path) -> None:
+    """Arrival order observes on the memory lane, later: a kill before the lane ran loses
+    nothing, because the entry is dropped only once the observation is done."""
+    from gigaevo.evolution.memory_lane import MemoryLane
+
+    db, log = tmp_path / "programs.sqlite3", tmp_path / "events.jsonl"
+    store = ProgramStore(db)
+    release, observed = threading.Event(), []
+
+    class SlowMemory:
+        def observe(self, result: MutationResult) -> None:
+            release.wait(10)
+            observed.append(result.attempt)
+
+    lane = MemoryLane(SlowMemory(), store)  # type: ignore[arg-type]
+    outbox = Outbox(store, EventLog(log), lane.observe)
+    outbox.deliver(_commit(store, outbox, 0))
+    assert [e["key"] for e in store.outbox_entries()] == [0]  # queued, not yet observed
+    # a kill now: the next session finds the entry and observes it (events not doubled)
+    other = ProgramStore(db)
+    again: list[int] = []
+    assert Outbox(other, EventLog(log), inline(lambda r: again.append(r.attempt))).replay() == [0]
+    assert again == [0] and other.outbox_entries() == []
+    other.close()
+    # the first session's lane finishes: its entry was already dropped by the replay
+    release.set()
+    lane.flush()
+    lane.close()
+    assert observed == [0] and store.outbox_entries() == []
+    assert _events(log) == [("archive", 0), ("mutant", 0)]
+    store.close()
+
+
+def test_a_fatal_memory_error_keeps_the_entry_for_the_next_resume(tmp_path: Path) -> None:
+    from gigaevo.evolution.memory_lane import MemoryLane
+    from gigaevo.memory.base import MemoryUsageError
+
+    store = ProgramStore(tmp_path / "programs.sqlite3")
+
+    class BrokenBank:
+        def observe(self, result: MutationResult) -> None:
+            raise MemoryUsageError("cards.json: not a card bank")
+
+    lane = MemoryLane(BrokenBank(), store)  # type: ignore[arg-type]
+    outbox = Outbox(store, EventLog(tmp_path / "events.jsonl"), lane.observe)
+    outbox.deliver(_commit(store, outbox, 0))
+    lane.close()
+    assert lane.fatal is not None
+    assert outbox.replay(events_only=True) == [0]  # the engine's stop path: events only
+    assert [e["key"] for e in store.outbox_entries()] == [0]
+    store.close()
+
+
 def test_entries_replay_in_commit_order_not_attempt_order(tmp_path: Path) -> None:
     store = ProgramStore(tmp_path / "programs.sqlite3")
-    outbox = Outbox(store, EventLog(tmp_path / "events.jsonl"), lambda r: None)
+    outbox = Outbox(store, EventLog(tmp_path / "events.jsonl"), inline(lambda r: None))
     for attempt in (5, 3, 4):  # arrival order commits out of attempt order
         _commit(store, outbox, attempt)
     assert [e["key"] for e in store.outbox_entries()] == [5, 3, 4]

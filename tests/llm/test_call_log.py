@@ -59,6 +59,10 @@ def test_a_resumed_run_counts_earlier_sessions(tmp_path: Path) -> None:
     CallLog(path).record(_rec(cost_usd=1.25))
     CallLog(path).record(_rec(cost_usd=0.75))
     assert UsageTally(path).totals().cost_usd == 2.0
+    tally = UsageTally(path)
+    assert tally.cost_usd() == 2.0  # the engine's cheap per-commit read
+    CallLog(path).record(_rec(cost_usd=0.5))
+    assert tally.cost_usd() == 2.5 == tally.totals().cost_usd
 
 
 def test_concurrent_writers_never_interleave(tmp_path: Path) -> None:

@@ -83,6 +83,25 @@ def test_nothing_listening_stops_after_three_requests(
     assert (tmp_path / "c.jsonl").read_text().count('"outcome": "error"') == 2
 
 
+def test_no_call_fails_on_a_server_that_never_answered(api_key: str, client: str) -> None:
+    """Concurrent calls, no retries: each stops the run; none fails its mutation alone."""
+    router = _router(closed_url(), client, timeout_s=5.0, max_retries=0)
+    errors: list[Exception] = []
+
+    def call(seed: int) -> None:
+        try:
+            router.complete(PROMPT, seed=seed)
+        except Exception as exc:  # collected: the kind is asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=call, args=(seed,)) for seed in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert [type(e) for e in errors] == [LLMUnreachableError] * 3
+
+
 def test_a_wrong_route_counts_as_unreachable_before_any_answer(api_key: str, client: str) -> None:
     with OpenAIServer(default="not_found") as server:
         router = _router(server.url, client, timeout_s=5.0, unreachable_after=2)

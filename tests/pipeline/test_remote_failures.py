@@ -82,7 +82,7 @@ def _rows(tmp_path: Path) -> list[tuple[int, int, dict[str, Any]]]:
 def test_nothing_listening_stops_the_run_at_once(tmp_path: Path) -> None:
     url = closed_url()
     args = _args(tmp_path, url, "max_mutants=40", "evolution.max_in_flight=4", "llm.max_retries=4")
-    code, _, err = run_py(*args, cwd=tmp_path)
+    code, _, err = run_py(*args, "memory=none", cwd=tmp_path)  # no memory: a shorter start-up
     assert code == 2
     assert err.strip().splitlines()[-1] == (
         f"error: cannot reach the model: llm.api_base={url}, model {MODEL} "
@@ -111,14 +111,14 @@ def test_a_run_stopped_by_an_unreachable_server_resumes(tmp_path: Path) -> None:
 
 def test_memory_v2_in_arrival_order_survives_any_answers(tmp_path: Path) -> None:
     with OpenAIServer(
-        MIXED * 3, default="diff", latency=(0.02, 1.0), seed=3, trickle_seconds=0.05
+        MIXED * 2, default="diff", latency=(0.02, 1.0), seed=3, trickle_seconds=0.05
     ) as server:
-        args = _args(tmp_path, server.url, "max_mutants=24", "evolution.max_in_flight=4", "seed=3")
+        args = _args(tmp_path, server.url, "max_mutants=16", "evolution.max_in_flight=4", "seed=3")
         code, _, err = run_py(*args, cwd=tmp_path)
         behaviours = server.behaviours()
     assert code == 0, err
     s = _summary(tmp_path)
-    assert s["finished"] and s["n_mutants"] == 24 and s["attempt_errors"] == {}
+    assert s["finished"] and s["n_mutants"] == 16 and s["attempt_errors"] == {}
     assert s["n_valid"] + s["n_duplicate"] >= 6 and s["n_failed_mutations"] >= 6
     assert s["llm_usage"]["retried_on"].get("Timeout", 0) >= 1  # the trickled bodies
     assert behaviours.count("huge_garbage") >= 2
@@ -130,7 +130,7 @@ def test_memory_v2_in_arrival_order_survives_any_answers(tmp_path: Path) -> None
         assert len(raw) <= 4000 and "500000 characters in all" in raw
     assert max(size for _, size, _ in _rows(tmp_path)) < 16_000
     stats = json.loads((tmp_path / "run" / "memory_stats.json").read_text())
-    assert stats["outcomes_observed"] == 24
+    assert stats["outcomes_observed"] == 16
 
 
 @pytest.mark.slow
