@@ -6,6 +6,7 @@ import time
 
 from gigaevo.evaluation import SandboxEvaluator
 
+from .conftest import MakeProblem
 from .helpers import program
 
 
@@ -173,9 +174,14 @@ def test_workers_survive_a_run_of_bad_programs(shared_evaluator: SandboxEvaluato
     assert shared_evaluator.worker_pids == pids
 
 
-def test_one_huge_print_is_stopped_by_the_output_cap(shared_evaluator: SandboxEvaluator) -> None:
-    # 300 MB string under a 512 MB cap: encoding it whole would need another 300 MB
-    result = shared_evaluator.evaluate("def solve():\n    print('x' * 300_000_000)\n")
+def test_one_huge_print_is_stopped_by_the_output_cap(make_problem: MakeProblem) -> None:
+    # 300 MB string under a 512 MB cap: encoding it whole would need another 300 MB.
+    # Its own evaluator with room on the clock: building the string took over the
+    # shared evaluator's 1 s on a loaded machine, and the timeout then hid the cap.
+    with SandboxEvaluator(
+        make_problem(), max_workers=1, timeout_s=20.0, memory_mb=512, max_output_bytes=100_000
+    ) as ev:
+        result = ev.evaluate("def solve():\n    print('x' * 300_000_000)\n")
     assert not result.valid
     assert result.reason.startswith("output limit exceeded")
 
