@@ -3,6 +3,7 @@
 Usage:
     .venv/bin/python benchmarks/bench_dispatch.py [--mutants 240] [--seed 0]
         [--openevolve /work/scratch/oe-venv/bin/python] [--cells 8:none 8:v2 32:none 32:v2]
+        [--strict] [--litellm]
 
 The server (``benchmarks/_latency_server.py``, a process of its own) answers
 each request after a log-normal wait (median 0.5 s, sigma 1, seeded by the
@@ -30,7 +31,9 @@ loop dispatches one request per ``mean latency / in_flight`` after the first
 - the memory thread's time per mutant (``memory_seconds`` of summary.json).
 
 A row with ``evolution.dispatch=strict`` (one slow answer holds the others)
-is printed for reference. The load average is printed with the figures.
+is printed for reference (``--strict``), and rows sending the requests
+through litellm instead of the plain HTTP client (``--litellm``). The load
+average is printed with the figures.
 """
 
 from __future__ import annotations
@@ -234,6 +237,9 @@ def main() -> None:
     parser.add_argument("--sigma", type=float, default=1.0)
     parser.add_argument("--cells", nargs="*", default=["8:none", "8:v2", "32:none", "32:v2"])
     parser.add_argument("--strict", action="store_true", help="add a strict-order row at 8")
+    parser.add_argument(
+        "--litellm", action="store_true", help="add memory=none rows with llm.client=litellm"
+    )
     parser.add_argument("--openevolve", help="python of a venv with openevolve==0.4.0")
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.2f}")
@@ -247,6 +253,10 @@ def main() -> None:
     for cell in args.cells:
         flight, memory = cell.split(":")
         plans.append((f"gigaevo memory={memory}, {flight} in flight", int(flight), memory, ()))
+    if args.litellm:
+        for flight in sorted({int(cell.split(":")[0]) for cell in args.cells}):
+            name = f"gigaevo memory=none, {flight} in flight, llm.client=litellm"
+            plans.append((name, flight, "none", ("llm.client=litellm",)))
     if args.strict:
         strict = ("evolution.dispatch=strict",)
         plans.append(("gigaevo memory=none, 8 in flight, dispatch=strict", 8, "none", strict))

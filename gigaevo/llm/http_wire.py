@@ -17,6 +17,8 @@ Prices and schema support come from litellm's price map file
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 import logging
 import threading
@@ -25,6 +27,7 @@ from typing import Any
 from gigaevo.llm import price_map
 from gigaevo.llm.wire import DeadlineExceeded, Failure, WireAnswer, io_loop, retry_after_seconds
 
+_FIRST_REQUEST_MODULES = ("anyio._backends._asyncio", "encodings.idna")
 MAX_ANSWER_BYTES = 16 * 1024 * 1024  # far beyond any real completion; a flood is cut here
 _PREFIX = "openai/"
 
@@ -76,8 +79,14 @@ class HTTPWire:
         self._lock = threading.Lock()
 
     def prepare(self) -> None:
-        """Import httpx, build the client (its TLS context) and read the price map."""
+        """Import httpx, build the client (its TLS context), start the I/O loop, import
+        what a first request loads on its own (anyio's asyncio back end, the IDNA codec:
+        a third of a second that would count against its deadline), read the price map."""
         self._pool()
+        io_loop()
+        for name in _FIRST_REQUEST_MODULES:  # (another back end: the first request imports it)
+            with contextlib.suppress(ImportError):
+                importlib.import_module(name)
         price_map.load()
 
     def _pool(self) -> Any:

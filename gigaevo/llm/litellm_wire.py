@@ -180,34 +180,12 @@ class LiteLLMWire:
     """``wire.Wire`` over litellm (the functions above); one instance (``LITELLM``)."""
 
     name = "litellm"
+    send = staticmethod(send)
+    classify = staticmethod(classify)
+    supports_response_schema = staticmethod(supports_response_schema)
 
     def prepare(self) -> None:
         load_litellm()
-
-    def send(
-        self,
-        *,
-        model: str,
-        messages: list[dict[str, str]],
-        api_key: str,
-        api_base: str | None,
-        timeout_s: float,
-        params: dict[str, Any],
-    ) -> WireAnswer:
-        return send(
-            model=model,
-            messages=messages,
-            api_key=api_key,
-            api_base=api_base,
-            timeout_s=timeout_s,
-            params=params,
-        )
-
-    def classify(self, exc: BaseException) -> Failure:
-        return classify(exc)
-
-    def supports_response_schema(self, model: str) -> bool:
-        return supports_response_schema(model)
 
 
 LITELLM = LiteLLMWire()

@@ -48,7 +48,7 @@ def test_a_trickled_body_is_cut_at_the_total_deadline(
         elapsed = time.monotonic() - started
         assert server.behaviours() == ["trickle", "diff"]
     assert "SEARCH" in response.text
-    assert 1.0 <= elapsed < 3.0
+    assert 1.0 <= elapsed < 10.0  # cut at 1 s; generous for a loaded machine (~70 s uncut)
 
 
 def test_a_trickled_body_fails_the_call_once_retries_are_spent(
@@ -63,7 +63,7 @@ def test_a_trickled_body_fails_the_call_once_retries_are_spent(
             router.complete(PROMPT, seed=1)
         elapsed = time.monotonic() - started
     assert caught.value.kind == "Timeout" and caught.value.attempts == 2
-    assert 1.0 <= elapsed < 2.5
+    assert 1.0 <= elapsed < 10.0  # two deadlines of 0.5 s; ~70 s each uncut
 
 
 def test_nothing_listening_stops_after_three_requests(
