@@ -20,7 +20,8 @@ the real provider (``CardBankMemory`` from the default ``memory`` config, author
 so the bank keeps its size; stamps, leases, lineage, retirement sweeps and OPE on) then
 takes ``--measure`` more mutants: ``decide`` then ``observe`` (terminal, edge, lineage,
 lease release, trial stamp, evictor every 25, OPE every 20). Prints CPU and wall ms per
-mutant (mean and p50; CPU is the fairer figure on a shared machine), the head fits, the
+mutant (mean and p50; CPU is the fairer figure on a shared machine), the fits (decisions
+that found V or the cards moved) and the heads refitted in them, the
 process RSS once the ledger is open and fitted, and from that the bytes kept per
 historical decision (RSS slope between ledger lengths). ``--baseline PATH`` measures part 2
 also on the package of another checkout (an export of ``main``, say), each setting in a
@@ -314,8 +315,10 @@ def synthetic(n_cards: int, n_rows: int, measure: int) -> dict[str, float]:
         drive(memory, problem, n_rows, 10, children)  # warm up: the first fits
         rss = _tree_rss()
         fits = memory.reader.fits
+        heads = getattr(memory.reader.heads, "head_fits", 0)  # 0: a checkout without it
         cpu, wall = drive(memory, problem, n_rows + 10, measure, children)
         fits = memory.reader.fits - fits
+        heads = getattr(memory.reader.heads, "head_fits", 0) - heads
         memory.close()
     return {
         "built_s": built,
@@ -324,6 +327,7 @@ def synthetic(n_cards: int, n_rows: int, measure: int) -> dict[str, float]:
         "wall_mean": 1e3 * statistics.mean(wall),
         "wall_p50": 1e3 * statistics.median(wall),
         "fits": fits,
+        "head_fits": heads,
         "rss_mb": rss / 1e6,
     }
 
@@ -332,6 +336,7 @@ def _line(r: dict[str, float]) -> str:
     return (
         f"cpu mean {r['cpu_mean']:7.1f} p50 {r['cpu_p50']:7.1f} | wall mean"
         f" {r['wall_mean']:7.1f} p50 {r['wall_p50']:7.1f} | fits {r['fits']:>3}"
+        f" (heads {r.get('head_fits') or '-':>3})"
         f" | rss {r['rss_mb']:6.0f} MB (history built in {r['built_s']:.0f} s)"
     )
 

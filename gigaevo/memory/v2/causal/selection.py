@@ -234,18 +234,18 @@ def card_rows(
     unit = DesignSpace(
         space.n_context, ("",), kind_contrast=space.kind_contrast, rag_contrast=space.rag_contrast
     )
-    ps, width = space.shared_size, space.n_context
-    cache: dict[tuple[str | None, str | None], np.ndarray] = {}
-    shared = np.empty((len(cards), ps))
-    part = np.empty((len(cards), width))
-    block = np.empty(len(cards), dtype=int)
-    for i, c in enumerate(cards):
-        key = (c.kind, c.rag)
-        if key not in cache:
-            cache[key] = unit.row(x, 1, "", c.kind, c.rag)
-        row = cache[key]
-        shared[i], part[i] = row[:ps], row[ps:]
-        block[i] = space.lineage_position(c.lineage)
+    ps = space.shared_size
+    kinds: dict[tuple[str | None, str | None], int] = {}  # (kind, RAG label) -> its row
+    which = np.fromiter(
+        (kinds.setdefault((c.kind, c.rag), len(kinds)) for c in cards), dtype=int, count=len(cards)
+    )
+    distinct = np.array([unit.row(x, 1, "", kind, rag) for kind, rag in kinds]).reshape(
+        len(kinds), ps + space.n_context
+    )
+    rows = distinct[which]  # every card's row, taken from its (kind, label)'s
+    shared, part = np.ascontiguousarray(rows[:, :ps]), np.ascontiguousarray(rows[:, ps:])
+    index = space.lineage_position
+    block = np.fromiter((index(c.lineage) for c in cards), dtype=int, count=len(cards))
     return BlockDesign(shared, block, part, len(space.lineages))
 
 

@@ -71,6 +71,7 @@ log = logging.getLogger(__name__)
 
 SELECTION_MODES = ("causal", "none")
 LEASE_REDRAFTS = 3  # drafts tried when another process takes a lease slot first
+CANDIDATES_KEPT = 1 << 16  # candidate views kept before the cache starts over
 
 
 class CausalReader:
@@ -128,6 +129,7 @@ class CausalReader:
         self.assessor = assessor  # memory/applicability=agentic; None: no RAG labels
         self.assessment: Assessment | None = None  # labels of the decision being drafted
         self.snapshots = SnapshotCache()  # the universe, rendered once per card revision
+        self._candidates: dict[tuple[str, str, RagLabel | None], CandidateCard] = {}
 
     # -- decide ----------------------------------------------------------------
     def decide(self, context: MutationContext) -> Decision:
@@ -194,6 +196,17 @@ class CausalReader:
         """The RAG labels of ``eligible`` for this parent (None: agentic labels are off)."""
         return None if self.assessor is None else self.assessor.assess(context, eligible)
 
+    def _candidate(self, card: Card) -> CandidateCard:
+        """The selection's view of ``card`` (kept per (id, kind, label): 1,000 cards made
+        1,000 new objects per decision)."""
+        key = (card.id, card.kind, self._rag(card.id))
+        found = self._candidates.get(key)
+        if found is None:
+            if len(self._candidates) >= CANDIDATES_KEPT:  # retired cards, old labels
+                self._candidates.clear()
+            found = self._candidates[key] = CandidateCard(card.id, card.id, key[1], key[2])
+        return found
+
     def _rag(self, card_id: str) -> RagLabel | None:
         """The label ``card_id`` is decided under (None when labels are off)."""
         return None if self.assessment is None else self.assessment.label(card_id)
@@ -236,7 +249,7 @@ class CausalReader:
     ) -> Selection:
         if fit.immediate is None or fit.invalidity is None or x.shape[0] != fit.space.n_context:
             return _abstain(fit.failure or "heads not fitted")
-        cands = [CandidateCard(c.id, c.id, c.kind, self._rag(c.id)) for c in eligible]
+        cands = [self._candidate(c) for c in eligible]
         bounds = self.causal_reward.feasible_interval(context.parent_fitness)
         try:
             return select(
