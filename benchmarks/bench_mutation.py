@@ -92,18 +92,34 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "blr": (f"{CAUSAL}/blr.py", (f"{T}/test_blr.py", f"{T}/test_suffstats.py")),
     "arrowhead": (
         f"{CAUSAL}/arrowhead.py",
-        (f"{T}/test_arrowhead.py", f"{T}/test_wide_designs.py", f"{T}/test_suffstats.py"),
+        (
+            f"{T}/test_arrowhead.py",
+            f"{T}/test_wide_designs.py",
+            f"{T}/test_suffstats.py",
+            f"{T}/test_blr_pinned.py",
+        ),
     ),
-    "spectral": (f"{CAUSAL}/spectral.py", (f"{T}/test_blr.py", f"{T}/test_arrowhead.py")),
-    "quadrature": (f"{CAUSAL}/quadrature.py", (f"{T}/test_blr.py",)),
+    "spectral": (
+        f"{CAUSAL}/spectral.py",
+        (f"{T}/test_blr.py", f"{T}/test_arrowhead.py", f"{T}/test_blr_pinned.py"),
+    ),
+    "quadrature": (f"{CAUSAL}/quadrature.py", (f"{T}/test_blr.py", f"{T}/test_blr_pinned.py")),
     "projection": (
         f"{CAUSAL}/projection.py",
         (f"{T}/test_arm_latents.py", f"{T}/test_world_fast_paths.py"),
     ),
-    "suffstats": (f"{CAUSAL}/suffstats.py", (f"{T}/test_suffstats.py", f"{T}/test_blr.py")),
+    "suffstats": (
+        f"{CAUSAL}/suffstats.py",
+        (f"{T}/test_suffstats.py", f"{T}/test_blr.py", f"{T}/test_blr_pinned.py"),
+    ),
     "levels": (
         f"{CAUSAL}/levels.py",
-        (f"{T}/test_blr.py", f"{T}/test_suffstats.py", f"{T}/test_invalidity_levels.py"),
+        (
+            f"{T}/test_blr.py",
+            f"{T}/test_suffstats.py",
+            f"{T}/test_invalidity_levels.py",
+            f"{T}/test_blr_pinned.py",
+        ),
     ),
 }
 # modules whose functions also run at import (chance builds its quadrature rules then): each
