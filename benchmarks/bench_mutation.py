@@ -89,7 +89,10 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         f"{CAUSAL}/selection.py",
         (f"{T}/test_selection.py", f"{T}/test_world_fast_paths.py", f"{T}/test_wide_designs.py"),
     ),
-    "blr": (f"{CAUSAL}/blr.py", (f"{T}/test_blr.py", f"{T}/test_suffstats.py")),
+    "blr": (
+        f"{CAUSAL}/blr.py",
+        (f"{T}/test_blr.py", f"{T}/test_suffstats.py", f"{T}/test_arrowhead_pinned.py"),
+    ),
     "arrowhead": (
         f"{CAUSAL}/arrowhead.py",
         (
@@ -101,7 +104,12 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "spectral": (
         f"{CAUSAL}/spectral.py",
-        (f"{T}/test_blr.py", f"{T}/test_arrowhead.py", f"{T}/test_blr_pinned.py"),
+        (
+            f"{T}/test_blr.py",
+            f"{T}/test_arrowhead.py",
+            f"{T}/test_blr_pinned.py",
+            f"{T}/test_arrowhead_pinned.py",
+        ),
     ),
     "quadrature": (f"{CAUSAL}/quadrature.py", (f"{T}/test_blr.py", f"{T}/test_blr_pinned.py")),
     "projection": (
@@ -111,6 +119,7 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "suffstats": (
         f"{CAUSAL}/suffstats.py",
         (f"{T}/test_suffstats.py", f"{T}/test_blr.py", f"{T}/test_blr_pinned.py"),
+        # (and test_suffstats_pinned.py, as every module's own pinned file)
     ),
     "levels": (
         f"{CAUSAL}/levels.py",
@@ -119,6 +128,7 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
             f"{T}/test_suffstats.py",
             f"{T}/test_invalidity_levels.py",
             f"{T}/test_blr_pinned.py",
+            f"{T}/test_arrowhead_pinned.py",
         ),
     ),
 }
