@@ -22,6 +22,7 @@ import pytest
 
 from gigaevo.memory.v2.causal import BayesianLinearHead, DesignSpace
 from gigaevo.memory.v2.causal.arrowhead import BlockDesign
+from gigaevo.memory.v2.causal.errors import DesignError
 from gigaevo.memory.v2.causal.suffstats import GaussianStatistics, RowTerms
 
 C = 3
@@ -119,7 +120,29 @@ def _statistics(w: World) -> GaussianStatistics:
     return stats
 
 
-def _check(head: BayesianLinearHead, truth: Truth) -> None:
+def _at_sigma(w: World, v: np.ndarray, mu0: np.ndarray, sigma: float):
+    """(mean, marginal variances, log p(y | sigma)) of the conditional posterior, densely."""
+    x, r = w.x, w.y - w.x @ mu0
+    cov_y = (x * v) @ x.T + np.diag(sigma**2 + w.omega**2)
+    alpha = np.linalg.solve(cov_y, r)
+    _, logdet = np.linalg.slogdet(cov_y)
+    log_ev = -0.5 * (len(r) * math.log(2 * math.pi) + logdet + float(r @ alpha))
+    var = v - np.sum((x * v) * np.linalg.solve(cov_y, x * v), axis=0)
+    return mu0 + (x * v).T @ alpha, var, log_ev
+
+
+def _check(head: BayesianLinearHead, truth: Truth, w: World | None = None, prior=None) -> None:
+    """The mixture's figures; with the world, also three of its nodes one by one (each a
+    conditional posterior at sigma = exp(log_sd_nodes_[k]), aligned with weights_)."""
+    if w is not None and prior is not None:
+        comps = head.components_
+        assert len(comps) == len(head.weights_) == len(head.log_sd_nodes_)
+        for k in (0, len(comps) // 2, len(comps) - 1):
+            mean, var, log_ev = _at_sigma(w, *prior, math.exp(head.log_sd_nodes_[k]))
+            assert comps[k].log_evidence == pytest.approx(log_ev, abs=1e-8)
+            np.testing.assert_allclose(head.component_means_[k], mean, atol=1e-10)
+            np.testing.assert_allclose(comps[k].mean + prior[1], mean, atol=1e-10)
+            np.testing.assert_allclose(comps[k].marginal_variance(), var, rtol=1e-8)
     assert head.health_.ok
     sd = np.sqrt(truth.var)
     assert np.max(np.abs(head.coef_mean_ - truth.mean) / sd) < 1e-4
@@ -169,9 +192,9 @@ def test_several_levels_on_every_wide_path(wide_levels) -> None:
     w, v, mu0, truth = wide_levels
     ps = w.space.shared_size
     block = BlockDesign.from_dense(w.x, ps, C)
-    _check(_head(v, mu0).fit(block, w.y, w.omega), truth)
+    _check(_head(v, mu0).fit(block, w.y, w.omega), truth, w, (v, mu0))
     view = _statistics(w).fit_view({k: i for i, k in enumerate(w.space.lineages)}, 20)
-    _check(_head(v, mu0).fit_statistics(view), truth)
+    _check(_head(v, mu0).fit_statistics(view), truth, w, (v, mu0))
 
 
 def test_one_level_on_every_wide_path(wide_one_level) -> None:
@@ -179,20 +202,33 @@ def test_one_level_on_every_wide_path(wide_one_level) -> None:
     block pencil from the kept statistics)."""
     w, v, mu0, truth = wide_one_level
     ps = w.space.shared_size
-    _check(_head(v, mu0).fit(w.x, w.y, w.omega), truth)
-    _check(_head(v, mu0).fit(BlockDesign.from_dense(w.x, ps, C), w.y, w.omega), truth)
-    _check(_head(v, mu0, layout=(ps, C)).fit(w.x, w.y, w.omega), truth)
+    _check(_head(v, mu0).fit(w.x, w.y, w.omega), truth, w, (v, mu0))
+    block = BlockDesign.from_dense(w.x, ps, C)
+    _check(_head(v, mu0).fit(block, w.y, w.omega), truth, w, (v, mu0))
+    _check(_head(v, mu0, layout=(ps, C)).fit(w.x, w.y, w.omega), truth, w, (v, mu0))
     view = _statistics(w).fit_view({k: i for i, k in enumerate(w.space.lineages)}, 20)
-    _check(_head(v, mu0).fit_statistics(view), truth)
+    _check(_head(v, mu0).fit_statistics(view), truth, w, (v, mu0))
 
 
 @pytest.mark.parametrize("levels", ["one", "three"])
 def test_narrow_statistics_match_the_rows(narrow, levels: str) -> None:
     """Under the dense limit the kept statistics go through the dense solvers."""
     w, v, mu0, truth = narrow[levels]
-    _check(_head(v, mu0).fit(w.x, w.y, w.omega), truth)
+    _check(_head(v, mu0).fit(w.x, w.y, w.omega), truth, w, (v, mu0))
     view = _statistics(w).fit_view({k: i for i, k in enumerate(w.space.lineages)}, 5)
-    _check(_head(v, mu0).fit_statistics(view), truth)
+    _check(_head(v, mu0).fit_statistics(view), truth, w, (v, mu0))
+    with pytest.raises(DesignError, match="statistics and prior have inconsistent shapes"):
+        _head(v[:-1], mu0[:-1]).fit_statistics(view)
+
+
+def test_no_omega_means_exact_measurements_on_both_designs() -> None:
+    """omega left out is omega = 0 for every row, on a dense and on a block design."""
+    w = _world(5, 30, (0.0,), seed=11)
+    v, mu0 = _prior(w.space, 12)
+    truth = _truth(w, v, mu0)
+    _check(_head(v, mu0).fit(w.x, w.y), truth)
+    block = BlockDesign.from_dense(w.x, w.space.shared_size, C)
+    _check(_head(v, mu0).fit(block, w.y), truth)
 
 
 def test_the_cold_head_gives_the_prior_mass() -> None:
