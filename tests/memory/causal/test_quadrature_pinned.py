@@ -87,6 +87,15 @@ def test_two_separated_modes_are_both_found_and_the_mixture_integrates() -> None
     assert float(np.sum(w * q.fine_nodes)) == pytest.approx(0.45, abs=1e-8)
 
 
+def test_a_flat_topped_peak_is_located_and_integrated() -> None:
+    """h = -((t - m) / s)^4: a peak no parabola fits, so the mode polish has to work for
+    its precision; int exp(h) = 2 s Gamma(5/4) (the window holds the whole peak)."""
+    m, s = 0.3137, 0.5
+    q = adaptive_gauss_legendre(lambda t: -(((t - m) / s) ** 4), -2.0, 3.0)
+    assert len(q.modes) == 1 and q.modes[0] == pytest.approx(m, abs=1e-6)
+    assert _mass(q.fine_log_weights) == pytest.approx(2 * s * math.gamma(1.25), rel=1e-10)
+
+
 def test_a_negligible_second_mode_never_hides_the_dominant_one() -> None:
     """Two bells whose heights differ by e^200, with the kernel shifted up by 7: the
     reported modes include the dominant one, and the mass is the dominant bell's,
