@@ -90,6 +90,17 @@ def test_degenerate_laws_fail_closed(mean, cov) -> None:
     assert not acc.admitted(0.0)
 
 
+@pytest.mark.filterwarnings("ignore:The occurrence of roundoff error")  # quad says it too
+def test_an_integral_short_of_its_tolerance_fails_closed_with_its_error() -> None:
+    """A tolerance no quadrature reaches (1e-18): the card is refused (P_acc = 0, failed)
+    and the error actually reached is reported, finite and above the tolerance."""
+    acc = acceptance_probability(
+        np.array([-1.0, -0.2]), np.array([[0.3, 0.1], [0.1, 0.4]]), tolerance=1e-18
+    )
+    assert acc.failed and acc.probability == 0.0
+    assert 1e-18 < acc.error < 1e-6
+
+
 def test_admission_is_strictly_above_alpha() -> None:
     assert not Acceptance(0.10, 0.0, False).admitted(0.10)
     assert Acceptance(0.1000001, 0.0, False).admitted(0.10)
