@@ -6,7 +6,7 @@ Usage (mutmut lives in a scratch venv, never in the project's dependencies):
         > /tmp/mutmut-venv/lib/python3.11/site-packages/project-deps.pth
     /tmp/mutmut-venv/bin/python benchmarks/bench_mutation.py retirement chance \\
         [--workdir /tmp/gigaevo-mutation] [--budget-s 2400] [--max-children 1] [--survivors]
-        [--sample 40 --seed 1] [--resume] [--tree OLD_CHECKOUT]
+        [--sample 40 --seed 1] [--resume] [--tree OLD_CHECKOUT] [--recheck-timeouts]
 
 The ``.pth`` line lets the scratch venv import the project's dependencies (numpy, scipy,
 hydra, ...) without the project's editable install, so the tests import the mutated copy
@@ -21,8 +21,10 @@ survived + no tests), all mutants counted (equivalent ones are listed by hand in
 BENCHMARKS.md). ``--survivors`` re-runs only the survivors of a previous run in the same
 workdir against the current tree (kills stand for every function whose code is unchanged:
 adding tests cannot revive a mutant; mutants of removed code drop out),
-which is how the "after" column is measured. ``--resume`` continues an interrupted run (mutmut keeps
-every verdict it reached). ``--tree`` copies another checkout (e.g. a
+which is how the "after" column is measured; ``--recheck-timeouts`` re-runs the timeouts
+with them (mutmut's CPU-time limit comes from the timing pass, so a load that changes during
+the run turns slow but harmless mutants into false kills). ``--resume`` continues an
+interrupted run (mutmut keeps every verdict it reached). ``--tree`` copies another checkout (e.g. a
 ``git archive`` of the commit before new tests) for the "before" column. The surviving mutant names
 go to
 ``<workdir>/<module>/survivors.txt``; ``mutmut show NAME`` (run in that folder) prints one.
@@ -89,21 +91,47 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         f"{CAUSAL}/selection.py",
         (f"{T}/test_selection.py", f"{T}/test_world_fast_paths.py", f"{T}/test_wide_designs.py"),
     ),
-    "blr": (f"{CAUSAL}/blr.py", (f"{T}/test_blr.py", f"{T}/test_suffstats.py")),
+    "blr": (
+        f"{CAUSAL}/blr.py",
+        (f"{T}/test_blr.py", f"{T}/test_suffstats.py", f"{T}/test_arrowhead_pinned.py"),
+    ),
     "arrowhead": (
         f"{CAUSAL}/arrowhead.py",
-        (f"{T}/test_arrowhead.py", f"{T}/test_wide_designs.py", f"{T}/test_suffstats.py"),
+        (
+            f"{T}/test_arrowhead.py",
+            f"{T}/test_wide_designs.py",
+            f"{T}/test_suffstats.py",
+            f"{T}/test_blr_pinned.py",
+        ),
     ),
-    "spectral": (f"{CAUSAL}/spectral.py", (f"{T}/test_blr.py", f"{T}/test_arrowhead.py")),
-    "quadrature": (f"{CAUSAL}/quadrature.py", (f"{T}/test_blr.py",)),
+    "spectral": (
+        f"{CAUSAL}/spectral.py",
+        (
+            f"{T}/test_blr.py",
+            f"{T}/test_arrowhead.py",
+            f"{T}/test_blr_pinned.py",
+            f"{T}/test_arrowhead_pinned.py",
+        ),
+    ),
+    "quadrature": (f"{CAUSAL}/quadrature.py", (f"{T}/test_blr.py", f"{T}/test_blr_pinned.py")),
     "projection": (
         f"{CAUSAL}/projection.py",
         (f"{T}/test_arm_latents.py", f"{T}/test_world_fast_paths.py"),
     ),
-    "suffstats": (f"{CAUSAL}/suffstats.py", (f"{T}/test_suffstats.py", f"{T}/test_blr.py")),
+    "suffstats": (
+        f"{CAUSAL}/suffstats.py",
+        (f"{T}/test_suffstats.py", f"{T}/test_blr.py", f"{T}/test_blr_pinned.py"),
+        # (and test_suffstats_pinned.py, as every module's own pinned file)
+    ),
     "levels": (
         f"{CAUSAL}/levels.py",
-        (f"{T}/test_blr.py", f"{T}/test_suffstats.py", f"{T}/test_invalidity_levels.py"),
+        (
+            f"{T}/test_blr.py",
+            f"{T}/test_suffstats.py",
+            f"{T}/test_invalidity_levels.py",
+            f"{T}/test_blr_pinned.py",
+            f"{T}/test_arrowhead_pinned.py",
+        ),
     ),
 }
 # modules whose functions also run at import (chance builds its quadrature rules then): each
@@ -296,6 +324,11 @@ def main() -> None:
     parser.add_argument("--max-children", type=int, default=1)
     parser.add_argument("--survivors", action="store_true", help="re-run survivors only")
     parser.add_argument(
+        "--recheck-timeouts",
+        action="store_true",
+        help="with --survivors, re-run the timeouts too (a loaded machine makes false ones)",
+    )
+    parser.add_argument(
         "--resume", action="store_true", help="continue an interrupted run in the same workdir"
     )
     parser.add_argument(
@@ -320,7 +353,8 @@ def main() -> None:
         before: dict[str, str] = {}
         if args.survivors:
             before = statuses(folder, module)
-            names = sorted(k for k, v in before.items() if v in ("survived", "no tests"))
+            again = ("survived", "no tests", *(("timeout",) if args.recheck_timeouts else ()))
+            names = sorted(k for k, v in before.items() if v in again)
             refresh_tree(folder, module)
             if not names:
                 report(module, before, 0.0, folder)

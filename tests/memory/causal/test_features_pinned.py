@@ -30,9 +30,9 @@ def test_declared_behaviour_is_clipped_into_the_unit_interval() -> None:
 
 
 def test_an_unknown_behaviour_transform_is_named() -> None:
-    with pytest.raises(ValueError, match="unknown behaviour transform 'Declared'"):
+    with pytest.raises(ValueError, match=r"^unknown behaviour transform 'Declared'$"):
         behaviour_features([0.5], "Declared")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="'None'"):
+    with pytest.raises(ValueError, match=r"^unknown behaviour transform 'None'$"):
         behaviour_features([0.5], "None")  # type: ignore[arg-type]
 
 
@@ -41,7 +41,7 @@ def test_an_unknown_behaviour_transform_is_named() -> None:
 )
 def test_context_rejects_behaviour_outside_the_unit_interval(behaviour: list) -> None:
     reward = RewardDefinition(0.0, 1.0)
-    with pytest.raises(DesignError, match=r"behaviour values must be a 1-D sequence in \[0, 1\]"):
+    with pytest.raises(DesignError, match=r"^behaviour values must be a 1-D sequence in \[0, 1\]$"):
         context_features(reward, 0.5, 0.0, behaviour)
 
 
@@ -66,7 +66,7 @@ def test_normalised_parent_clips_to_one_in_both_directions() -> None:
 
 @pytest.mark.parametrize("se", [-0.1, float("nan"), float("inf")])
 def test_a_bad_standard_error_is_named(se: float) -> None:
-    with pytest.raises(ValueError, match="standard error must be finite and >= 0, got"):
+    with pytest.raises(ValueError, match=r"^standard error must be finite and >= 0, got"):
         measurement_sd(2.0, se)
 
 
@@ -78,9 +78,9 @@ def test_measurement_sd_in_normalised_units() -> None:
 
 
 def test_duplicate_lineages_are_named() -> None:
-    with pytest.raises(DesignError, match="lineage ids must be unique"):
+    with pytest.raises(DesignError, match=r"^lineage ids must be unique$"):
         DesignSpace(2, lineages=("a", "b", "a"))
-    with pytest.raises(DesignError, match="context width must be >= 1"):
+    with pytest.raises(DesignError, match=r"^context width must be >= 1$"):
         DesignSpace(0)
 
 
@@ -111,5 +111,5 @@ def test_invalidity_prior_with_loosened_levels_by_hand() -> None:
     )
     np.testing.assert_allclose(mean, [math.log(0.1 / 0.9), 0, 0, 0, 0, 0, 0])
     np.testing.assert_allclose(var, [1.0, 0.0225, 0.04, 0.04, 0.04, 2 * 0.25, 0.36])
-    with pytest.raises(ValueError, match="invalid base rate"):
+    with pytest.raises(ValueError, match=r"^invalid base rate must lie in"):
         space.invalidity_prior(base_rate=1.0)

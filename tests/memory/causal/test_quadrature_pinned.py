@@ -42,7 +42,14 @@ def test_polynomial_kernel_is_integrated_exactly_with_its_moments(batched: bool)
     assert q.modes_converged and not q.depth_limit_hit
 
 
-@pytest.mark.parametrize(("m", "s", "lo", "hi"), [(0.3, 0.05, -2.0, 3.0), (-1.0, 0.7, -4.0, 0.5)])
+@pytest.mark.parametrize(
+    ("m", "s", "lo", "hi"),
+    [
+        (0.3, 0.05, -2.0, 3.0),
+        (-1.0, 0.7, -4.0, 0.5),
+        (0.0, 0.1, -2.0, 2.0),  # the mode on a point of the scan
+    ],
+)
 def test_gaussian_kernel_matches_the_normal_cdf(m: float, s: float, lo: float, hi: float) -> None:
     """int_lo^hi exp(-(t - m)^2 / (2 s^2)) dt = s sqrt(2 pi) (Phi((hi-m)/s) - Phi((lo-m)/s)),
     the mode found to 1e-6, and the second central moment s^2 when the window holds the
@@ -78,6 +85,31 @@ def test_two_separated_modes_are_both_found_and_the_mixture_integrates() -> None
     w = np.exp(q.fine_log_weights)
     # the mixture's mean: 0.3 * -2 + 0.7 * 1.5 = 0.45
     assert float(np.sum(w * q.fine_nodes)) == pytest.approx(0.45, abs=1e-8)
+
+
+def test_a_flat_topped_peak_is_located_and_integrated() -> None:
+    """h = -((t - m) / s)^4: a peak no parabola fits, so the mode polish has to work for
+    its precision; int exp(h) = 2 s Gamma(5/4) (the window holds the whole peak)."""
+    m, s = 0.3137, 0.5
+    q = adaptive_gauss_legendre(lambda t: -(((t - m) / s) ** 4), -2.0, 3.0)
+    assert len(q.modes) == 1 and q.modes[0] == pytest.approx(m, abs=1e-6)
+    assert _mass(q.fine_log_weights) == pytest.approx(2 * s * math.gamma(1.25), rel=1e-10)
+
+
+def test_a_negligible_second_mode_never_hides_the_dominant_one() -> None:
+    """Two bells whose heights differ by e^200, with the kernel shifted up by 7: the
+    reported modes include the dominant one, and the mass is the dominant bell's,
+    e^7 0.1 sqrt(2 pi)."""
+
+    def h(t: float) -> float:
+        return 7.0 + float(
+            np.logaddexp(-0.5 * ((t + 2.0) / 0.1) ** 2, -200.0 - 0.5 * ((t - 2.0) / 0.1) ** 2)
+        )
+
+    q = adaptive_gauss_legendre(h, -4.0, 4.0)
+    assert any(abs(m + 2.0) < 1e-6 for m in q.modes)
+    exact = math.exp(7.0) * 0.1 * math.sqrt(2 * math.pi)
+    assert _mass(q.fine_log_weights) == pytest.approx(exact, rel=1e-8)
 
 
 def test_the_shift_changes_no_weight() -> None:
