@@ -56,6 +56,7 @@ from gigaevo.memory.v2.causal.retirement import (  # noqa: E402
     judge_card,
     practical_threshold,
 )
+from gigaevo.memory.v2.read.heads import invalidity_prior, shift_levels  # noqa: E402
 from gigaevo.memory.v2.settings import PosteriorSettings  # noqa: E402
 
 CARD = "card"
@@ -99,15 +100,9 @@ def heads(
         residual_sd_median=post.residual_sd_median,
         residual_log_sd=post.residual_log_sd,
     ).fit(design[valid], data["y"][valid], np.full(int(valid.sum()), omega))
-    mu, var = space.invalidity_prior(
-        post.invalidity_base_rate,
-        post.invalidity_baseline_prior_sd,
-        post.invalidity_shared_prior_sd,
-        post.invalidity_lineage_prior_sd,
-        baseline_intercept_sd=post.invalidity_baseline_intercept_prior_sd,
-        lineage_intercept_sd=post.invalidity_lineage_intercept_prior_sd,
-    )
-    invalidity = LogisticLaplaceHead(mu, var).fit(design, data["d"])
+    mu, var = invalidity_prior(post, space)
+    levels = shift_levels(post, space)
+    invalidity = LogisticLaplaceHead(mu, var, None, levels).fit(design, data["d"])
     return RetirementHeads(space, immediate, invalidity)
 
 

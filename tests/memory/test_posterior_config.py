@@ -63,6 +63,7 @@ BAD = [
         "memory.posterior_config.invalidity_lineage_intercept_prior_sd=-1",
         "invalidity_lineage_intercept_prior_sd",
     ),
+    ("memory.posterior_config.invalidity_shift_wide_weight=0", "invalidity_shift_wide_weight"),
     ("+memory.posterior_config.prior_scale=2", "prior_scale"),
     ("memory.context.progress_log_scale=0", "progress_log_scale"),
     ("memory.context.behaviour_transform=log", "behaviour_transform"),
@@ -164,6 +165,7 @@ def test_knobs_reach_the_heads(tmp_path: Path) -> None:
         "memory.posterior_config.invalidity_lineage_prior_sd=0.9",
         "memory.posterior_config.invalidity_baseline_intercept_prior_sd=1.2",
         "memory.posterior_config.invalidity_lineage_intercept_prior_sd=0.8",
+        "memory.posterior_config.invalidity_shift_wide_weight=0.25",
         "memory.context.progress_log_scale=50",
         "memory.context.behaviour_transform=none",
     )
@@ -188,9 +190,14 @@ def test_knobs_reach_the_heads(tmp_path: Path) -> None:
         ivar = np.asarray(fit.invalidity.prior_variance)
         assert ivar[0] == pytest.approx(1.44) and ivar[1] == pytest.approx(0.09)
         assert ivar[3] == pytest.approx(0.16)
-        # the card's own level: its 1/sqrt(C) intercept column has variance C * 0.8^2 (C = 3)
+        # the card's own shift: the block's level (narrow) in the prior, and the wide level
+        # C * 0.8^2 on its 1/sqrt(C) intercept column (C = 3) with prior weight 0.25
         lineage_var = ivar[space.lineage_slice("K")]
-        assert lineage_var[0] == pytest.approx(3 * 0.64) and lineage_var[1] == pytest.approx(0.81)
+        assert lineage_var[0] == pytest.approx(0.81) and lineage_var[1] == pytest.approx(0.81)
+        levels = fit.invalidity.shift_levels
+        assert levels is not None and levels.weight == 0.25
+        assert levels.columns.tolist() == [space.lineage_slice("K").start]
+        assert levels.wide_variance == pytest.approx(3 * 0.64)
         # the unknown-se measurement sd of the immediate rows
         mid = 0.5 * (reader.causal_reward.lower + reader.causal_reward.upper)
         features = row.context.features

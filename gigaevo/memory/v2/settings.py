@@ -157,11 +157,15 @@ class PosteriorSettings:
             the sds of the context slopes).
         invalidity_baseline_intercept_prior_sd: prior sd of the problem's own invalid logit
             around logit(p0) (None: the baseline block's sd, as that page).
-        invalidity_lineage_intercept_prior_sd: prior sd of a card's own shift of the invalid
-            logit (None: the lineage block's sd on its 1/sqrt(C) column, as that page).
-            Loose
-            levels let a card's observed invalidity, not the prior, decide the chance
-            constraint after a few cited rows (docs/memory.md, "Invalidity priors").
+        invalidity_lineage_intercept_prior_sd: the wide level of a card's own shift of the
+            invalid logit (None: the lineage block's sd on its 1/sqrt(C) column, as that
+            page, and one level).
+        invalidity_shift_wide_weight: prior probability of that wide level; the narrow
+            level is the lineage block's sd (memory-model.md "Card shift levels"). A card
+            whose own rows favour the wide level gets it, so its observed invalidity, not
+            the prior, decides the chance constraint after a few cited rows, while a card
+            that leaves the invalid rate alone is not treated as if it might double it.
+            1: the wide level for every card (one Gaussian level, issue 20's first fix).
     """
 
     baseline_prior_sd: float = 0.75
@@ -180,6 +184,7 @@ class PosteriorSettings:
     invalidity_lineage_prior_sd: float = 0.60
     invalidity_baseline_intercept_prior_sd: float | None = 1.5
     invalidity_lineage_intercept_prior_sd: float | None = 2.0
+    invalidity_shift_wide_weight: float = 0.1
 
     def __post_init__(self) -> None:
         for name in (
@@ -205,6 +210,11 @@ class PosteriorSettings:
             raise ValueError(
                 f"reward_residual_sd_bounds must be [low, high] with 0 < low < high, "
                 f"got {list(bounds)}"
+            )
+        if not 0.0 < self.invalidity_shift_wide_weight <= 1.0:
+            raise ValueError(
+                "invalidity_shift_wide_weight must lie in (0, 1], got "
+                f"{self.invalidity_shift_wide_weight}"
             )
         for name in ("unknown_measurement_sd", "lineage_measurement_sd"):
             if getattr(self, name) < 0:

@@ -25,6 +25,7 @@ from gigaevo.memory.v2.causal import (
     acceptance_probability,
     context_features,
 )
+from gigaevo.memory.v2.read.heads import invalidity_prior, shift_levels
 from gigaevo.memory.v2.settings import PosteriorSettings
 from tests.memory.causal.simulate import CARD, random_contexts
 
@@ -32,22 +33,17 @@ PROD = PosteriorSettings()
 N_CONTROL = 129
 
 
-def _prior(space: DesignSpace, model: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def _head(space: DesignSpace, model: bool = False, post: PosteriorSettings = PROD
+          ) -> LogisticLaplaceHead:  # fmt: skip
+    """An unfitted invalidity head with the page's priors or the production ones."""
     if model:
-        return space.invalidity_prior()
-    return space.invalidity_prior(
-        PROD.invalidity_base_rate,
-        PROD.invalidity_baseline_prior_sd,
-        PROD.invalidity_shared_prior_sd,
-        PROD.invalidity_lineage_prior_sd,
-        baseline_intercept_sd=PROD.invalidity_baseline_intercept_prior_sd,
-        lineage_intercept_sd=PROD.invalidity_lineage_intercept_prior_sd,
-    )
+        return LogisticLaplaceHead(*space.invalidity_prior())
+    return LogisticLaplaceHead(*invalidity_prior(post, space), None, shift_levels(post, space))
 
 
 def _excluded_share(
     seed: int, n_cited: int, rate: float, *, base: float = 0.05, n_control: int = N_CONTROL,
-    model: bool = False,
+    model: bool = False, post: PosteriorSettings = PROD,
 ) -> float:  # fmt: skip
     """Share of the card's contexts where it is excluded, with exactly round(rate * n)
     invalid cited rows and round(base * n_control) invalid controls at random contexts."""
@@ -59,8 +55,7 @@ def _excluded_share(
     d[rng.permutation(n_cited)[: round(rate * n_cited)]] = 1.0
     d[n_cited + rng.permutation(n_control)[: round(base * n_control)]] = 1.0
     design = np.array([space.row(xi, int(a), CARD) for xi, a in zip(x, arm, strict=True)])
-    mu, v = _prior(space, model)
-    head = LogisticLaplaceHead(mu, v).fit(design, d)
+    head = _head(space, model, post).fit(design, d)
     assert head.ok_
     out = []
     for xi in x[: min(n_cited, 8)]:
@@ -104,8 +99,7 @@ def test_a_neutral_card_stays_safe_when_the_base_rate_is_far_from_five_percent()
 def test_cold_cards_are_admitted() -> None:
     x = context_features(RewardDefinition(0.0, 1.0), 0.80, 50, [0.25, 0.50])
     space = DesignSpace(5, ("A",), kind_contrast=True)
-    mu, v = _prior(space)
-    head = LogisticLaplaceHead(mu, v).fit(np.zeros((0, space.size)), np.zeros(0))
+    head = _head(space).fit(np.zeros((0, space.size)), np.zeros(0))
     eta, cov = head.linear_predictor(space.row(x, 0), space.row(x, 1, "A", "insight"))
     acc = acceptance_probability(eta, cov)
     assert 0.5 < acc.probability < 0.99 and acc.admitted(0.10)
@@ -132,3 +126,52 @@ def test_gain_lineage_intercept_sd_sets_only_the_lineage_intercepts() -> None:
     assert np.flatnonzero(loose != model).tolist() == starts
     assert loose[starts] == pytest.approx(4 * 0.01)  # C * sd^2 on the 1/sqrt(C) column
     assert np.array_equal(space.utility_prior_variance(lineage_intercept_sd=None), model)
+
+
+def _two_card_rows(seed: int, n: int, space: DesignSpace) -> tuple[np.ndarray, np.ndarray]:
+    """n cited rows of a harmful card (35 % invalid), n of a neutral one and n controls
+    (both 5 %), exact counts at random contexts."""
+    rng = np.random.default_rng(seed)
+    rows, d = [], []
+    for card, rate in (("harm", 0.35), ("calm", 0.05), (None, 0.05)):
+        x = random_contexts(n, rng)
+        rows += [space.row(xi, int(card is not None), card) for xi in x]
+        flags = np.zeros(n)
+        flags[rng.permutation(n)[: round(rate * n)]] = 1.0
+        d.append(flags)
+    return np.array(rows), np.concatenate(d)
+
+
+@pytest.mark.parametrize("extra", [0, 12])  # 12 idle cards: P > 64, the block-arrowhead path
+def test_only_the_card_whose_rows_favour_it_gets_the_wide_level(extra: int) -> None:
+    cards = ("calm", "harm", *(f"idle-{i:02d}" for i in range(extra)))
+    space = DesignSpace(5, cards, kind_contrast=False)
+    x, d = _two_card_rows(3, 40, space)
+    head = _head(space).fit(x, d)
+    assert head.ok_
+    harm, calm = space.lineage_slice("harm").start, space.lineage_slice("calm").start
+    assert head.wide_columns_.tolist() == [harm]
+    assert head._v[harm] == pytest.approx(5 * 2.0**2) and head._v[calm] == pytest.approx(0.36)
+    # the refit's Laplace posterior is the MAP under the chosen levels: the same head fitted
+    # with those levels as a single Gaussian prior finds the same coefficients
+    var = head._v.copy()
+    again = LogisticLaplaceHead(head.prior_mean, var, (space.shared_size, 5)).fit(x, d)
+    assert np.allclose(again.coef_, head.coef_, atol=1e-5)
+
+
+def test_the_two_levels_keep_an_unproven_card_from_looking_harmful() -> None:
+    """A card without rows next to a harmful and a neutral one: with one loose level its
+    expected invalid rise is 8 points (expit is convex: E[p_1] ~ 0.14 at 5 %), which the
+    hurdle value charges to it; with two levels it is under 2 points."""
+    space = DesignSpace(5, ("calm", "harm", "new"), kind_contrast=False)
+    x, d = _two_card_rows(4, 20, space)
+    xi = np.array([1.0, 0.6, 0.8, 0.0, 0.0])
+    rng = np.random.default_rng(0)
+    rise = {}
+    for weight in (1.0, PROD.invalidity_shift_wide_weight):
+        post = PosteriorSettings(invalidity_shift_wide_weight=weight)
+        head = _head(space, post=post).fit(x, d)
+        eta, cov = head.linear_predictor(space.row(xi, 0), space.row(xi, 1, "new"))
+        p = 1.0 / (1.0 + np.exp(-rng.multivariate_normal(eta, cov, 20_000)))
+        rise[weight] = float(np.mean(p[:, 1] - p[:, 0]))
+    assert rise[1.0] > 0.06 and abs(rise[PROD.invalidity_shift_wide_weight]) < 0.02, rise

@@ -23,6 +23,7 @@ from gigaevo.memory.v2.causal.arrowhead import (
     as_block_design,
     block_gram,
     factor_blocks,
+    marginal_variance,
 )
 from gigaevo.memory.v2.causal.errors import DesignError
 
@@ -30,6 +31,65 @@ GRADIENT_TOLERANCE = 1e-5
 GRADIENT_TARGET = 1e-6
 MAX_CONDITION = 1e12
 NEWTON_STEPS = 50
+
+
+@dataclass(frozen=True)
+class ShiftLevels:
+    """Two-level prior on each card's own shift of the invalid logit (memory-model.md
+    "Invalidity head and chance constraint", "Card shift levels").
+
+    Most cards leave the invalid rate alone, a few raise (or lower) it a lot: the shift's
+    prior is the narrow level of the block (the prior variance the head is built with) with
+    probability 1 - ``weight`` and ``wide_variance`` with probability ``weight``. After the
+    MAP under the narrow level, each card whose own rows favour the wide level (posterior
+    odds > 1, from the 1-D Gaussian likelihood implied by its narrow marginal posterior) gets
+    the wide level, and the head is refitted from that MAP.
+
+    Attributes:
+        columns: the lineage blocks' intercept columns (a card's own average shift).
+        wide_variance: variance of the wide level on those columns (C * sd^2: the column
+            carries 1/sqrt(C)).
+        weight: prior probability of the wide level, in (0, 1).
+    """
+
+    columns: np.ndarray
+    wide_variance: float
+    weight: float
+
+    def wide(self, mean: np.ndarray, variance: np.ndarray, prior: tuple[np.ndarray, np.ndarray]
+             ) -> np.ndarray:  # fmt: skip
+        """The columns whose posterior odds favour the wide level.
+
+        Args:
+            mean, variance: narrow-level posterior mean and marginal variance of ``columns``.
+            prior: (mean, variance) of the narrow level on ``columns``.
+        """
+        mu0, v_narrow = prior
+        precision = 1.0 / variance - 1.0 / v_narrow  # the rows' own information
+        informed = precision > 1e-9
+        lam = np.where(informed, precision, 1.0)
+        centre = (mean / variance - mu0 / v_narrow) / lam - mu0
+
+        def log_evidence(v: np.ndarray | float) -> np.ndarray:
+            total = v + 1.0 / lam
+            return -0.5 * (np.log(total) + centre * centre / total)
+
+        odds = (
+            math.log(self.weight / (1.0 - self.weight))
+            + log_evidence(self.wide_variance)
+            - log_evidence(v_narrow)
+        )
+        return self.columns[informed & (odds > 0.0)]
+
+
+def card_shift_levels(
+    shared_size: int, size: int, width: int, wide_sd: float | None, weight: float
+) -> ShiftLevels | None:
+    """``ShiftLevels`` of a design layout (P_s, P, C); None for a single level (no wide sd, or
+    a weight of 1: every card gets the wide level as its only prior)."""
+    if wide_sd is None or weight >= 1.0 or size <= shared_size:
+        return None
+    return ShiftLevels(np.arange(shared_size, size, width), width * wide_sd**2, weight)
 
 
 class LogisticLaplaceHead:
@@ -40,11 +100,14 @@ class LogisticLaplaceHead:
         prior_variance: v_gamma, shape (P,).
         block_layout: (P_s, C) of the design layout; with it a dense design wider than
             ``DENSE_MAX_SIZE`` columns is fitted in block-arrowhead form.
+        shift_levels: two-level prior on each card's own shift (``prior_variance`` holds the
+            narrow level on those columns), or None for the single Gaussian prior.
 
     Learned attributes: ``coef_`` (gamma-hat, (P,)), ``coef_cov_`` (Sigma_gamma = F^-1, (P, P);
     None for a ``BlockDesign`` fit, whose F stays factored), ``ok_`` (fit succeeded; False is
     fail-closed), ``failure_`` (reason or ""), ``gradient_norm_``, ``condition_`` (cond(F); on the
-    block path an upper bound on it when that bound already passes the 1e12 gate).
+    block path an upper bound on it when that bound already passes the 1e12 gate),
+    ``wide_columns_`` (the shift columns given the wide level).
     """
 
     def __init__(
@@ -52,10 +115,12 @@ class LogisticLaplaceHead:
         prior_mean: np.ndarray,
         prior_variance: np.ndarray,
         block_layout: tuple[int, int] | None = None,
+        shift_levels: ShiftLevels | None = None,
     ) -> None:
         self.prior_mean = prior_mean
         self.prior_variance = prior_variance
         self.block_layout = block_layout
+        self.shift_levels = shift_levels
 
     def _xdot(self, g: np.ndarray) -> np.ndarray:
         return self._x.dot(g) if isinstance(self._x, BlockDesign) else self._x @ g
@@ -106,10 +171,34 @@ class LogisticLaplaceHead:
             gamma = res.x
             if float(np.max(np.abs(self._objective(gamma)[1]))) > GRADIENT_TARGET:
                 gamma = self._newton(gamma)
+        self._finish(gamma)
+        self.wide_columns_ = np.zeros(0, dtype=int)
+        if n and self.ok_ and self.shift_levels is not None:
+            self._widen(gamma)
+        return self
+
+    def _finish(self, gamma: np.ndarray) -> None:
         self.coef_ = gamma
         self.gradient_norm_ = float(np.max(np.abs(self._objective(gamma)[1])))
         self._set_posterior(gamma)
-        return self
+
+    def _widen(self, gamma: np.ndarray) -> None:
+        """Give the wide level to the cards whose rows favour it, refit from the MAP."""
+        levels = self.shift_levels
+        assert levels is not None
+        cols = levels.columns
+        if isinstance(self._precision, _BlockPrecision):
+            variance = marginal_variance(self._precision.factor)[cols]
+        else:
+            assert self.coef_cov_ is not None
+            variance = np.diag(self.coef_cov_)[cols]
+        wide = levels.wide(gamma[cols], variance, (self._mu[cols], self._v[cols]))
+        if not len(wide):
+            return
+        self._v = self._v.copy()
+        self._v[wide] = levels.wide_variance
+        self._finish(self._newton(gamma.copy()))
+        self.wide_columns_ = wide
 
     def _set_posterior(self, gamma: np.ndarray) -> None:
         self.failure_ = ""
@@ -307,9 +396,7 @@ class _BlockPrecision:
 
 
 def _largest_eigenvalue(matvec: Callable[[np.ndarray], np.ndarray], p: int) -> float:
-    if p <= 64:
-        dense = np.column_stack([matvec(e) for e in np.eye(p)])
-        return float(np.max(np.linalg.eigvalsh(0.5 * (dense + dense.T))))
+    """Largest eigenvalue of a symmetric operator by Lanczos (the block path: p > 64)."""
     op = LinearOperator((p, p), matvec=lambda v: matvec(np.asarray(v).reshape(-1)), dtype=float)
     return float(eigsh(op, k=1, which="LA", tol=1e-6, return_eigenvectors=False)[0])
 

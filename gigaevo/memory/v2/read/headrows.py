@@ -37,6 +37,7 @@ from gigaevo.memory.v2.causal import (
 )
 from gigaevo.memory.v2.causal import RewardDefinition as CausalReward
 from gigaevo.memory.v2.causal.arrowhead import DENSE_MAX_SIZE, row_products
+from gigaevo.memory.v2.causal.invalidity import ShiftLevels
 from gigaevo.memory.v2.causal.suffstats import GaussianStatistics, RowTerms
 from gigaevo.memory.v2.evidence import LineageRow, Observation, SelectionEvidence
 from gigaevo.memory.v2.settings import PosteriorSettings
@@ -278,8 +279,14 @@ class InvalidityFitter:
     bit. Below ``ANCHOR_MIN`` rows a fit starts at the prior mean, as before.
     """
 
-    def __init__(self, kind_contrast: bool, rag_contrast: bool) -> None:
+    def __init__(
+        self,
+        kind_contrast: bool,
+        rag_contrast: bool,
+        shift_levels: Callable[[DesignSpace], ShiftLevels | None] | None = None,
+    ) -> None:
         self.kind_contrast, self.rag_contrast = kind_contrast, rag_contrast
+        self.shift_levels = shift_levels  # memory-model.md "Card shift levels"
         self._anchor: tuple[object, DesignSpace, np.ndarray] | None = None
         self.anchors = 0  # anchor fits so far
 
@@ -293,7 +300,8 @@ class InvalidityFitter:
         mu, var = prior(space)
         start = self._start(table, space, alias, prior)
         block_of = {k: space.lineage_position(alias.get(k, k)) for k in table.keys}
-        head = LogisticLaplaceHead(mu, var, (space.shared_size, space.n_context))
+        levels = self.shift_levels(space) if self.shift_levels is not None else None
+        head = LogisticLaplaceHead(mu, var, (space.shared_size, space.n_context), levels)
         return head.fit(_design(table, block_of, space), table.invalid[: table.n], start=start)
 
     def _start(

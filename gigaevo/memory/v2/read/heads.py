@@ -36,6 +36,7 @@ from gigaevo.memory.v2.causal import (
 from gigaevo.memory.v2.causal import RewardDefinition as CausalReward
 from gigaevo.memory.v2.causal.arrowhead import DENSE_MAX_SIZE
 from gigaevo.memory.v2.causal.errors import DesignError
+from gigaevo.memory.v2.causal.invalidity import ShiftLevels, card_shift_levels
 from gigaevo.memory.v2.causal.transfer import (
     TransferConfig,
     TransferFit,
@@ -104,7 +105,9 @@ class HeadFitter:
         self._transfer_digest = ""
         self._transfer_cache: dict[str, tuple[str, tuple[float, str]]] = {}  # card -> fit
         self.rows = HeadRows(evidence, reward, posterior, rag_contrast=rag_contrast)
-        self.invalidity = InvalidityFitter(posterior.kind_contrast, rag_contrast)
+        self.invalidity = InvalidityFitter(
+            posterior.kind_contrast, rag_contrast, shift_levels=self._shift_levels
+        )
         self.current: tuple[FitKey, HeadFit] | None = None  # (cache key, fit)
         # per head: (the inputs it was fitted on, the fitted head); see ``_head``
         self._heads: dict[str, tuple[tuple[object, ...], Any]] = {}
@@ -237,19 +240,10 @@ class HeadFitter:
         return head
 
     def _invalidity_prior(self, space: DesignSpace) -> tuple[np.ndarray, np.ndarray]:
-        """(mu_gamma, v_gamma) of the invalidity head in ``space``.
+        return invalidity_prior(self.posterior, space)
 
-        (memory-model.md "Invalidity head and chance constraint".)
-        """
-        post = self.posterior
-        return space.invalidity_prior(
-            post.invalidity_base_rate,
-            post.invalidity_baseline_prior_sd,
-            post.invalidity_shared_prior_sd,
-            post.invalidity_lineage_prior_sd,
-            baseline_intercept_sd=post.invalidity_baseline_intercept_prior_sd,
-            lineage_intercept_sd=post.invalidity_lineage_intercept_prior_sd,
-        )
+    def _shift_levels(self, space: DesignSpace) -> ShiftLevels | None:
+        return shift_levels(self.posterior, space)
 
     def _utility_head(self, space: DesignSpace) -> BayesianLinearHead:
         """An unfitted Gaussian head with the configured priors (immediate or delayed-lineage)."""
@@ -379,4 +373,30 @@ def _lineage_diagnostics(head: BayesianLinearHead | None, n_rows: int) -> tuple[
         Diagnostic("lineage.sigma", math.sqrt(head.residual_variance_)),
         Diagnostic("lineage.ok", float(h.ok)),
         Diagnostic("lineage.at_boundary", float(h.at_boundary)),
+    )
+
+
+def invalidity_prior(post: PosteriorSettings, space: DesignSpace) -> tuple[np.ndarray, np.ndarray]:
+    """(mu_gamma, v_gamma) of the invalidity head in ``space`` (memory-model.md "Invalidity head
+    and chance constraint"); with two shift levels, v_gamma holds the narrow one."""
+    two_levels = post.invalidity_shift_wide_weight < 1.0
+    return space.invalidity_prior(
+        post.invalidity_base_rate,
+        post.invalidity_baseline_prior_sd,
+        post.invalidity_shared_prior_sd,
+        post.invalidity_lineage_prior_sd,
+        baseline_intercept_sd=post.invalidity_baseline_intercept_prior_sd,
+        lineage_intercept_sd=None if two_levels else post.invalidity_lineage_intercept_prior_sd,
+    )
+
+
+def shift_levels(post: PosteriorSettings, space: DesignSpace) -> ShiftLevels | None:
+    """The two-level prior on each card's own invalid-logit shift (memory-model.md "Card shift
+    levels"); None: one level."""
+    return card_shift_levels(
+        space.shared_size,
+        space.size,
+        space.n_context,
+        post.invalidity_lineage_intercept_prior_sd,
+        post.invalidity_shift_wide_weight,
     )
