@@ -2,15 +2,18 @@
 
 Usage:
     .venv/bin/python benchmarks/bench_bank_writes.py [--cards 100 1000] [--stamps 2000]
-        [--hot 5] [--baseline PATH_OF_ANOTHER_CHECKOUT]
+        [--hot 5] [--batch 16] [--baseline PATH_OF_ANOTHER_CHECKOUT]
 
 For each bank size: a bank of synthetic insight cards (``LocalMemoryStore``), then
-``--stamps`` use-trial stamps (``read.trials.stamp_trial``, one bank transaction each, as
-the live updater does on each usefulness-eligible terminal) spread over the first
-``--hot`` cards (as in a run, where the few cards delivered most get the trials), then
-one card-record change (a revision bump). Prints the bytes each stamp writes (the
-process's ``wchar`` from ``/proc/self/io``: every byte passed to ``write``, temporary
-files included) over the first and the last 100 stamps, their CPU ms, and the sizes of
+``--stamps`` use-trial stamps (``read.trials.stamp_trial``, one bank transaction each)
+spread over the first ``--hot`` cards (as in a run, where the few cards delivered most
+get the trials), then one card-record change (a revision bump), then as many stamps
+again staged in the store and written ``--batch`` at a time (as ``TrialStamper`` does
+on each usefulness-eligible terminal since the stamps ride along with the next bank
+write; skipped for a checkout without ``LocalMemoryStore.stage``). Prints the bytes
+each stamp writes (the process's ``wchar`` from ``/proc/self/io``: every byte passed to
+``write``, temporary files included) over the first and the last 96 stamps, their CPU
+and wall ms (wall includes the fsyncs, which dominate), and the sizes of
 ``cards.json`` and ``cards.trials.jsonl`` at the end. Flat bytes per stamp: a write
 costs what changed, not what the run has stamped so far.
 
@@ -39,14 +42,67 @@ def wchar() -> int:
         return next(int(ln.split()[1]) for ln in f if ln.startswith("wchar:"))
 
 
-def measure(n_cards: int, stamps: int, hot: int) -> None:
+def _series(store, ids: list[str], stamps: int, hot: int, staged: int, tag: str) -> Series:
+    """``stamps`` use-trial stamps onto the first ``hot`` cards; per stamp (bytes, CPU s, wall s).
+
+    ``staged=0``: one bank transaction per stamp (``stamp_trial``). ``staged=n``: staged in
+    the store and written n at a time (``TrialStamper``'s batching), so each n-th stamp
+    pays the write for the n before it.
+    """
+    from gigaevo.memory.v2.bank.cards import UseTrial
+    from gigaevo.memory.v2.read.trials import _stamp_into, stamp_trial
+
+    out = Series([], [], [])
+    for i in range(stamps):
+        trial = UseTrial(f"{tag}-{i:07d}", "bench-run", "toy", i % 2, bool(i % 3))
+        cid = ids[i % hot]
+        w0, c0, t0 = wchar(), time.process_time(), time.perf_counter()
+        if staged:
+            store.stage(lambda cards, c=cid, t=trial: _stamp_into(cards, c, t, 0.0), _ok)
+            if store.staged >= staged:
+                store.flush()
+        else:
+            _ok(stamp_trial(store, cid, trial))
+        out.add(wchar() - w0, time.process_time() - c0, time.perf_counter() - t0)
+    if staged:
+        store.flush()
+    return out
+
+
+def _ok(outcome: str) -> None:
+    assert outcome == "stamped", outcome
+
+
+@dataclasses.dataclass
+class Series:
+    written: list[int]
+    cpu: list[float]
+    wall: list[float]
+
+    def add(self, written: int, cpu: float, wall: float) -> None:
+        self.written.append(written)
+        self.cpu.append(cpu)
+        self.wall.append(wall)
+
+    def line(self, k: int) -> str:
+        first, last = statistics.mean(self.written[:k]), statistics.mean(self.written[-k:])
+        ms = 1e3
+        return (
+            f"bytes written per stamp, first {k} {first:9,.0f}  last {k} {last:9,.0f}"
+            f"  (last / first {last / first:5.2f}); ms per stamp, first {k}: CPU"
+            f" {ms * statistics.mean(self.cpu[:k]):5.2f}"
+            f" wall {ms * statistics.mean(self.wall[:k]):6.2f},"
+            f" last {k}: CPU {ms * statistics.mean(self.cpu[-k:]):5.2f}"
+            f" wall {ms * statistics.mean(self.wall[-k:]):6.2f}"
+        )
+
+
+def measure(n_cards: int, stamps: int, hot: int, batch: int) -> None:
     """Child mode: the package on ``sys.path[0]`` is the one measured."""
     import numpy as np
     from bench_memory_bank import synthetic_card
 
     from gigaevo.memory.v2 import HashingEmbedder, LocalMemoryStore
-    from gigaevo.memory.v2.bank.cards import UseTrial
-    from gigaevo.memory.v2.read.trials import stamp_trial
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -55,37 +111,32 @@ def measure(n_cards: int, stamps: int, hot: int) -> None:
         cards = [synthetic_card(i, rng) for i in range(n_cards)]
         store.transaction(lambda working: working.update({c.id: c for c in cards}))
         start_size = (root / "cards.json").stat().st_size
-        written, cpu = [], []
-        for i in range(stamps):
-            trial = UseTrial(f"decision-{i:07d}", "bench-run", "toy", i % 2, bool(i % 3))
-            w0, c0 = wchar(), time.process_time()
-            outcome = stamp_trial(store, cards[i % hot].id, trial)
-            written.append(wchar() - w0)
-            cpu.append(time.process_time() - c0)
-            assert outcome == "stamped", outcome
+        ids = [c.id for c in cards]
+        each = _series(store, ids, stamps, hot, 0, "each")
         card = store.get(cards[0].id)
         assert card is not None and len(card.use_trials) == stamps // hot
-        w0, c0 = wchar(), time.process_time()
+        w0, c0, t0 = wchar(), time.process_time(), time.perf_counter()
         store.transaction(
             lambda working: working.update(
                 {card.id: dataclasses.replace(card, revision=card.revision + 1)}
             )
         )
-        edit, edit_cpu = wchar() - w0, time.process_time() - c0
+        edit, edit_cpu, edit_wall = wchar() - w0, time.process_time() - c0, time.perf_counter() - t0
         sizes = {p: (root / p).stat().st_size if (root / p).exists() else 0 for p in FILES}
-    k = min(100, stamps // 2)
-    first, last = statistics.mean(written[:k]), statistics.mean(written[-k:])
-    print(
-        f"  cards {n_cards:>5}: bytes written per stamp, first {k} {first:11,.0f}"
-        f"  last {k} {last:11,.0f}  (last / first {last / first:6.2f});"
-        f" CPU ms per stamp first {1e3 * statistics.mean(cpu[:k]):6.2f}"
-        f" last {1e3 * statistics.mean(cpu[-k:]):6.2f}",
-        flush=True,
-    )
+        staged = None
+        if hasattr(store, "stage"):  # a checkout whose stamper stages its stamps
+            staged = _series(store, ids, stamps, hot, batch, "staged")
+    k = min(96, stamps // 2)
+    print(f"  cards {n_cards:>5}: one transaction per stamp: {each.line(k)}", flush=True)
+    if staged is not None:
+        print(f"               staged, {batch} per write:    {staged.line(k)}", flush=True)
+    else:
+        print("               staged stamps: not in this checkout", flush=True)
     print(
         f"               cards.json {start_size:,} B at start, {sizes[FILES[0]]:,} B after"
         f" {stamps} stamps; cards.trials.jsonl {sizes[FILES[1]]:,} B;"
-        f" one card-record change writes {edit:,} B ({1e3 * edit_cpu:.1f} CPU ms)",
+        f" one card-record change writes {edit:,} B ({1e3 * edit_cpu:.1f} CPU ms,"
+        f" {1e3 * edit_wall:.1f} wall ms)",
         flush=True,
     )
 
@@ -101,7 +152,7 @@ def run_tree(tree: Path, args: argparse.Namespace) -> None:
     print(f"{tree} {sha or '(an export)'}  load average {os.getloadavg()[0]:.2f}", flush=True)
     for n in args.cards:
         cmd = [sys.executable, str(HERE), "--child", str(tree), "--cards", str(n)]
-        cmd += ["--stamps", str(args.stamps), "--hot", str(args.hot)]
+        cmd += ["--stamps", str(args.stamps), "--hot", str(args.hot), "--batch", str(args.batch)]
         subprocess.run(cmd, check=True, cwd=tree)
 
 
@@ -110,6 +161,7 @@ def main() -> None:
     ap.add_argument("--cards", type=int, nargs="+", default=[100, 1000])
     ap.add_argument("--stamps", type=int, default=2000, help="stamps per bank")
     ap.add_argument("--hot", type=int, default=5, help="cards that receive the stamps")
+    ap.add_argument("--batch", type=int, default=16, help="staged stamps per write")
     ap.add_argument("--baseline", type=Path, help="another checkout, measured side by side")
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -119,7 +171,7 @@ def main() -> None:
 
         assert Path(gigaevo.__file__).is_relative_to(args.child.resolve()), gigaevo.__file__
         for n in args.cards:
-            measure(n, args.stamps, args.hot)
+            measure(n, args.stamps, args.hot, args.batch)
         return
     started = time.perf_counter()
     run_tree(HERE.parents[1], args)

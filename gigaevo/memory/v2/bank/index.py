@@ -10,7 +10,7 @@ process wrote costs little more than reading the bank.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,21 +65,32 @@ class CardIndex:
     def sync(self, cards: Iterable[Card]) -> int:
         """Make the index hold exactly ``cards``; returns how many briefs were embedded."""
         current = {c.id: c for c in cards}
+        return self.update(current, [*current, *(i for i in self._ids if i not in current)])
+
+    def update(self, cards: Mapping[str, Card], ids: Iterable[str]) -> int:
+        """``sync`` for the ids ``ids`` only (the cards a write changed, added or removed:
+        ``cards`` is the whole bank by id); returns how many briefs were embedded.
+
+        New vectors are added in the order of ``ids`` (give bank order: faiss breaks
+        ties between equal scores by insertion order)."""
         stale: list[str] = []
-        newer: list[Card] = []
-        for cid, (_, scope, seen) in self._ids.items():
-            card = current.get(cid)
+        fresh: list[Card] = []
+        for cid in ids:
+            card, held = cards.get(cid), self._ids.get(cid)
+            if held is None:
+                if card is not None:
+                    fresh.append(card)
+                continue
+            fid, scope, seen = held
             if card is None or (
                 card is not seen and (_scope(card) != scope or not _same_text(card, seen))
             ):
                 stale.append(cid)
+                if card is not None:
+                    fresh.append(card)
             elif card is not seen:
-                newer.append(card)  # a new revision with the same text keeps its vector
-        for card in newer:
-            fid, scope, _ = self._ids[card.id]
-            self._ids[card.id] = (fid, scope, card)
+                self._ids[cid] = (fid, scope, card)  # same text: it keeps its vector
         self._remove(stale)
-        fresh = [c for cid, c in current.items() if cid not in self._ids]
         self._add(fresh)
         return len(fresh)
 

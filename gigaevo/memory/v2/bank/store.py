@@ -251,10 +251,11 @@ class LocalMemoryStore:
             staged = list(self._staged)
             outcomes = [change(working) for change, _ in staged]
             result = mutate(working)
-            if working.keys() != self._cards.keys() or any(
-                working[k] is not self._cards[k] for k in working
-            ):
-                self._persist(working)
+            old = self._cards
+            changed = [k for k, c in working.items() if old.get(k) is not c]
+            changed += [k for k in old.keys() - working.keys()]
+            if changed:
+                self._persist(working, changed)
         del self._staged[: len(staged)]
         for (_, done), outcome in zip(staged, outcomes, strict=True):
             if done is not None:
@@ -289,17 +290,15 @@ class LocalMemoryStore:
             self.transaction(lambda cards: None)
 
     # -- internals -----------------------------------------------------------
-    def _persist(self, working: dict[str, Card]) -> None:
-        """Write what ``working`` changed: journal lines for stamped trials, ``cards.json``
-        when a record changed (a removal of trials, or a bank still holding trials inline,
-        rewrites both)."""
+    def _persist(self, working: dict[str, Card], changed: list[str]) -> None:
+        """Write what ``working`` changed (the ids ``changed``, in bank order then removed):
+        journal lines for stamped trials, ``cards.json`` when a record changed (a removal
+        of trials, or a bank still holding trials inline, rewrites both)."""
         entries: list[TrialEntry] = []
         records = self._legacy  # a bank with inline trials is migrated by its first write
         compact = self._legacy
-        for cid in working.keys() | self._cards.keys():
+        for cid in changed:
             old, new = self._cards.get(cid), working.get(cid)
-            if old is new:
-                continue
             added = stamped(old, new) if old is not None and new is not None else None
             if added is None:
                 records = True
@@ -331,7 +330,7 @@ class LocalMemoryStore:
             self._legacy = False
         self._cards = working
         self.stats.writes += 1
-        self.stats.embedded += self._index.sync(working.values())
+        self.stats.embedded += self._index.update(working, changed)
 
     def _record(self, card: Card) -> Card:
         """The ``cards.json`` record of a card: without its trials (they are in the journal);
