@@ -6,6 +6,7 @@ No I/O: the caller supplies fitted heads, the decision context and the candidate
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -184,6 +185,16 @@ def _draw_pool(threads: int) -> ThreadPoolExecutor:
                 _POOL[1].shutdown(wait=True)
             _POOL = (threads, ThreadPoolExecutor(threads, thread_name_prefix="memory-worlds"))
         return _POOL[1]
+
+
+def _forget_pool_in_child() -> None:
+    """A forked child has none of the pool's threads: it makes its own on first use."""
+    global _POOL, _POOL_LOCK
+    _POOL = None
+    _POOL_LOCK = threading.Lock()  # the parent may have held it at the fork
+
+
+os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
 def _summary(
