@@ -14,6 +14,8 @@ from typing import Any
 import pandas as pd
 
 from gigaevo.analysis._files import flatten, read_json, read_jsonl
+from gigaevo.memory.v2.bank.cards import MAX_USE_TRIALS
+from gigaevo.memory.v2.bank.trialjournal import JOURNAL_FILE
 
 EVENT_COLUMNS = ["seq", "event", "time", "elapsed_s", "program_id", "fitness"]
 LLM_CALL_COLUMNS = [
@@ -149,12 +151,23 @@ def read_bank(bank_dir: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]
     return header, cards
 
 
-def _card_row(card: dict[str, Any]) -> dict[str, Any]:
+def _journal_trials(bank_dir: str | Path) -> dict[str, int]:
+    """Use trials per card in ``cards.trials.jsonl`` (where stamps go since the journal)."""
+    counts: dict[str, int] = {}
+    for line in read_jsonl(Path(bank_dir) / JOURNAL_FILE):
+        card = line.get("card")
+        if isinstance(card, str):
+            counts[card] = counts.get(card, 0) + 1
+    return counts
+
+
+def _card_row(card: dict[str, Any], journal_trials: dict[str, int]) -> dict[str, Any]:
     gains = [e.get("normalised_gain") for e in card.get("evidence", [])]
     gains = [g for g in gains if isinstance(g, int | float)]
     row = {col: card.get(col) for col in CARD_COLUMNS}
     row["n_provenance"] = len(card.get("provenance", []))
-    row["n_use_trials"] = len(card.get("use_trials", []))
+    inline = len(card.get("use_trials", []))  # banks written before the journal
+    row["n_use_trials"] = min(MAX_USE_TRIALS, inline + journal_trials.get(str(card.get("id")), 0))
     row["mean_gain"] = sum(gains) / len(gains) if gains else float("nan")
     return row
 
@@ -175,7 +188,8 @@ def load_cards(bank_dir: str | Path) -> pd.DataFrame:
     mean_gain             mean normalised gain over the kept evidence rows
     derived_from          cards the founding mutation cited (list)
     aliases               ids absorbed into this card (list)
-    n_use_trials          randomised trials recorded by the read side
+    n_use_trials          randomised trials recorded by the read side (in the
+                          card and in ``cards.trials.jsonl``, the newest 2,048)
     author_model          the model that wrote it
     created_by            run id
     created_at/updated_at timestamps as written
@@ -185,7 +199,8 @@ def load_cards(bank_dir: str | Path) -> pd.DataFrame:
     ``n_cards``) is in ``df.attrs["header"]``.
     """
     header, cards = read_bank(bank_dir)
-    df = _frame([_card_row(c) for c in cards], CARD_COLUMNS)[CARD_COLUMNS]
+    journal_trials = _journal_trials(bank_dir)
+    df = _frame([_card_row(c, journal_trials) for c in cards], CARD_COLUMNS)[CARD_COLUMNS]
     df.attrs["header"] = header
     return df
 

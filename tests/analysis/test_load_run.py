@@ -79,3 +79,6 @@ def test_memory_run_loads_cards_and_ledger(memory_run: Path) -> None:
     assert len(insight_rows) == run.memory_stats["outcomes_ingested"]
     assert "candidate.description" in ledger.columns and "candidate" not in ledger.columns
     assert set(run.card_evidence.card_id) <= set(cards.id)
+    # use trials live in the journal beside cards.json: every stamp is counted on its card
+    stamps = (memory_run / "cards.trials.jsonl").read_text().splitlines()
+    assert len(stamps) > 0 and cards.n_use_trials.sum() == len(stamps)
