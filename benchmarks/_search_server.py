@@ -22,8 +22,10 @@ seeds delays each answer; it never changes the content.
   with ``NameError: name '<name>' is not defined``. It proposes it in
   ``TRAP_RATE`` of its answers, unless the prompt already shows that error
   (gigaevo's feedback section; anywhere in a foreign prompt): then it never
-  repeats it and, in ``FIX_RATE`` of its answers, writes the same change
-  correctly (the name defined on the line before, a valid child);
+  repeats it and, in ``FIX_RATE`` (as often) of its answers, writes the same
+  change correctly (the name defined on the line before: a valid child whose
+  constant moved by a 10 % step, like any other perturbation). The feedback
+  thus turns would-be failures into ordinary moves, no more;
 - **recombination**: with inspirations shown, in ``RECOMBINE_RATE`` of its
   answers it moves some of the parent's numbers towards (or to) the
   corresponding numbers of an inspiration (aligned token by token; the
@@ -48,6 +50,7 @@ import hashlib
 import io
 import json
 import math
+import os
 import sys
 import threading
 import time
@@ -72,7 +75,7 @@ from gigaevo.llm.answer_format import (
 from gigaevo.llm.prompt_reader import fenced_blocks, read_prompt
 
 TRAP_RATE = 0.2
-FIX_RATE = 0.5
+FIX_RATE = TRAP_RATE  # the same idea at the same rate, written correctly
 RECOMBINE_RATE = 0.5
 BOLD_RATE = 0.2
 GARBAGE_RATE = 0.03
@@ -408,8 +411,13 @@ def main() -> None:
     parser.add_argument("--mode", choices=["aware", "perturb"], default="aware")
     parser.add_argument("--median", type=float, default=0.2, help="median latency, s")
     parser.add_argument("--sigma", type=float, default=1.0, help="log-sd of the latency")
+    parser.add_argument(
+        "--exit-on-eof", action="store_true", help="stop when stdin closes (the parent died)"
+    )
     args = parser.parse_args()
     server = SearchServer(args.seed, args.mode, args.median, args.sigma)
+    if args.exit_on_eof:
+        threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
     print(f"port {server.http.server_address[1]}", flush=True)
     server.http.serve_forever()
 

@@ -89,7 +89,8 @@ class Server:
     def __init__(self, seed: int, mode: str, median: float, sigma: float) -> None:
         args = ["--seed", str(seed), "--mode", mode, "--median", str(median)]
         self.proc = subprocess.Popen(
-            [sys.executable, str(SERVER), *args, "--sigma", str(sigma)],
+            [sys.executable, str(SERVER), *args, "--sigma", str(sigma), "--exit-on-eof"],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
         )
