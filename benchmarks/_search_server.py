@@ -22,12 +22,17 @@ seeds delays each answer; it never changes the content.
   with ``NameError: name '<name>' is not defined``. It proposes it in
   ``TRAP_RATE`` of its answers, unless the prompt already shows that error
   (gigaevo's feedback section; anywhere in a foreign prompt): then it never
-  repeats it and, in ``FIX_RATE`` of its answers, writes the same change
-  correctly (the name defined on the line before, a valid child);
+  repeats it and, in ``FIX_RATE`` (as often) of its answers, writes the same
+  change correctly (the name defined on the line before: a valid child whose
+  constant moved by a 10 % step, like any other perturbation). The feedback
+  thus turns would-be failures into ordinary moves, no more;
 - **recombination**: with inspirations shown, in ``RECOMBINE_RATE`` of its
   answers it moves some of the parent's numbers towards (or to) the
   corresponding numbers of an inspiration (aligned token by token; the
   first inspiration, the archive's best, twice as likely as each other);
+- **it does not repeat a failed move**: its change report names the numbers
+  it moved (``line 9: 26 -> 27``); a move that the feedback lists for a failed
+  child of this parent (``line 9: 26 -> 27 -> IndexError ...``) is not made again;
 - **otherwise it perturbs** 1 to 3 numbers of the EVOLVE-BLOCK: a Gaussian
   step of 10 % of their size (integers by one), or in ``BOLD_RATE`` of these
   answers a bold step of 50 %, which usually makes things worse;
@@ -48,6 +53,8 @@ import hashlib
 import io
 import json
 import math
+import os
+import re
 import sys
 import threading
 import time
@@ -72,12 +79,13 @@ from gigaevo.llm.answer_format import (
 from gigaevo.llm.prompt_reader import fenced_blocks, read_prompt
 
 TRAP_RATE = 0.2
-FIX_RATE = 0.5
+FIX_RATE = TRAP_RATE  # the same idea at the same rate, written correctly
 RECOMBINE_RATE = 0.5
 BOLD_RATE = 0.2
 GARBAGE_RATE = 0.03
 STALL_RATE, STALL_FACTOR, MAX_LATENCY = 0.02, 10.0, 30.0
 FEEDBACK_HEADING = "## Feedback on the parent"
+_MOVE_RE = re.compile(r"line (\d+): (\S+) -> ")
 _NAMES = ("gain", "scale", "factor", "weight", "ratio", "shift")
 
 
@@ -120,25 +128,37 @@ def _step(tok: tokenize.TokenInfo, rng: np.random.Generator, size: float) -> str
     return _literal(value + rng.normal(0.0, size) * max(abs(value), 0.01), False)
 
 
-def perturb(code: str, rng: np.random.Generator, size: float = 0.1) -> str | None:
-    """``code`` with 1 to 3 numeric literals of its EVOLVE-BLOCK moved; None without any.
+def perturb(
+    code: str, rng: np.random.Generator, size: float = 0.1, avoid: frozenset = frozenset()
+) -> tuple[str, str] | None:
+    """``code`` with 1 to 3 numeric literals of its EVOLVE-BLOCK moved, and the moves as text
+    (``line 9: 26 -> 27; ...``); None without any. Literals in ``avoid`` ((line, text)
+    pairs) stay.
 
     Floats move by a Gaussian step of ``size`` times their size (at least 0.01),
     integers by one.
     """
-    tokens = _numbers(code)
+    tokens = [t for t in _numbers(code) if (t.start[0], t.string) not in avoid]
     for _ in range(5):  # a step can round back to the same text (an integer at 0, say)
         if not tokens:
             return None
         k = min(len(tokens), int(rng.integers(1, 4)))
         chosen = rng.choice(len(tokens), size=k, replace=False)
-        child = _replace(code, {tokens[int(i)]: _step(tokens[int(i)], rng, size) for i in chosen})
+        changes = {tokens[int(i)]: _step(tokens[int(i)], rng, size) for i in chosen}
+        child = _replace(code, changes)
         if child != code:
-            return child
+            return child, _moves(changes)
     return None
 
 
-def recombine(parent: str, other: str, rng: np.random.Generator) -> str | None:
+def _moves(changes: dict[tokenize.TokenInfo, str]) -> str:
+    items = sorted(changes.items(), key=lambda kv: kv[0].start)
+    return "; ".join(f"line {t.start[0]}: {t.string} -> {new}" for t, new in items)
+
+
+def recombine(
+    parent: str, other: str, rng: np.random.Generator, avoid: frozenset = frozenset()
+) -> tuple[str, str] | None:
     """``parent`` with some numbers moved towards ``other``'s aligned numbers; None if none differ.
 
     Numbers are aligned through the two token sequences with numbers masked
@@ -157,6 +177,8 @@ def recombine(parent: str, other: str, rng: np.random.Generator) -> str | None:
             a, b = mine[block.a + k][1], theirs[block.b + k][1]
             if a is None or b is None or a.start not in editable:
                 continue
+            if (a.start[0], a.string) in avoid:
+                continue
             if _value(a) != _value(b):
                 pairs.append((a, b))
     if not pairs:
@@ -167,7 +189,8 @@ def recombine(parent: str, other: str, rng: np.random.Generator) -> str | None:
         u = 1.0 if rng.random() < 0.5 else float(rng.uniform(0.25, 1.25))
         is_int = a.string.isdigit() and b.string.isdigit()
         changes[a] = _literal(_value(a) + u * (_value(b) - _value(a)), is_int)
-    return _replace(parent, changes)
+    child = _replace(parent, changes)
+    return None if child == parent else (child, _moves(changes))
 
 
 def _value(tok: tokenize.TokenInfo) -> float:
@@ -242,34 +265,38 @@ def feedback_text(prompt: str) -> str:
     return "\n".join(out)
 
 
-def choose(prompt: str, rng: np.random.Generator, mode: str) -> tuple[str, str | None]:
-    """(tactic, child code or None) for one prompt."""
+def choose(prompt: str, rng: np.random.Generator, mode: str) -> tuple[str, str | None, str]:
+    """(tactic, child code or None, the moves made as text) for one prompt."""
     view = read_prompt(prompt)
     parent = _parent(prompt)
     if parent is None:
-        return "none", None
+        return "none", None, ""
     if mode == "perturb":
-        return "perturb", perturb(parent, rng)
+        return "perturb", *(perturb(parent, rng) or (None, ""))
     if rng.random() < GARBAGE_RATE:
-        return "garbage", None
+        return "garbage", None, ""
+    warnings = feedback_text(prompt)
     site = trap_site(parent)
     if site is not None:
-        warned = f"name '{site[3]}' is not defined" in feedback_text(prompt)
+        warned = f"name '{site[3]}' is not defined" in warnings
         if warned and rng.random() < FIX_RATE:
-            return "fix", trap(parent, rng, fixed=True)
+            return "fix", trap(parent, rng, fixed=True), ""
         if not warned and rng.random() < TRAP_RATE:
-            return "trap", trap(parent, rng, fixed=False)
+            return "trap", trap(parent, rng, fixed=False), ""
+    # moves that the feedback lists as tried by a failed child are not made again
+    avoid = frozenset((int(line), old) for line, old in _MOVE_RE.findall(warnings))
     others = [e.code for e in view.inspirations]
     if "## Parent program" not in prompt:  # a foreign prompt: its other programs
         others = _foreign_inspirations(prompt, parent)
     if others and rng.random() < RECOMBINE_RATE:
         weights = np.array([2.0] + [1.0] * (len(others) - 1))
         other = others[int(rng.choice(len(others), p=weights / weights.sum()))]
-        child = recombine(parent, other, rng)
-        if child is not None and child != parent:
-            return "recombine", child
+        made = recombine(parent, other, rng, avoid)
+        if made is not None:
+            return "recombine", *made
     bold = rng.random() < BOLD_RATE
-    return ("bold" if bold else "perturb"), perturb(parent, rng, 0.5 if bold else 0.1)
+    made = perturb(parent, rng, 0.5 if bold else 0.1, avoid)
+    return ("bold" if bold else "perturb"), *(made or (None, ""))
 
 
 def _parent(prompt: str) -> str | None:
@@ -286,12 +313,9 @@ def _foreign_inspirations(prompt: str, parent: str) -> list[str]:
 
 
 _REPORTS = {
-    "perturb": ("tactic: perturb_constants\n- moved a few numbers", "Small moves of the numbers."),
-    "bold": ("tactic: perturb_constants\n- moved a few numbers boldly", "A bigger step."),
-    "recombine": (
-        "tactic: crossover\n- took numbers from an inspiration",
-        "The inspiration scores better with these values.",
-    ),
+    "perturb": ("tactic: perturb_constants\n- {moves}", "Small moves of the numbers."),
+    "bold": ("tactic: perturb_constants\n- {moves}", "A bigger step."),
+    "recombine": ("tactic: crossover\n- {moves}", "The inspiration scores better with these."),
     "trap": (
         "tactic: refactor\n- made a constant a tunable parameter",
         "A named parameter makes the constant easier to tune.",
@@ -304,14 +328,14 @@ _REPORTS = {
 
 
 def answer(prompt: str, rng: np.random.Generator, mode: str = "aware") -> tuple[str, str]:
-    """(tactic, answer text) for one prompt."""
-    tactic, child = choose(prompt, rng, mode)
+    """(tactic, answer text) for one prompt; the change report lists the numbers moved."""
+    tactic, child, moves = choose(prompt, rng, mode)
     parent = _parent(prompt)
     if child is None or parent is None or child == parent:
         return tactic, "I would rather rethink the whole approach before changing this code."
     report, explanation = _REPORTS[tactic]
     code_part = render_diff_blocks(make_diff_blocks(parent, child))
-    return tactic, render_answer(report, explanation, (), code_part)
+    return tactic, render_answer(report.format(moves=moves), explanation, (), code_part)
 
 
 class SearchServer:
@@ -408,8 +432,13 @@ def main() -> None:
     parser.add_argument("--mode", choices=["aware", "perturb"], default="aware")
     parser.add_argument("--median", type=float, default=0.2, help="median latency, s")
     parser.add_argument("--sigma", type=float, default=1.0, help="log-sd of the latency")
+    parser.add_argument(
+        "--exit-on-eof", action="store_true", help="stop when stdin closes (the parent died)"
+    )
     args = parser.parse_args()
     server = SearchServer(args.seed, args.mode, args.median, args.sigma)
+    if args.exit_on_eof:
+        threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
     print(f"port {server.http.server_address[1]}", flush=True)
     server.http.serve_forever()
 

@@ -13,7 +13,8 @@ For each seed a model server of its own (``_search_server.py``, in its own
 process, seeded by ``1000 + seed``) answers every contestant, who all start
 from the problem's seed program. ``--server aware`` (the default) reads the
 prompt: it repeats a habitual mistake per parent (a NameError) until the
-prompt's feedback shows it, then fixes it; it recombines numbers from the
+prompt's feedback shows it, then fixes it; it does not repeat a move that the
+feedback lists for a failed child; it recombines numbers from the
 inspirations; it perturbs numbers, sometimes boldly; a few answers hold no
 code. ``--server perturb`` only nudges 1 to 3 numbers of the parent (the
 previous benchmark). Answers are seeded by the attempt's seed and the
@@ -89,7 +90,8 @@ class Server:
     def __init__(self, seed: int, mode: str, median: float, sigma: float) -> None:
         args = ["--seed", str(seed), "--mode", mode, "--median", str(median)]
         self.proc = subprocess.Popen(
-            [sys.executable, str(SERVER), *args, "--sigma", str(sigma)],
+            [sys.executable, str(SERVER), *args, "--sigma", str(sigma), "--exit-on-eof"],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
         )

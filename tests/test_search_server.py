@@ -81,7 +81,7 @@ def test_a_mistake_is_repeated_until_the_feedback_names_it_then_fixed(server: Mo
                 child = apply_answer(SEED, parse_answer(text), "diff")
                 assert _undefined(child) == ({name} if tactic == "trap" else set())
     assert kinds["blind"]["trap"] >= 3 and kinds["blind"]["fix"] == 0
-    assert kinds["warned"]["trap"] == 0 and kinds["warned"]["fix"] >= 8
+    assert kinds["warned"]["trap"] == 0 and kinds["warned"]["fix"] >= 3
 
 
 def test_recombination_takes_numbers_from_an_inspiration(server: ModuleType) -> None:
@@ -132,3 +132,23 @@ def test_answers_depend_on_the_prompt_and_seed_and_a_repeat_is_sampled_afresh(
     finally:
         search.http.shutdown()
         search.http.server_close()
+
+
+def test_a_move_the_feedback_lists_as_failed_is_not_made_again(server: ModuleType) -> None:
+    numbers = server._numbers(SEED)
+    kept = numbers[-1]
+    moves = [f"line {t.start[0]}: {t.string} -> 7" for t in numbers[:-1]]
+    failures = tuple(
+        "; ".join(moves[i : i + 9]) + " -> IndexError: index 26 is out of bounds"
+        for i in range(0, len(moves), 9)
+    )
+    prompt = _prompt(failures)
+    changed = set()
+    for k in range(15):
+        tactic, text = server.answer(prompt, np.random.default_rng([2, k]))
+        if tactic in ("perturb", "bold"):
+            child = apply_answer(SEED, parse_answer(text), "diff")
+            old, new = SEED.splitlines(), child.splitlines()
+            changed |= {i + 1 for i, (a, b) in enumerate(zip(old, new, strict=True)) if a != b}
+            assert f"line {kept.start[0]}: {kept.string} -> " in text
+    assert changed == {kept.start[0]}  # only the one number no failure names
