@@ -24,13 +24,12 @@ import math
 
 import numpy as np
 from scipy.special import expit, ndtr
-from scipy.stats import norm
 
 from gigaevo.memory.v2.causal.invalidity import Acceptance, acceptance_probability
 
 MAX_STEP = 0.05
 _TANH_DELTA = 1e-6  # below this margin p_0 is computed with expit (full relative accuracy)
-_TAIL = 2.0 * float(norm.cdf(-10.0))
+_TAIL = 2.0 * float(ndtr(-10.0))
 
 
 def _composite(panels: int, order: int = 8) -> tuple[np.ndarray, np.ndarray]:

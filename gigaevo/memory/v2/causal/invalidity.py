@@ -13,8 +13,7 @@ from scipy.integrate import quad
 from scipy.linalg import solve_triangular
 from scipy.optimize import minimize
 from scipy.sparse.linalg import LinearOperator, eigsh
-from scipy.special import expit, logit
-from scipy.stats import norm
+from scipy.special import expit, logit, ndtr
 
 from gigaevo.memory.v2.causal.arrowhead import (
     BlockDesign,
@@ -495,7 +494,7 @@ def acceptance_probability(
         epsrel=0.0,
         limit=400,
     )
-    err = float(err) + 2.0 * float(norm.cdf(-10.0))
+    err = float(err) + 2.0 * float(ndtr(-10.0))
     if not (math.isfinite(value) and err <= tolerance):
         return Acceptance(0.0, err, True)
     return Acceptance(max(0.0, float(value) - err), err, False)

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from scipy.stats import norm
+from scipy.special import ndtr
 
 from gigaevo.memory.v2.causal.features import DesignSpace
 from gigaevo.memory.v2.causal.invalidity import LogisticLaplaceHead
@@ -212,7 +212,7 @@ def _card_help(
         m, s2 = coef[j] + coef[k], cov[j, j] + cov[k, k] + 2.0 * cov[j, k]
     if not (math.isfinite(m) and math.isfinite(s2) and s2 > 0):
         return 0.5, "non-finite P_help"
-    return float(norm.cdf(m / math.sqrt(s2))), ""
+    return float(ndtr(m / math.sqrt(s2))), ""
 
 
 def intercept_prior_mean(
