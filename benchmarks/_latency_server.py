@@ -79,6 +79,23 @@ def answer(prompt: str, rng: random.Random) -> str:
     )
 
 
+def completion(
+    answer_id: str, model: str, text: str, prompt_chars: int, created: float
+) -> dict[str, Any]:
+    """An OpenAI chat completion holding ``text``, tokens counted as 4 characters each."""
+    n_in, n_out = max(1, prompt_chars // 4), max(1, len(text) // 4)
+    return {
+        "id": answer_id,
+        "object": "chat.completion",
+        "created": int(created),
+        "model": model,
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out},
+    }
+
+
 class LatencyServer:
     """The server (see the module docstring)."""
 
@@ -135,28 +152,8 @@ def _handler(server: LatencyServer) -> type[BaseHTTPRequestHandler]:
                 text = (line * (server.huge_chars // len(line) + 1))[: server.huge_chars]
             else:
                 text = answer(prompt, rng)
-            n_in, n_out = max(1, len(prompt) // 4), max(1, len(text) // 4)
-            self._send(
-                200,
-                {
-                    "id": f"chatcmpl-{k}",
-                    "object": "chat.completion",
-                    "created": int(arrival),
-                    "model": body.get("model", "bench-model"),
-                    "choices": [
-                        {
-                            "index": 0,
-                            "message": {"role": "assistant", "content": text},
-                            "finish_reason": "stop",
-                        }
-                    ],
-                    "usage": {
-                        "prompt_tokens": n_in,
-                        "completion_tokens": n_out,
-                        "total_tokens": n_in + n_out,
-                    },
-                },
-            )
+            model = body.get("model", "bench-model")
+            self._send(200, completion(f"chatcmpl-{k}", model, text, len(prompt), arrival))
             server.record(k=k, arrival=arrival, latency=latency, done=time.time())
 
         def _send(self, status: int, payload: Any) -> None:

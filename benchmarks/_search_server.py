@@ -68,7 +68,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _latency_server import program_to_improve
+from _latency_server import completion, program_to_improve
 
 from gigaevo.llm.answer_format import (
     editable_line_ranges,
@@ -390,27 +390,8 @@ def _handler(server: SearchServer) -> type[BaseHTTPRequestHandler]:
             latency, text = server.reply(body)
             time.sleep(latency)
             prompt_chars = sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
-            n_in, n_out = max(1, prompt_chars // 4), max(1, len(text) // 4)
-            self._send(
-                {
-                    "id": "chatcmpl-search",
-                    "object": "chat.completion",
-                    "created": int(time.time()),
-                    "model": body.get("model", "search-model"),
-                    "choices": [
-                        {
-                            "index": 0,
-                            "message": {"role": "assistant", "content": text},
-                            "finish_reason": "stop",
-                        }
-                    ],
-                    "usage": {
-                        "prompt_tokens": n_in,
-                        "completion_tokens": n_out,
-                        "total_tokens": n_in + n_out,
-                    },
-                }
-            )
+            model = body.get("model", "search-model")
+            self._send(completion("chatcmpl-search", model, text, prompt_chars, time.time()))
 
         def _send(self, payload: dict[str, Any]) -> None:
             data = json.dumps(payload).encode()
