@@ -1,11 +1,13 @@
 """Shared helpers of the benchmark scripts: compose the run config like run.py does, say
-which configuration a benchmark actually runs, and launch run.py of a checkout."""
+which configuration a benchmark actually runs, launch run.py of a checkout, and run
+OpenEvolve 0.4.0 (a peer measured side by side, never a dependency) on a problem."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -40,6 +42,85 @@ def launch(
         env=env,
         capture_output=True,
         text=True,
+        check=False,
+    )
+
+
+# OpenEvolve's evaluator: gigaevo's validator scores a circle packing program; each
+# evaluation's score (or error) is also appended to ``log`` when one is given.
+_OPENEVOLVE_EVALUATOR = """
+import concurrent.futures, importlib.util, json
+
+def _load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+VALIDATOR = _load({validator!r}, "gigaevo_validator")
+LOG = {log!r}
+
+def _run(program_path):
+    centers, radii = _load(program_path, "candidate").run_packing()
+    return [list(map(float, c)) for c in centers], [float(r) for r in radii]
+
+def evaluate(program_path):
+    score, error = None, ""
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            output = pool.submit(_run, program_path).result(timeout=10)
+        score = float(VALIDATOR.validate(output)[{primary!r}])
+    except Exception as exc:
+        error = f"{{type(exc).__name__}}: {{exc}}"
+    if LOG:
+        with open(LOG, "a") as f:
+            f.write(json.dumps({{"score": score, "error": error}}) + "\\n")
+    if score is None:
+        return {{"combined_score": 0.0, "error": 1.0}}
+    return {{"combined_score": score, {primary!r}: score}}
+"""
+
+_OPENEVOLVE_RUN = (
+    "import asyncio, sys\n"
+    "from openevolve import OpenEvolve\n"
+    "from openevolve.config import load_config\n"
+    "w = sys.argv[1]\n"
+    "evolve = OpenEvolve(w + '/initial_program.py', w + '/evaluator.py',\n"
+    "                    config=load_config(w + '/config.yaml'), output_dir=w + '/out')\n"
+    "asyncio.run(evolve.run(iterations=int(sys.argv[2])))\n"
+)
+
+
+def run_openevolve(
+    python: str,
+    workdir: Path,
+    *,
+    initial_program: str,
+    validator: Path,
+    primary: str,
+    config_yaml: str,
+    iterations: int,
+    log: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """OpenEvolve 0.4.0 (the venv of ``python``) for ``iterations`` on a circle packing
+    problem, in ``workdir``; the exit code is not checked.
+
+    ``workdir`` receives the initial program, an evaluator that scores with gigaevo's
+    ``validator`` (``combined_score`` = its ``primary`` metric; each score or error
+    appended to ``log`` when given) and ``config_yaml``; OpenEvolve writes to ``out/``.
+    """
+    (workdir / "initial_program.py").write_text(initial_program)
+    evaluator = _OPENEVOLVE_EVALUATOR.format(
+        validator=str(validator), primary=primary, log=str(log) if log else ""
+    )
+    (workdir / "evaluator.py").write_text(textwrap.dedent(evaluator))
+    (workdir / "config.yaml").write_text(config_yaml)
+    return subprocess.run(
+        [python, "-c", _OPENEVOLVE_RUN, str(workdir), str(iterations)],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OPENAI_API_KEY": "no-key"},
         check=False,
     )
 

@@ -46,12 +46,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
 from _config import launch
+from _config import run_openevolve as openevolve_in
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = Path(__file__).resolve().parent / "_latency_server.py"
@@ -124,33 +124,6 @@ def run_gigaevo(
     return dict(json.loads((workdir / "run" / "summary.json").read_text()))
 
 
-OPENEVOLVE_EVALUATOR = '''
-"""Sum of radii of a 26-circle packing, with gigaevo's circle_packing validator."""
-import importlib.util, sys, concurrent.futures
-
-def _load(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-VALIDATOR = _load({validator!r}, "gigaevo_circle_validator")
-
-def _run(program_path):
-    program = _load(program_path, "candidate")
-    centers, radii = program.run_packing()
-    return [list(map(list, centers)), list(radii)]
-
-def evaluate(program_path):
-    try:
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            output = pool.submit(_run, program_path).result(timeout=10)
-        metrics = {{k: float(v) for k, v in VALIDATOR.validate(output).items()}}
-        return {{"combined_score": metrics["sum_radii"], **metrics}}
-    except Exception:
-        return {{"combined_score": 0.0, "error": 1.0}}
-'''
-
 OPENEVOLVE_CONFIG = """
 max_iterations: {iterations}
 checkpoint_interval: 1000
@@ -181,37 +154,17 @@ def run_openevolve(
     python: str, workdir: Path, server: Server, in_flight: int, mutants: int
 ) -> None:
     """OpenEvolve 0.4.0 on gigaevo's initial circle packing program, against ``server``."""
-    (workdir / "initial_program.py").write_text((PROBLEM / "initial_program.py").read_text())
-    evaluator = OPENEVOLVE_EVALUATOR.format(validator=str(PROBLEM / "validator.py"))
-    (workdir / "evaluator.py").write_text(textwrap.dedent(evaluator))
     config = OPENEVOLVE_CONFIG.format(
         iterations=mutants, seed=0, url=server.url, in_flight=in_flight
     )
-    (workdir / "config.yaml").write_text(config)
-    script = (
-        "import asyncio, sys\n"
-        "from openevolve import OpenEvolve\n"
-        "from openevolve.config import load_config\n"
-        "config = load_config(sys.argv[4])\n"
-        "evolve = OpenEvolve(sys.argv[1], sys.argv[2], config=config, output_dir=sys.argv[3])\n"
-        "asyncio.run(evolve.run(iterations=int(sys.argv[5])))\n"
-    )
-    proc = subprocess.run(
-        [
-            python,
-            "-c",
-            script,
-            str(workdir / "initial_program.py"),
-            str(workdir / "evaluator.py"),
-            str(workdir / "oe_output"),
-            str(workdir / "config.yaml"),
-            str(mutants),
-        ],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "OPENAI_API_KEY": "no-key"},
-        check=False,
+    proc = openevolve_in(
+        python,
+        workdir,
+        initial_program=(PROBLEM / "initial_program.py").read_text(),
+        validator=PROBLEM / "validator.py",
+        primary="sum_radii",
+        config_yaml=config,
+        iterations=mutants,
     )
     if proc.returncode != 0:
         raise SystemExit(f"OpenEvolve failed ({proc.returncode}):\n{proc.stderr[-3000:]}")

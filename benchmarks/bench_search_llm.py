@@ -56,7 +56,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -66,6 +65,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _config import run_openevolve  # noqa: E402
 from bench_search import _archive, launch  # noqa: E402
 
 from gigaevo.evaluation import SandboxEvaluator  # noqa: E402
@@ -201,36 +201,6 @@ def ours(
     return curve, cells
 
 
-OPENEVOLVE_EVALUATOR = """
-import concurrent.futures, importlib.util, json, os
-
-def _load(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-VALIDATOR = _load({validator!r}, "gigaevo_validator")
-
-def _run(program_path):
-    centers, radii = _load(program_path, "candidate").run_packing()
-    return [list(map(float, c)) for c in centers], [float(r) for r in radii]
-
-def evaluate(program_path):
-    score, error = None, ""
-    try:
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            output = pool.submit(_run, program_path).result(timeout=10)
-        score = float(VALIDATOR.validate(output)[{primary!r}])
-    except Exception as exc:
-        error = f"{{type(exc).__name__}}: {{exc}}"
-    with open({log!r}, "a") as f:
-        f.write(json.dumps({{"score": score, "error": error}}) + "\\n")
-    if score is None:
-        return {{"combined_score": 0.0, "error": 1.0}}
-    return {{"combined_score": score, {primary!r}: score}}
-"""
-
 OPENEVOLVE_CONFIG = """
 max_iterations: {n}
 checkpoint_interval: 100000
@@ -264,28 +234,15 @@ def openevolve(python: str, url: str, problem: Problem, seed: int, n: int) -> li
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         log = work / "scores.jsonl"
-        (work / "initial_program.py").write_text(problem.initial_programs[0])
-        evaluator = OPENEVOLVE_EVALUATOR.format(
-            validator=str(problem.validator_path), primary=problem.metrics.primary, log=str(log)
-        )
-        (work / "evaluator.py").write_text(textwrap.dedent(evaluator))
-        (work / "config.yaml").write_text(OPENEVOLVE_CONFIG.format(n=n, seed=seed, url=url))
-        script = (
-            "import asyncio, sys\n"
-            "from openevolve import OpenEvolve\n"
-            "from openevolve.config import load_config\n"
-            "w = sys.argv[1]\n"
-            "evolve = OpenEvolve(w + '/initial_program.py', w + '/evaluator.py',\n"
-            "                    config=load_config(w + '/config.yaml'), output_dir=w + '/out')\n"
-            "asyncio.run(evolve.run(iterations=int(sys.argv[2])))\n"
-        )
-        proc = subprocess.run(
-            [python, "-c", script, str(work), str(n)],
-            cwd=work,
-            capture_output=True,
-            text=True,
-            env={**os.environ, "OPENAI_API_KEY": "no-key"},
-            check=False,
+        proc = run_openevolve(
+            python,
+            work,
+            initial_program=problem.initial_programs[0],
+            validator=problem.validator_path,
+            primary=problem.metrics.primary,
+            config_yaml=OPENEVOLVE_CONFIG.format(n=n, seed=seed, url=url),
+            iterations=n,
+            log=log,
         )
         if proc.returncode != 0:
             raise RuntimeError(f"OpenEvolve failed:\n{proc.stderr[-3000:]}")
