@@ -25,7 +25,16 @@ import threading
 from typing import Any
 
 from gigaevo.llm import price_map
-from gigaevo.llm.wire import DeadlineExceeded, Failure, WireAnswer, io_loop, retry_after_seconds
+from gigaevo.llm.wire import (
+    AUTH_STATUSES,
+    NO_ROUTE_STATUS,
+    DeadlineExceeded,
+    Failure,
+    WireAnswer,
+    io_loop,
+    retry_after_seconds,
+    retryable_status,
+)
 
 _FIRST_REQUEST_MODULES = ("anyio._backends._asyncio", "encodings.idna")
 MAX_ANSWER_BYTES = 16 * 1024 * 1024  # far beyond any real completion; a flood is cut here
@@ -132,16 +141,15 @@ class HTTPWire:
         """Sort an error of ``send``; names follow litellm's (see the module docstring)."""
         if isinstance(exc, HTTPStatusFailure):
             status = exc.status
-            auth = status in (401, 403)
-            retryable = status in (408, 409, 429) or status >= 500
+            auth = status in AUTH_STATUSES
             kind = _KINDS.get(status, "InternalServerError" if status >= 500 else "APIError")
             return Failure(
                 kind,
                 status,
                 auth,
-                retryable and not auth,
+                retryable_status(status) and not auth,
                 retry_after_seconds(exc.headers),
-                unreachable=status == 404,
+                unreachable=status == NO_ROUTE_STATUS,
             )
         if isinstance(exc, (DeadlineExceeded, TimeoutError)) or _is_httpx(exc, "TimeoutException"):
             return Failure("Timeout", None, False, True, None)

@@ -22,7 +22,15 @@ import threading
 from types import ModuleType
 from typing import Any
 
-from gigaevo.llm.wire import Failure, WireAnswer, io_loop, retry_after_seconds
+from gigaevo.llm.wire import (
+    AUTH_STATUSES,
+    NO_ROUTE_STATUS,
+    Failure,
+    WireAnswer,
+    io_loop,
+    retry_after_seconds,
+    retryable_status,
+)
 
 _lock = threading.Lock()
 _module: ModuleType | None = None
@@ -140,11 +148,9 @@ def classify(exc: BaseException) -> Failure:
         return Failure("APIConnectionError", None, False, True, None, unreachable=True)
     auth_types = (litellm.AuthenticationError, litellm.PermissionDeniedError)
     retry_types = tuple(getattr(litellm, name) for name in _RETRYABLE_NAMES)
-    auth = isinstance(exc, auth_types) or status in (401, 403)
+    auth = isinstance(exc, auth_types) or status in AUTH_STATUSES
     retryable = not auth and (
-        isinstance(exc, (*retry_types, TimeoutError, ConnectionError))
-        or status in (408, 409, 429)
-        or (status is not None and status >= 500)
+        isinstance(exc, (*retry_types, TimeoutError, ConnectionError)) or retryable_status(status)
     )
     headers = getattr(getattr(exc, "response", None), "headers", None)
     return Failure(
@@ -153,7 +159,8 @@ def classify(exc: BaseException) -> Failure:
         auth=auth,
         retryable=retryable,
         retry_after=retry_after_seconds(headers),
-        unreachable=not timeout and (isinstance(exc, litellm.NotFoundError) or status == 404),
+        unreachable=not timeout
+        and (isinstance(exc, litellm.NotFoundError) or status == NO_ROUTE_STATUS),
     )
 
 

@@ -150,6 +150,15 @@ def abort_calls() -> int:
     return 0 if _io is None else _io.abort()
 
 
+AUTH_STATUSES = (401, 403)  # credentials refused: stop the run, never retry
+NO_ROUTE_STATUS = 404  # no such route or model: counts as unreachable
+
+
+def retryable_status(status: int | None) -> bool:
+    """Whether an HTTP status is worth another try: timeout, conflict, rate limit, 5xx."""
+    return status is not None and (status in (408, 409, 429) or status >= 500)
+
+
 def retry_after_seconds(headers: Any) -> float | None:
     """The wait a 429/503 response asked for (``retry-after-ms``, or ``Retry-After``
     seconds or an HTTP date), from its headers (any mapping with ``get``), if any."""
