@@ -70,18 +70,13 @@ def config_wires(node: Mapping[str, Any] | None) -> list[Wire]:
     if not node or not str(node.get("_target_", "")).endswith("LiteLLMRouter"):
         return []
     client = str(node.get("client", "auto"))
-    entries = (
-        [{"model": node.get("model")}] if node.get("model") else list(node.get("models") or ())
-    )
-    wires = []
-    for entry in entries:
-        if isinstance(entry, Mapping):
-            spec = ModelSpec(
-                model=str(entry.get("model", "")),
-                api_base=entry.get("api_base", node.get("api_base")),
-            )
-            wires.append(wire_for(spec, client))
-    return wires
+    try:
+        specs = model_specs(
+            node.get("model"), node.get("models"), node.get("api_base"), node.get("api_key_env")
+        )
+    except LLMConfigError:  # the router's construction reports it, naming the key
+        return []
+    return [wire_for(spec, client) for spec in specs]
 
 
 class LiteLLMRouter:
