@@ -156,19 +156,26 @@ def test_arm_quadratics_are_the_dense_forms(data) -> None:
         arm_quadratics(post, z1[0], BlockDesign.from_dense(z1, PS, C))
 
 
-def test_one_level_pencils_are_the_dense_posteriors(data) -> None:
-    x, y, _, _, v = data
-    omega = np.full(len(y), 0.05)
-    truth = [_dense(x, y, omega, v, s) for s in SIGMAS]
-    pencil = NoisePencil(BlockStatistics(BlockDesign.from_dense(x, PS, C), y, omega), v)
+def _pencil_matches(pencil, truth):
+    """Check a pencil's evidence, means and per-sigma posteriors against the dense ``truth``
+    (mean, covariance, log evidence per sigma); (posterior, truth) pairs for further checks."""
     np.testing.assert_allclose(pencil.log_evidence(SIGMAS), [t[3] for t in truth], atol=1e-9)
     np.testing.assert_allclose(pencil.means(SIGMAS), [t[1] for t in truth], atol=1e-11)
     posts, means, var = pencil.posteriors(SIGMAS)
     for post, mean, vk, t in zip(posts, means, var, truth, strict=True):
         np.testing.assert_allclose(mean, t[1], atol=1e-11)
         np.testing.assert_allclose(vk, np.diag(t[2]), rtol=1e-9)
-        np.testing.assert_allclose(post.dense_cov(), t[2], rtol=1e-8, atol=1e-14)
         assert post.log_evidence == pytest.approx(t[3], abs=1e-9)
+    return list(zip(posts, truth, strict=True))
+
+
+def test_one_level_pencils_are_the_dense_posteriors(data) -> None:
+    x, y, _, _, v = data
+    omega = np.full(len(y), 0.05)
+    truth = [_dense(x, y, omega, v, s) for s in SIGMAS]
+    pencil = NoisePencil(BlockStatistics(BlockDesign.from_dense(x, PS, C), y, omega), v)
+    for post, t in _pencil_matches(pencil, truth):
+        np.testing.assert_allclose(post.dense_cov(), t[2], rtol=1e-8, atol=1e-14)
         r = post.sample(np.eye(SPACE.size)) - post.mean
         np.testing.assert_allclose(r.T @ r, t[2], rtol=1e-8, atol=1e-14)
     for dense in (
@@ -190,13 +197,7 @@ def test_the_several_level_pencil_is_the_dense_posterior(data) -> None:
         part = None if key is None else z[SPACE.lineage_slice(key)]
         stats.add(RowTerms(z[:PS], part, key, float(yi), float(om) ** 2))
     pencil = LevelPencil(stats.fit_view({k: i for i, k in enumerate(SPACE.lineages)}, B), v)
-    np.testing.assert_allclose(pencil.log_evidence(SIGMAS), [t[3] for t in truth], atol=1e-9)
-    np.testing.assert_allclose(pencil.means(SIGMAS), [t[1] for t in truth], atol=1e-11)
-    posts, means, var = pencil.posteriors(SIGMAS)
-    for post, mean, vk, t in zip(posts, means, var, truth, strict=True):
-        np.testing.assert_allclose(mean, t[1], atol=1e-11)
-        np.testing.assert_allclose(vk, np.diag(t[2]), rtol=1e-9)
-        assert post.log_evidence == pytest.approx(t[3], abs=1e-9)
+    for post, t in _pencil_matches(pencil, truth):
         np.testing.assert_allclose(post.marginal_variance(), np.diag(t[2]), rtol=1e-9)
         r = post.sample(np.eye(SPACE.size)) - post.mean
         np.testing.assert_allclose(r.T @ r, t[2], rtol=1e-8, atol=1e-14)
