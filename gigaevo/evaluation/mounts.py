@@ -11,6 +11,12 @@ Everything else (the checkpoint directory, the card bank, home
 directories, ``/root``, ``/var``, ``/run``, ``/mnt``, the rest of the project)
 does not exist for the worker or its children. ``mount``/``umount`` serve
 ``scratch``, which puts a fresh size-limited tmpfs on ``/tmp`` per child.
+
+A visible path under ``/tmp`` (a virtual environment made with ``mktemp -d``,
+say) would be hidden by that scratch, so the root also binds each such path
+at ``UNDER_SCRATCH/<n>``; ``enter_readonly_root`` returns these pairs and the
+scratch binds them back, read-only, at their own paths inside every child's
+``/tmp``.
 """
 
 from __future__ import annotations
@@ -78,6 +84,8 @@ SCRATCH = "/tmp"
 # The problem directory is also bound here: its own path may lie under /tmp,
 # which each child's scratch covers.
 PROBLEM_MOUNT = "/problem"
+# Second mount points, outside the scratch, of the visible paths that lie under it.
+UNDER_SCRATCH = "/.under-tmp"
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
@@ -157,7 +165,8 @@ def plan_root(paths: Iterable[str]) -> RootPlan:
     return RootPlan(tuple(binds), tuple(links))
 
 
-def _make_mountpoint(root: str, source: str, target: str) -> str:
+def make_mountpoint(root: str, source: str, target: str) -> str:
+    """Create ``root + target`` as a directory or an empty file, like ``source``; return it."""
     inside = root + target
     if os.path.isdir(source):
         os.makedirs(inside, exist_ok=True)
@@ -168,19 +177,29 @@ def _make_mountpoint(root: str, source: str, target: str) -> str:
     return inside
 
 
+def under_scratch(plan: RootPlan) -> tuple[tuple[str, str], ...]:
+    """(second mount point, path) for each bind of ``plan`` that the scratch on ``/tmp`` covers."""
+    covered = [target for _, target in plan.binds if _covered(target, [SCRATCH])]
+    return tuple((f"{UNDER_SCRATCH}/{n}", target) for n, target in enumerate(covered))
+
+
 def _populate(root: str, plan: RootPlan, aliases: Mapping[str, str]) -> None:
     for target, value in plan.links:
         os.symlink(value, root + target)
     for source, target in plan.binds:
-        mount(source, _make_mountpoint(root, source, target), None, MS_BIND | MS_REC)
+        mount(source, make_mountpoint(root, source, target), None, MS_BIND | MS_REC)
+    sources = dict((target, source) for source, target in plan.binds)
+    for stash, target in under_scratch(plan):
+        source = sources[target]
+        mount(source, make_mountpoint(root, source, stash), None, MS_BIND | MS_REC)
     for target, source in aliases.items():
         real = os.path.realpath(source)
-        mount(real, _make_mountpoint(root, real, target), None, MS_BIND | MS_REC)
+        mount(real, make_mountpoint(root, real, target), None, MS_BIND | MS_REC)
     os.makedirs(root + "/dev", exist_ok=True)
     for name in DEVICES:
         device = f"/dev/{name}"
         if os.path.exists(device):
-            mount(device, _make_mountpoint(root, device, device), None, MS_BIND)
+            mount(device, make_mountpoint(root, device, device), None, MS_BIND)
     for name, value in DEV_LINKS.items():
         os.symlink(value, f"{root}/dev/{name}")
     os.makedirs(root + SCRATCH, exist_ok=True)
@@ -209,8 +228,8 @@ def _mount_points() -> list[str]:
     return sorted(set(points), key=len)
 
 
-def make_tree_readonly(legacy: bool = False) -> None:
-    """Remount every mount under ``/`` read-only and nosuid.
+def make_tree_readonly(legacy: bool = False, top: str = "/") -> None:
+    """Remount every mount under ``top`` read-only and nosuid.
 
     One ``mount_setattr(AT_RECURSIVE)`` call (Linux 5.12+); older kernels, or
     ``legacy=True``, get one bind remount per mount point that keeps the
@@ -224,7 +243,7 @@ def make_tree_readonly(legacy: bool = False) -> None:
         status = _LIBC.syscall(
             ctypes.c_long(_NR_MOUNT_SETATTR),
             ctypes.c_int(-100),  # AT_FDCWD
-            b"/",
+            top.encode(),
             ctypes.c_uint(_AT_RECURSIVE),
             attr,
             ctypes.c_size_t(32),
@@ -232,6 +251,8 @@ def make_tree_readonly(legacy: bool = False) -> None:
         if status == 0:
             return
     for point in _mount_points():
+        if not _covered(point, [top]):
+            continue
         kept = 0
         with contextlib.suppress(OSError):
             flags = os.statvfs(point).f_flag
@@ -245,7 +266,7 @@ def enter_readonly_root(
     *,
     legacy_remount: bool = False,
     aliases: Mapping[str, str] | None = None,
-) -> None:
+) -> tuple[tuple[str, str], ...]:
     """Replace this mount namespace's root with a read-only one holding only ``paths``.
 
     ``base`` is an empty directory to build the root on. ``aliases`` maps
@@ -253,6 +274,10 @@ def enter_readonly_root(
     root of its mount namespace, in a PID namespace (the new ``/proc`` shows
     that namespace), and single-threaded. Afterwards the working directory is
     ``/`` and every mount is read-only; ``scratch`` adds the writable part.
+
+    Returns:
+        The (second mount point, path) pairs of the visible paths under
+        ``/tmp``, which the scratch must bind back (``under_scratch``).
 
     Raises:
         MountError, OSError: a step before the pivot failed; the old root is
@@ -262,9 +287,11 @@ def enter_readonly_root(
     """
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     mount("tmpfs", base, "tmpfs", MS_NOSUID | MS_NODEV, "size=4m,nr_inodes=4096,mode=0755")
-    _populate(base, plan_root(paths), aliases or {})
+    plan = plan_root(paths)
+    _populate(base, plan, aliases or {})
     _pivot(base)
     try:
         make_tree_readonly(legacy=legacy_remount)
     except OSError as exc:
         raise RootNotSealedError(f"the sandbox root could not be made read-only: {exc}") from exc
+    return under_scratch(plan)

@@ -4,7 +4,8 @@ Two kinds, with one interface (``prepare`` returns the directory, ``discard``
 returns what went wrong, if anything, instead of raising):
 
 * ``TmpfsScratch`` (the worker has its own mount namespace): a fresh tmpfs on
-  ``/tmp``, capped in bytes and inodes, owned by the child's uid. Discarding
+  ``/tmp``, capped in bytes and inodes, owned by the child's uid, with the
+  root's visible paths under ``/tmp`` bound back into it read-only. Discarding
   detaches it; the kernel frees everything in it at once, however deep or
   unwritable.
 * ``DirectoryScratch`` (no mount namespace): a new directory under the
@@ -20,15 +21,41 @@ import os
 import stat
 import tempfile
 
-from gigaevo.evaluation.mounts import MS_NODEV, MS_NOEXEC, MS_NOSUID, SCRATCH, mount, umount
+from gigaevo.evaluation.mounts import (
+    MS_BIND,
+    MS_NODEV,
+    MS_NOEXEC,
+    MS_NOSUID,
+    MS_REC,
+    SCRATCH,
+    make_mountpoint,
+    make_tree_readonly,
+    mount,
+    umount,
+)
 
 
 class TmpfsScratch:
-    """A size-limited tmpfs on ``/tmp`` for one child at a time (``mode 0700``, noexec)."""
+    """A size-limited tmpfs on ``/tmp`` for one child at a time (``mode 0700``, noexec).
 
-    def __init__(self, size_bytes: int, uid: int, gid: int) -> None:
+    ``under`` holds (second mount point, path) pairs from
+    ``mounts.enter_readonly_root``: read-only paths of the root that lie under
+    ``/tmp`` (a virtual environment there, say), bound back at their own
+    paths in every fresh scratch so that the child still sees them.
+    """
+
+    def __init__(
+        self,
+        size_bytes: int,
+        uid: int,
+        gid: int,
+        under: tuple[tuple[str, str], ...] = (),
+        legacy_remount: bool = False,
+    ) -> None:
         inodes = max(1024, size_bytes // 16384)
         self._options = f"size={size_bytes},nr_inodes={inodes},mode=0700,uid={uid},gid={gid}"
+        self._under = under
+        self._legacy = legacy_remount
         self._mounted = False
 
     def prepare(self) -> str:
@@ -41,6 +68,9 @@ class TmpfsScratch:
             self.discard()
         mount("tmpfs", SCRATCH, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, self._options)
         self._mounted = True
+        for stash, path in self._under:
+            mount(stash, make_mountpoint("", stash, path), None, MS_BIND | MS_REC)
+            make_tree_readonly(legacy=self._legacy, top=path)
         return SCRATCH
 
     def discard(self) -> str | None:

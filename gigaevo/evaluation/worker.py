@@ -318,11 +318,12 @@ def build_sandbox(config: WorkerConfig, close_in_parent: tuple[int, ...]) -> San
     if config.namespaces:
         ns = enter_namespaces(network=config.network, close_in_parent=close_in_parent)
     filesystem, error = False, None
+    under: tuple[tuple[str, str], ...] = ()
     if ns.mount:
         base = os.path.join(config.work_dir, "root")
         os.makedirs(base, exist_ok=True)
         try:
-            enter_readonly_root(
+            under = enter_readonly_root(
                 base,
                 visible_paths(config.validator_path),
                 legacy_remount=config.legacy_remount,
@@ -339,7 +340,8 @@ def build_sandbox(config: WorkerConfig, close_in_parent: tuple[int, ...]) -> San
     size = config.scratch_mb * 2**20
     scratch: TmpfsScratch | DirectoryScratch
     if filesystem:
-        scratch = TmpfsScratch(size, uid, os.getegid() if child_uid is None else child_uid)
+        gid = os.getegid() if child_uid is None else child_uid
+        scratch = TmpfsScratch(size, uid, gid, under, legacy_remount=config.legacy_remount)
     else:
         scratch = DirectoryScratch(os.path.join(config.work_dir, "scratch"), child_uid)
     seccomp = ChildFilter.for_machine(network=config.network) if config.seccomp else None

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -10,7 +13,7 @@ from gigaevo.evaluation import SandboxEvaluator
 from gigaevo.evaluation.isolation import IsolationError, is_dumpable, kill_namespace_members
 
 from .conftest import MakeProblem
-from .helpers import program
+from .helpers import program, write_problem
 
 
 def test_the_evaluator_makes_its_process_non_dumpable(shared_evaluator: SandboxEvaluator) -> None:
@@ -81,6 +84,49 @@ def test_child_still_imports_and_writes_files(make_problem: MakeProblem) -> None
         result = ev.evaluate(code)
     assert result.valid, result.reason
     assert result.metrics == {"score": 1.0 + 1.0 + 2.0 + 2.0, "count": 4.0}
+
+
+@pytest.mark.parametrize("namespaces", [True, False], ids=["namespaces", "flat"])
+def test_child_sees_read_only_paths_that_lie_under_tmp(namespaces: bool) -> None:
+    # A checkout or virtual environment made with `mktemp -d` lives under /tmp, where
+    # each child's scratch is mounted: the root's paths there must stay visible, read-only.
+    directory = Path(tempfile.mkdtemp(prefix="gigaevo-under-tmp-", dir="/tmp"))
+    directory.chmod(0o755)  # like a checkout: readable by the uid children run as
+    try:
+        problem = write_problem(directory / "problem")
+        (directory / "problem" / "helper_under_tmp.py").write_text("VALUE = 7.0\n")
+        code = program(
+            """
+            import os
+
+            def solve():
+                import helper_under_tmp
+
+                here = os.path.dirname(helper_under_tmp.__file__)
+                try:
+                    open(os.path.join(here, "planted.py"), "w").close()
+                    planted = 1.0
+                except OSError:
+                    planted = 0.0
+                with open("scratch.txt", "w") as handle:
+                    handle.write("ok")
+                return [helper_under_tmp.VALUE, planted, float(os.path.exists("scratch.txt"))]
+            """
+        )
+        with SandboxEvaluator(problem, max_workers=1, namespaces=namespaces) as ev:
+            first, second = ev.evaluate(code), ev.evaluate(code)  # a fresh scratch each time
+            isolated = ev.uses_pid_namespaces
+        for result in (first, second):
+            assert result.valid, result.reason
+            assert result.metrics["count"] == 3.0
+            if isolated:  # the read-only root: the path is seen but cannot be written
+                assert result.metrics["score"] == 7.0 + 0.0 + 1.0
+            else:  # nothing hides /tmp; whether the child may write there is up to its uid
+                assert result.metrics["score"] in (8.0, 9.0)
+        if isolated:
+            assert not (directory / "problem" / "planted.py").exists()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.mark.parametrize("namespaces", [True, False], ids=["namespaces", "flat"])
