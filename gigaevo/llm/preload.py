@@ -23,24 +23,40 @@ from collections.abc import Iterable, Sequence
 
 from gigaevo.llm.wire import Wire
 
+BACKGROUND_IMPORTS = "BACKGROUND_IMPORTS"  # a module's tuple of what its first use imports
+
 
 def start_loading(
-    wires: Iterable[Wire], *then_import: str, first: Sequence[str] = ()
+    wires: Iterable[Wire],
+    *then_import: str,
+    first: Sequence[str] = (),
+    first_use: bool = True,
 ) -> threading.Thread:
     """Import the modules ``first``, prepare each of ``wires`` (once each), then import
-    the modules ``then_import``."""
+    the modules ``then_import``.
+
+    A module of ``first`` may name, in its ``BACKGROUND_IMPORTS`` tuple, the slow modules
+    its first use imports on its own (memory=v2: scipy for the first decision's head
+    fits); with ``first_use`` they are imported right after it, before the wires.
+    """
     unique = list({id(w): w for w in wires}.values())
     thread = threading.Thread(
-        target=_load_quietly, args=(tuple(first), unique, then_import), name="gigaevo-import"
+        target=_load_quietly,
+        args=(tuple(first), first_use, unique, then_import),
+        name="gigaevo-import",
     )
     thread.start()
     return thread
 
 
-def _load_quietly(first: tuple[str, ...], wires: list[Wire], then: tuple[str, ...]) -> None:
+def _load_quietly(
+    first: tuple[str, ...], first_use: bool, wires: list[Wire], then: tuple[str, ...]
+) -> None:
     try:
         for name in first:
-            importlib.import_module(name)
+            module = importlib.import_module(name)
+            for extra in getattr(module, BACKGROUND_IMPORTS, ()) if first_use else ():
+                importlib.import_module(extra)
         for wire in wires:
             wire.prepare()
         for name in then:

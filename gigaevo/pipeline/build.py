@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import math
-import sys
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -151,9 +150,10 @@ def _dispatch_mode(cfg: DictConfig, llm: LLMClient) -> str:
 def _import_behind(cfg: DictConfig) -> None:
     """Start the slow imports of the run in one background thread.
 
-    First the memory's package (scipy for memory=v2: the largest import of a
-    run), which then overlaps the main thread's wait for the sandbox workers;
-    then what the model clients' wires need (httpx and the price map for an
+    First the memory's package and, when the run will dispatch an attempt, what its
+    first decision imports (scipy for memory=v2: the largest import of a run), which
+    then overlaps the main thread's wait for the sandbox workers and for the initial
+    program's evaluation; then what the model clients' wires need (httpx and the price map for an
     OpenAI-compatible server, a fraction of a second; litellm for other
     providers, seconds), then scikit-learn's text vectoriser, which the card
     bank's embedder loads with the first card (about a second that would
@@ -175,7 +175,7 @@ def _import_behind(cfg: DictConfig) -> None:
         else []
     )
     if first or wires or then:
-        start_loading(wires, *then, first=[m for m in first if m not in sys.modules])
+        start_loading(wires, *then, first=first, first_use=int(cfg.max_mutants) > 0)
 
 
 def resolve_problem(cfg: DictConfig) -> Problem:
