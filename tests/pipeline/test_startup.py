@@ -10,7 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from gigaevo.pipeline.cli import _mode_may_be_configured, _sets_hydra_mode
+
 ROOT = Path(__file__).resolve().parents[2]
+CONFIG_DIR = ROOT / "config"
 
 BUILD = """
 import sys, threading
@@ -68,3 +73,71 @@ def test_the_chance_tail_is_scipys_number() -> None:
     from gigaevo.memory.v2.causal import chance
 
     assert 2.0 * float(ndtr(-10.0)) == chance._TAIL  # bit for bit: no module-level scipy
+
+
+COUNT = """
+import runpy, sys
+from hydra._internal.hydra import Hydra
+calls = []
+compose = Hydra.compose_config
+def counted(self, *args, **kwargs):
+    calls.append(kwargs.get("run_mode"))
+    return compose(self, *args, **kwargs)
+Hydra.compose_config = counted
+sys.argv = {argv!r}
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+finally:
+    print("compositions:", len(calls))
+"""
+
+
+@pytest.mark.parametrize(
+    ("overrides", "compositions", "jobs"),
+    [
+        ([], 1, 1),
+        (["-m", "seed=0,1"], 1, 2),  # the sweep's (its jobs' configs come from the sweeper)
+        (["hydra.mode=MULTIRUN", "seed=0,1"], 2, 2),  # the mode is read first: twice
+    ],
+)
+def test_hydra_composes_the_config_once_unless_the_mode_may_be_configured(
+    tmp_path: Path, overrides: list[str], compositions: int, jobs: int
+) -> None:
+    argv = [
+        str(ROOT / "run.py"), *overrides, "problem=rastrigin", "max_mutants=0",
+        "progress=false", "memory=none", "evaluator.max_workers=1",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+    ]  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", COUNT.format(argv=argv)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == f"compositions: {compositions}"
+    summaries = list(tmp_path.rglob("summary.json"))
+    assert len(summaries) == jobs
+
+
+@pytest.mark.parametrize(
+    ("text", "sets"),
+    [
+        ("hydra:\n  run:\n    dir: x\n  mode: MULTIRUN\n", True),
+        ("hydra:\n  run:\n    dir: x\nmutator:\n  mode: diff\n", False),
+        ("# @package hydra\nmode: RUN\n", True),
+        ("# @package _global_\nhydra:\n  mode: MULTIRUN\n", True),
+        ("hydra: {mode: MULTIRUN}\n", True),
+        ("# @package _global_\nmax_mutants: 30\n# hydra:\n#   mode: x\n", False),
+        ("defaults:\n  - override hydra.mode: x\n", True),  # named: never guessed at
+    ],
+)
+def test_which_config_files_may_set_the_hydra_mode(text: str, sets: bool) -> None:
+    assert _sets_hydra_mode(text) is sets
+
+
+def test_the_mode_may_be_configured_by_overrides_or_another_config_source() -> None:
+    assert not _mode_may_be_configured(CONFIG_DIR, ["seed=1", "hydra.run.dir=x"])
+    for args in (["hydra.mode=MULTIRUN"], ["+hydra.mode=RUN"], ["-cn", "other"], ["-cd=x"]):
+        assert _mode_may_be_configured(CONFIG_DIR, args), args
