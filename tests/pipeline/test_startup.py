@@ -141,3 +141,34 @@ def test_the_mode_may_be_configured_by_overrides_or_another_config_source() -> N
     assert not _mode_may_be_configured(CONFIG_DIR, ["seed=1", "hydra.run.dir=x"])
     for args in (["hydra.mode=MULTIRUN"], ["+hydra.mode=RUN"], ["-cn", "other"], ["-cd=x"]):
         assert _mode_may_be_configured(CONFIG_DIR, args), args
+
+
+REMOTE = """
+import sys, threading
+from tests.conftest import compose_config
+from gigaevo.pipeline.build import ConfigError, build_run
+cfg = compose_config(["problem=rastrigin", "max_mutants=0", "checkpoint_dir={ckpt}",
+                      "progress=false", "evaluator.max_workers=1",
+                      "llm=openai_compatible", "llm.api_base=http://127.0.0.1:9/v1", {extra}])
+try:
+    build_run(cfg, show_progress=False).close()
+except ConfigError as exc:
+    print("refused:", exc)
+for thread in threading.enumerate():
+    if thread.name == "gigaevo-import":
+        thread.join(timeout=60)
+        print("import thread alive:", thread.is_alive())
+print("httpx", "httpx" in sys.modules, "sklearn", "sklearn" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("extra", ['"seed=0"', '"llm.timeout_s=-1"'], ids=["built", "refused"])
+def test_the_vectoriser_waits_for_a_first_call_and_is_dropped_without_one(
+    tmp_path: Path, extra: str
+) -> None:
+    # memory=v2's card embedder needs scikit-learn's vectoriser once cards exist; it is
+    # imported behind the first request, and never when the run ends (or is refused)
+    # before any: the process then exits at once instead of waiting for the import
+    lines = _probe(REMOTE.format(ckpt=tmp_path / "run", extra=extra))
+    assert lines[-2:] == ["import thread alive: False", "httpx True sklearn False"]
+    assert lines[0].startswith("refused: llm.timeout_s") == (extra == '"llm.timeout_s=-1"')
