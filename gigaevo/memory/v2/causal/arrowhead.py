@@ -15,7 +15,6 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
-from scipy.sparse import csr_matrix
 
 from gigaevo.memory.v2.causal.errors import DesignError
 from gigaevo.memory.v2.causal.suffstats import FitStatistics
@@ -190,6 +189,8 @@ def block_gram(
         weights: (n,) row weights; pos: (B,) position of each lineage among the active ones.
         y: optional (n,) targets for bs (P_s,) and bl (B_act, C).
     """
+    from scipy.sparse import csr_matrix
+
     s, lin, part = design.shared, design.lineage, design.lineage_part
     c, ps = part.shape[1], s.shape[1]
     ws = s * weights[:, None]
