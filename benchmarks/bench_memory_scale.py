@@ -58,7 +58,7 @@ sys.path.insert(
 sys.path.insert(0, str(Path(sys.path[0]) / "benchmarks"))  # its _config: its own config/
 # isort: off
 import gigaevo  # noqa: F401
-from _config import describe, memory_description, run_config
+from _config import run_config
 from bench_memory_bank import synthetic_card
 
 # isort: on
@@ -154,6 +154,9 @@ def rates(events: Path) -> tuple[list[float], float]:
 
 
 def real_run(mutants: int, *overrides: str) -> None:
+    # imported here: a --child of an older checkout imports this file with its own _config
+    from _config import describe, memory_description
+
     with tempfile.TemporaryDirectory() as tmp:
         cfg = run_config(tmp, "problem=rastrigin", f"max_mutants={mutants}", *overrides)
         print(f"config: {describe(cfg)}", flush=True)
