@@ -43,7 +43,7 @@ def _with_head(monkeypatch: pytest.MonkeyPatch, coef: float, var: float | None) 
         def fit(self, x: np.ndarray, d: np.ndarray) -> Degenerate:
             super().fit(x, d)
             self.coef_ = np.full_like(self.coef_, coef)
-            self.coef_cov_ = None if var is None else np.eye(len(self.coef_)) * var
+            self.coef_cov_ = None if var is None else np.diag(np.full(len(self.coef_), var))
             return self
 
     monkeypatch.setattr(transfer, "LogisticLaplaceHead", Degenerate)
