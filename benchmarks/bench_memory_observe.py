@@ -43,6 +43,7 @@ def child(tree: Path, mutants: int, profile: bool, overrides: list[str]) -> None
     import gigaevo
 
     assert Path(gigaevo.__file__).is_relative_to(tree), gigaevo.__file__
+    import _config
     from _config import run_config
 
     from gigaevo.memory.v2.provider import CardBankMemory
@@ -68,6 +69,8 @@ def child(tree: Path, mutants: int, profile: bool, overrides: list[str]) -> None
         setattr(CardBankMemory, name, timed)
     with tempfile.TemporaryDirectory() as tmp:
         cfg = run_config(tmp, "problem=rastrigin", f"max_mutants={mutants}", *overrides)
+        if hasattr(_config, "describe"):  # an older baseline's _config may not have it
+            print(f"config: {_config.describe(cfg)}", flush=True)
         started = time.perf_counter()
         run_from_config(cfg, show_progress=False)
         wall = time.perf_counter() - started

@@ -154,15 +154,19 @@ def rates(events: Path) -> tuple[list[float], float]:
 
 
 def real_run(mutants: int, *overrides: str) -> None:
+    # imported here: a --child of an older checkout imports this file with its own _config
+    from _config import describe, memory_description
+
     with tempfile.TemporaryDirectory() as tmp:
         cfg = run_config(tmp, "problem=rastrigin", f"max_mutants={mutants}", *overrides)
+        print(f"config: {describe(cfg)}", flush=True)
         started = time.perf_counter()
         with PeakSampler() as sampler:
             run_from_config(cfg, show_progress=False)
         wall = time.perf_counter() - started
         per_k, _ = rates(Path(tmp) / "events.jsonl")
         sizes = {p.name: p.stat().st_size for p in Path(tmp).iterdir() if p.is_file()}
-    label = " ".join(overrides) or "memory=v2 (default)"
+    label = memory_description(cfg)  # what ran, not what was asked for
     print(f"\nreal run, rastrigin, {mutants} mutants, {label}: wall {wall:.0f} s")
     print("  mutants/s per 1,000:", ", ".join(f"{r:.1f}" for r in per_k))
     if len(per_k) > 1:

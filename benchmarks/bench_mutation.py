@@ -133,12 +133,36 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
             f"{T}/test_arrowhead_pinned.py",
         ),
     ),
+    # the outcome and credit code around the causal package (issue 19): what the librarian
+    # ingests, and the reader's terminals, lineage maturation and OPE summary
+    "outcome": (
+        "gigaevo/memory/v2/write/outcome.py",
+        (
+            "tests/memory/test_librarian.py",
+            "tests/memory/test_program_exemplars.py",
+            "tests/memory/test_duplicate_audit.py",
+            "tests/memory/test_offline_memory_llm.py",
+        ),
+    ),
+    "outcomes": (
+        "gigaevo/memory/v2/read/outcomes.py",
+        (
+            "tests/memory/test_reader_citation.py",
+            "tests/memory/test_incremental_views.py",
+            "tests/memory/test_reader_crash_resume.py",
+            "tests/memory/test_observe_replay.py",
+            "tests/memory/test_reader_run.py",
+            f"{T}/test_ope_ground_truth.py",
+        ),
+    ),
 }
-# modules whose functions also run at import (chance builds its quadrature rules then): each
-# mutant's test process imports gigaevo afresh with the mutant active (mutmut's fork server
-# preloads only the third-party modules the tests import), instead of forking from a
-# process that imported the unmutated module once
-FRESH_IMPORT = frozenset({"chance"})
+# modules whose functions also run at import (chance builds its quadrature rules then), or
+# whose tests leave threads behind in mutmut's process (the librarian's and the reader's
+# background threads: a test process forked from it inherits their locks held, and waits
+# for ever on one of them): each mutant's test process imports gigaevo afresh with the
+# mutant active (mutmut's fork server preloads only the third-party modules the tests
+# import), instead of forking from a process that imported the unmutated module once
+FRESH_IMPORT = frozenset({"chance", "outcome", "outcomes"})
 COPIED = ("gigaevo", "tests", "config", "run.py", "pyproject.toml")
 PRELOAD = "mutmut-preload.txt"
 SAMPLE = "sample.txt"
@@ -162,8 +186,9 @@ STATUS = {
 
 def _mutmut_section(module: str, tree: Path = ROOT) -> str:
     source, tests = MODULES[module]
-    # the module's pinned ground-truth tests (tests/memory/causal/test_<module>_pinned.py)
-    tests = (*tests, f"{T}/test_{module}_pinned.py")
+    # the module's pinned ground-truth tests: test_<module>_pinned.py beside its first test
+    # file (tests/memory/causal/ for the causal package)
+    tests = (*tests, f"{Path(tests[0]).parent}/test_{module}_pinned.py")
     selection = [t for t in tests if not t.startswith("tests/") or (tree / t).exists()]
     text = (
         "\n[tool.mutmut]\n"
@@ -342,7 +367,7 @@ def main() -> None:
     modules = list(MODULES) if "all" in args.modules else args.modules
     load = os.getloadavg()
     print(
-        f"mutmut 3.8.1 over {CAUSAL}: modules={','.join(modules)}, "
+        f"mutmut 3.8.1 over the memory's statistical core: modules={','.join(modules)}, "
         f"max_children={args.max_children}, budget={args.budget_s:.0f} s per module, "
         f"survivors_only={args.survivors}, sample={args.sample or 'all'}, "
         f"load average {load[0]:.2f}"

@@ -116,3 +116,76 @@ def test_the_description_names_hydras_choice(bench_modules: Any, overrides: list
         assert f"evictor={choices['memory/evictor']}" in text
         assert f"write={choices['memory/write']}" in text
         assert f"selection={cfg.memory.selection}" in text
+
+
+def _fake_run_with_events(ran: list[DictConfig]) -> Any:
+    """``run_from_config`` that also writes the two events bench_memory_scale reads."""
+    base = _fake_run(ran)
+
+    def run_from_config(cfg: DictConfig, show_progress: bool = False) -> None:
+        base(cfg, show_progress)
+        events = [{"event": "initial", "time": 0.0}, {"event": "mutant", "attempt": 1, "time": 1.0}]
+        lines = "".join(json.dumps(e) + "\n" for e in events)
+        (Path(cfg.checkpoint_dir) / "events.jsonl").write_text(lines)
+
+    return run_from_config
+
+
+@pytest.mark.parametrize(
+    ("overrides", "memory"), [((), "memory=v2"), (("memory=none",), "memory=none")]
+)
+def test_the_memory_scale_run_prints_what_it_runs(
+    overrides: tuple[str, ...],
+    memory: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    for name in ("bench_memory_scale", "bench_memory_bank", "_config"):
+        sys.modules.pop(name, None)
+    try:
+        module = importlib.import_module("bench_memory_scale")
+        config = importlib.import_module("_config")
+        ran: list[DictConfig] = []
+        monkeypatch.setattr(module, "run_from_config", _fake_run_with_events(ran))
+        module.real_run(1, *overrides)
+        out = capsys.readouterr().out
+    finally:
+        for name in ("bench_memory_scale", "bench_memory_bank", "_config"):
+            sys.modules.pop(name, None)
+    (cfg,) = ran
+    assert f"config: {config.describe(cfg)}\n" in out
+    label = config.memory_description(cfg)
+    assert f"1 mutants, {label}:" in out and label.startswith(memory)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "memory"), [([], "memory=v2 ("), (["memory=none"], "memory=none")]
+)
+def test_the_observe_benchmark_prints_what_its_child_runs(
+    overrides: list[str],
+    memory: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import gigaevo.pipeline.build as build
+    from gigaevo.memory.v2.provider import CardBankMemory
+
+    for name in ("decide", "observe"):  # the child wraps them: restored after the test
+        monkeypatch.setattr(CardBankMemory, name, getattr(CardBankMemory, name))
+    ran: list[DictConfig] = []
+    monkeypatch.setattr(build, "run_from_config", _fake_run(ran))
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    for name in ("bench_memory_observe", "_config"):
+        sys.modules.pop(name, None)
+    try:
+        module = importlib.import_module("bench_memory_observe")
+        module.child(ROOT, 3, False, overrides)
+        config = sys.modules["_config"]
+        out = capsys.readouterr().out
+    finally:
+        for name in ("bench_memory_observe", "_config"):
+            sys.modules.pop(name, None)
+    (cfg,) = ran
+    printed = [line for line in out.splitlines() if line.startswith("config: ")]
+    assert printed == [f"config: {config.describe(cfg)}"] and memory in printed[0]

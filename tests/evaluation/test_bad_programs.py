@@ -54,8 +54,10 @@ def test_hanging_program_times_out(shared_evaluator: SandboxEvaluator) -> None:
     elapsed = time.monotonic() - started
     assert not result.valid
     assert result.reason == "timeout after 1 s"
-    assert 0.9 <= result.run_seconds < 1.5
-    assert elapsed < 2.0
+    # the program never ends: the bounds only need to show that the 1 s limit cut it, with
+    # room for a loaded machine (speed is measured in benchmarks/, not here)
+    assert 0.9 <= result.run_seconds < 10.0
+    assert elapsed < 30.0
 
 
 def test_allocating_ten_gigabytes_hits_the_memory_limit(
@@ -81,16 +83,14 @@ def test_printing_gigabytes_stops_at_the_output_cap(shared_evaluator: SandboxEva
 
         def solve():
             chunk = "x" * 1_000_000
-            for _ in range(1000):  # would be 1 GB; the 100 kB cap stops it at once
+            while True:  # endless: only the 100 kB cap (or the 1 s timeout) stops it
                 sys.stdout.write(chunk)
-            return [1]
         """
     )
-    started = time.monotonic()
     result = shared_evaluator.evaluate(code)
     assert not result.valid
+    # the cap, not the timeout, ended it: it acts while the program writes, not after
     assert result.reason.startswith("output limit exceeded")
-    assert time.monotonic() - started < 1.0
     assert len(result.stdout_tail) <= 2048
 
 

@@ -37,7 +37,7 @@ def test_an_overrun_is_abandoned_and_its_worker_is_not_reused() -> None:
     started = time.monotonic()
     with pytest.raises(IngestTimeout, match=r"within the 0\.2s"):
         call_before(Deadline(0.2), slow, "slow")
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 4  # cut at 0.2 s; uncut, slow() waits 5 s
     # the next call does not wait behind the abandoned one, on another thread
     assert call_before(Deadline(5), threading.get_ident, "t") != slow_ident[0]
     release.set()

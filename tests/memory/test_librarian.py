@@ -131,9 +131,14 @@ def test_the_timeout_bounds_the_whole_chain(bank: Path, tmp_path: Path) -> None:
         llm=llm,
         writer={"ingest_call_timeout_s": 0.2, "max_ingest_attempts": 2},
     )
+    # the bank's embedder imports sklearn on first use (seconds on a loaded machine), when the
+    # discarded row is written: not part of the chain under test
+    import sklearn.feature_extraction.text  # noqa: F401
+
     started = time.monotonic()
     ingest(lib, result(0), final=True)
-    assert time.monotonic() - started < 1.5
+    # two attempts cut at 0.2 s each; uncut they would take 2 x 2.0 s (loose for a loaded machine)
+    assert time.monotonic() - started < 3.5
     (row,) = rows(tmp_path)
     assert row.outcome == "discarded" and "IngestTimeout" in row.reason
 
