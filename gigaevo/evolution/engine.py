@@ -45,7 +45,7 @@ from gigaevo.evolution.selection import InspirationSampler, IslandScheduler, Par
 from gigaevo.evolution.state import RunCounters
 from gigaevo.evolution.stoppers import RunState, Stopper
 from gigaevo.evolution.store import ProgramStore
-from gigaevo.llm import abort_calls
+from gigaevo.llm import abort_calls, wait_for_first
 from gigaevo.llm.call_log import UsageTally
 from gigaevo.llm.errors import LLMStopError
 from gigaevo.memory.base import MemoryProvider, MutationContext
@@ -187,6 +187,7 @@ class EvolutionEngine:
             d for d in self.store.pending_dispatches() if d.attempt < self.settings.max_mutants
         ]
         self.lane.expect_replays(d.attempt for d in pending)
+        wait_for_first()  # the modules the memory's first decision needs, imported behind
         self._notes_start(resumed, pending)
         stop = self._stop_reason()
         if stop is None and not pending and c.counters.n_mutants >= self.settings.max_mutants:

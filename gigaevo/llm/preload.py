@@ -30,6 +30,16 @@ BACKGROUND_IMPORTS = "BACKGROUND_IMPORTS"  # a module's tuple of what its first 
 DEFERRED_WAIT_S = 300.0
 _go = threading.Event()  # deferred imports may start (a first call) or are dropped (the end)
 _dropped = False
+_first_done = threading.Event()  # the modules ``first`` (and what they name) are imported
+_first_done.set()
+
+
+def wait_for_first() -> None:
+    """Wait until the background thread has imported its modules ``first`` (at once when
+    none is loading): the memory thread's first decision then never imports scipy while
+    the background thread is importing it too (two threads importing one package's
+    circular imports can fail with a deadlock error in one of them)."""
+    _first_done.wait()
 
 
 def call_started() -> None:
@@ -67,6 +77,8 @@ def start_loading(
     if after_first_call:
         _dropped = False
         _go.clear()
+    if first:
+        _first_done.clear()
     unique = list({id(w): w for w in wires}.values())
     thread = threading.Thread(
         target=_load_quietly,
@@ -85,10 +97,13 @@ def _load_quietly(
     deferred: bool,
 ) -> None:
     try:
-        for name in first:
-            module = importlib.import_module(name)
-            for extra in getattr(module, BACKGROUND_IMPORTS, ()) if first_use else ():
-                importlib.import_module(extra)
+        try:
+            for name in first:
+                module = importlib.import_module(name)
+                for extra in getattr(module, BACKGROUND_IMPORTS, ()) if first_use else ():
+                    importlib.import_module(extra)
+        finally:
+            _first_done.set()
         for wire in wires:
             wire.prepare()
         if then and deferred:

@@ -87,15 +87,21 @@ class BuiltRun:
                     self.scratchpad.write_report()
 
     def close_after_error(self) -> None:
-        """Close everything after the run failed, without hiding why it failed.
+        """Close everything after the run failed or was interrupted, without hiding why.
+
+        The memory is suspended (``suspend``, when it has one), not closed: the run is
+        resumable, and work that belongs to its end (memory=v2's last drain, duplicate
+        audit and retirement sweep) would change what the resumed run decides.
 
         A second failure while closing (the disk is still full, say) goes to
         the log at debug level; the caller re-raises the first one.
         """
+        # a run stopped early is resumed: the memory keeps its end-of-run work for the end
+        suspend = getattr(self.memory, "suspend", None)
         steps: list[Callable[[], object]] = [
             stop_loading,
             self.evaluator.close,
-            self.memory.close,
+            suspend if callable(suspend) else self.memory.close,
             self.store.close,
         ]
         if self.scratchpad is not None:

@@ -41,16 +41,21 @@ def test_deferred_imports_are_dropped_when_the_run_ends_first() -> None:
 
 
 def test_a_module_names_what_its_first_use_needs() -> None:
-    # memory=v2 lists scipy's modules for its first decision; they load right after it
+    # memory=v2 lists scipy's modules for its first decision; they load right after it,
+    # and wait_for_first (the engine, before its first decision) returns once they have
     code = (
         "import sys\n"
         "from gigaevo.llm import preload\n"
-        "preload.start_loading([], first=['gigaevo.memory.v2']).join(timeout=120)\n"
+        "t = preload.start_loading([], 'colorsys', first=['gigaevo.memory.v2'],\n"
+        "                          after_first_call=True)\n"
+        "preload.wait_for_first()\n"
         "import gigaevo.memory.v2 as m\n"
-        "print(all(name in sys.modules for name in m.BACKGROUND_IMPORTS))\n"
+        "print(all(name in sys.modules for name in m.BACKGROUND_IMPORTS), t.is_alive())\n"
+        "preload.stop_loading()\n"
+        "t.join(timeout=60)\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=180
     )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["True"]
+    assert out.stdout.split() == ["True", "True"]  # the thread still waits for a call
