@@ -102,7 +102,7 @@ def test_cold_cards_are_admitted() -> None:
     head = _head(space).fit(np.zeros((0, space.size)), np.zeros(0))
     eta, cov = head.linear_predictor(space.row(x, 0), space.row(x, 1, "A", "insight"))
     acc = acceptance_probability(eta, cov)
-    assert 0.5 < acc.probability < 0.99 and acc.admitted(0.10)
+    assert 0.5 < acc.probability < 0.9999 and acc.admitted(0.10)
 
 
 def test_level_sds_set_only_the_intercept_columns() -> None:
@@ -151,7 +151,8 @@ def test_only_the_card_whose_rows_favour_it_gets_the_wide_level(extra: int) -> N
     assert head.ok_
     harm, calm = space.lineage_slice("harm").start, space.lineage_slice("calm").start
     assert head.wide_columns_.tolist() == [harm]
-    assert head._v[harm] == pytest.approx(5 * 2.0**2) and head._v[calm] == pytest.approx(0.36)
+    narrow = PROD.invalidity_lineage_prior_sd**2
+    assert head._v[harm] == pytest.approx(5 * 2.0**2) and head._v[calm] == pytest.approx(narrow)
     # the refit's Laplace posterior is the MAP under the chosen levels: the same head fitted
     # with those levels as a single Gaussian prior finds the same coefficients
     var = head._v.copy()

@@ -127,7 +127,9 @@ class MixtureProjector:
         nodes = _pencil_nodes(self.components)
         assert nodes is not None
         ps, c = nodes.p_shared, nodes.width
-        s_inv = nodes.inv_s.transpose(0, 2, 1) @ nodes.inv_s  # (K, P_s, P_s)
+        if self._shared_inv is None:  # S^-1 per node, once for every card
+            self._shared_inv = nodes.inv_s.transpose(0, 2, 1) @ nodes.inv_s
+        s_inv = self._shared_inv
         block = (self.space.lineage_slice(lineage).start - ps) // c
         out = np.zeros((len(self.components), ps + c, ps + c))
         out[:, :ps, :ps] = s_inv

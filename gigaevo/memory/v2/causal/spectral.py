@@ -73,26 +73,46 @@ class NoisePencil:
         self._s = np.einsum("aci,ac->ai", self._vq, np.asarray(grp["bl"])).reshape(-1)
         self._prior_prec_s = np.diag(1.0 / prior_var[:ps])
         self._logdet_prior_s = float(np.sum(np.log(prior_var[:ps])))
+        self._kept: dict[float, tuple[np.ndarray, np.ndarray]] = {}  # sigma -> chol(S), t
 
     def _schur(self, sigmas: np.ndarray) -> tuple[np.ndarray, ...]:
-        """(w (K,), f (K, N), chol(S) (K, P_s, P_s), t (K, P_s)) for K residual sds."""
+        """(w (K,), f (K, N), chol(S) (K, P_s, P_s), t (K, P_s)) for K residual sds.
+
+        chol(S) and t of every sigma are kept (``_kept``, P_s^2 + P_s numbers each): the
+        mixture's nodes are points the quadrature already evaluated, so building their
+        posteriors does not form those (K, N) x (N, P_s^2) products again.
+        """
         ps = self.p_shared
         w = 1.0 / (sigmas * sigmas + self.level)
         f = 1.0 / (1.0 + w[:, None] * self._e)
-        s = (
-            self._prior_prec_s
-            + w[:, None, None] * self._a
-            - (w * w)[:, None, None] * (f @ self._rr).reshape(-1, ps, ps)
-        )
-        t = w[:, None] * self._bs - (w * w)[:, None] * ((f * self._s) @ self._r)
-        return w, f, np.linalg.cholesky(s), t
+        kept = [self._kept.get(float(sd)) for sd in sigmas]
+        miss = np.array([i for i, k in enumerate(kept) if k is None], dtype=int)
+        chol_s, t = np.empty((len(w), ps, ps)), np.empty((len(w), ps))
+        if len(miss):
+            wm, fm = w[miss], f[miss]
+            s = (
+                self._prior_prec_s
+                + wm[:, None, None] * self._a
+                - (wm * wm)[:, None, None] * (fm @ self._rr).reshape(-1, ps, ps)
+            )
+            chol_s[miss] = np.linalg.cholesky(s)
+            t[miss] = wm[:, None] * self._bs - (wm * wm)[:, None] * ((fm * self._s) @ self._r)
+            for i in miss:
+                self._kept[float(sigmas[i])] = (chol_s[i], t[i])
+        for i, k in enumerate(kept):
+            if k is not None:
+                chol_s[i], t[i] = k
+        return w, f, chol_s, t
 
     def _log_evidence(
         self, sigmas: np.ndarray, w: np.ndarray, f: np.ndarray, chol_s: np.ndarray, t: np.ndarray
     ) -> np.ndarray:
         z = np.linalg.solve(chol_s, t[:, :, None])[:, :, 0]
         quad = w * w * (f @ (self._s * self._s)) + np.sum(z * z, axis=1)
-        logdet = np.sum(np.log1p(w[:, None] * self._e), axis=1)
+        # sum ln(1 + w e) as one log per block (the product of its C factors, each in
+        # [1, 1 + w e_max], stays far inside the float range): C times fewer logarithms
+        grow = (1.0 + w[:, None] * self._e).reshape(len(w), len(self.active), self.width)
+        logdet = np.sum(np.log(np.prod(grow, axis=2)), axis=1)
         logdet += 2.0 * np.sum(np.log(np.diagonal(chol_s, axis1=1, axis2=2)), axis=1)
         noise = self.n * np.log(sigmas * sigmas + self.level)
         return -0.5 * (
@@ -113,7 +133,7 @@ class NoisePencil:
         mean[:, :ps] = m_s
         if len(self.active):
             blocks = proj.reshape(k, len(self.active), self.width)
-            mean[:, self.cols] = np.einsum("aci,kai->kac", self._vq, blocks)
+            mean[:, self.cols] = (self._vq @ blocks[..., None])[..., 0]  # V^1/2 Q (.) per block
         return mean
 
     def means(self, sigmas: np.ndarray) -> np.ndarray:
