@@ -25,18 +25,13 @@ from gigaevo.analysis._files import read_yaml
 from gigaevo.analysis._sqlite import has_open_connection
 from gigaevo.analysis.evidence import EVIDENCE_FILE, load_evidence
 from gigaevo.analysis.feeds import EventFeed, LlmFeed, MemoryFeed
-from gigaevo.analysis.ledgers import (
-    BANK_FILE,
-    CARD_COLUMNS,
-    JOURNAL_FILE,
-    RECORDS_FILE,
-    load_cards,
-    load_summary,
-)
+from gigaevo.analysis.ledgers import BANK_FILE, CARD_COLUMNS, load_cards, load_summary
 from gigaevo.analysis.live_store import BATCH, STORE_FILE, ProgramTable, read_new_rows
 from gigaevo.analysis.memory import OPE_FILE, card_effects, load_ope_summary
 from gigaevo.analysis.run import bank_dir, metric_direction, read_overrides
 from gigaevo.analysis.tail import FileWatch
+from gigaevo.memory.v2.bank.recordjournal import RECORDS_FILE
+from gigaevo.memory.v2.bank.trialjournal import JOURNAL_FILE
 
 # seconds without any new data after which a run that did not stop is called idle
 IDLE_AFTER_S = 20.0
