@@ -114,6 +114,7 @@ def history(run: Path) -> dict[str, Any]:
         "decisions": decisions,
         **{t: _rows(evidence, t) for t in ("terminals", "edges", "lineage")},
         "write_ledger": [_plain(r) for r in _jsonl(run / "write_ledger.jsonl")],
+        "memory_events": [_plain(e) for e in _jsonl(run / "memory_events.jsonl")],
         "cards": _plain(read_bank(run)[1]),  # cards.json with its record journal
     }
 
