@@ -23,6 +23,13 @@ bytes, CPU and wall ms per write over the first and last 96, and how many rewrot
 ``cards.json`` whole (a checkout with ``cards.records.jsonl`` appends the changed records
 and compacts once the journal outgrows the bank; before it, every write rewrote it).
 
+``--durability N`` adds the cost of durability on the observe path: N lease
+acquire + release cycles (``SelectionLeases``, each a transaction on
+``selection_leases.json``), with the checkout's fsyncs and with fsync made a no-op (what
+the fsyncs cost), and N ledger commits of a 1 KB row through the ledger's own
+``evidence.sqlite.connect`` (its ``synchronous`` setting, printed) next to the same
+commits at ``synchronous=FULL``.
+
 ``--baseline`` runs the same measurement on the package of another checkout (for
 example an export of ``main``: ``git archive main | tar -x -C /tmp/main_tree``) in a
 subprocess, side by side in one run.
@@ -197,16 +204,66 @@ def measure(n_cards: int, stamps: int, hot: int, batch: int, edits: int) -> None
 FILES = ("cards.json", "cards.trials.jsonl")
 
 
+def durability(n: int) -> None:
+    """Wall ms per lease cycle (with and without fsync) and per ledger commit."""
+    from gigaevo.memory.v2.evidence import sqlite as db
+    from gigaevo.memory.v2.read.leases import SelectionLeases
+
+    def leases(root: Path) -> float:
+        lease = SelectionLeases(root, run_id="bench")
+        t0 = time.perf_counter()
+        for i in range(n):
+            held = lease.acquire(f"ins-{i % 7}", (), i)
+            lease.release(held.lease_id)
+        return 1e3 * (time.perf_counter() - t0) / n
+
+    def commits(path: Path, mode: str | None) -> tuple[str, float]:
+        conn = db.connect(str(path), 30.0)
+        if mode is not None:
+            conn.execute(f"PRAGMA synchronous = {mode}")
+        level = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}[
+            conn.execute("PRAGMA synchronous").fetchone()[0]
+        ]
+        conn.execute("CREATE TABLE IF NOT EXISTS t (k INTEGER PRIMARY KEY, body TEXT)")
+        body = "x" * 1024
+        t0 = time.perf_counter()
+        for _ in range(n):
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT INTO t (body) VALUES (?)", (body,))
+            conn.execute("COMMIT")
+        conn.close()
+        return level, 1e3 * (time.perf_counter() - t0) / n
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        synced = leases(root / "a")
+        real = os.fsync
+        os.fsync = lambda fd: None  # what the lease file's fsyncs cost
+        try:
+            unsynced = leases(root / "b")
+        finally:
+            os.fsync = real
+        level, ledger = commits(root / "ledger.sqlite3", None)
+        _, full = commits(root / "full.sqlite3", "FULL")
+    print(
+        f"  durability, {n} each: lease acquire+release {synced:6.2f} wall ms"
+        f" ({unsynced:5.2f} with fsync a no-op); ledger commit at its synchronous={level}"
+        f" {ledger:5.2f} wall ms (FULL {full:5.2f})",
+        flush=True,
+    )
+
+
 def run_tree(tree: Path, args: argparse.Namespace) -> None:
     """Measure the package of checkout ``tree`` in a subprocess."""
     sha = subprocess.run(
         ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
     print(f"{tree} {sha or '(an export)'}  load average {os.getloadavg()[0]:.2f}", flush=True)
-    for n in args.cards:
+    for i, n in enumerate(args.cards):
         cmd = [sys.executable, str(HERE), "--child", str(tree), "--cards", str(n)]
         cmd += ["--stamps", str(args.stamps), "--hot", str(args.hot), "--batch", str(args.batch)]
-        cmd += ["--edits", str(args.edits)]
+        last = i == len(args.cards) - 1  # the durability figures once, after the last bank
+        cmd += ["--edits", str(args.edits), "--durability", str(args.durability if last else 0)]
         subprocess.run(cmd, check=True, cwd=tree)
 
 
@@ -217,6 +274,7 @@ def main() -> None:
     ap.add_argument("--hot", type=int, default=5, help="cards that receive the stamps")
     ap.add_argument("--batch", type=int, default=16, help="staged stamps per write")
     ap.add_argument("--edits", type=int, default=400, help="card-record writes per bank")
+    ap.add_argument("--durability", type=int, default=0, help="lease cycles and commits")
     ap.add_argument("--baseline", type=Path, help="another checkout, measured side by side")
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -227,6 +285,8 @@ def main() -> None:
         assert Path(gigaevo.__file__).is_relative_to(args.child.resolve()), gigaevo.__file__
         for n in args.cards:
             measure(n, args.stamps, args.hot, args.batch, args.edits)
+        if args.durability:
+            durability(args.durability)
         return
     started = time.perf_counter()
     run_tree(HERE.parents[1], args)
