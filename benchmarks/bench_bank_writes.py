@@ -2,7 +2,7 @@
 
 Usage:
     .venv/bin/python benchmarks/bench_bank_writes.py [--cards 100 1000] [--stamps 2000]
-        [--hot 5] [--batch 16] [--baseline PATH_OF_ANOTHER_CHECKOUT]
+        [--hot 5] [--batch 16] [--edits 400] [--baseline PATH_OF_ANOTHER_CHECKOUT]
 
 For each bank size: a bank of synthetic insight cards (``LocalMemoryStore``), then
 ``--stamps`` use-trial stamps (``read.trials.stamp_trial``, one bank transaction each)
@@ -16,6 +16,19 @@ each stamp writes (the process's ``wchar`` from ``/proc/self/io``: every byte pa
 and wall ms (wall includes the fsyncs, which dominate), and the sizes of
 ``cards.json`` and ``cards.trials.jsonl`` at the end. Flat bytes per stamp: a write
 costs what changed, not what the run has stamped so far.
+
+Then ``--edits`` card-record writes (issue 16.3: an outcome pooled into a random card, and
+every fourth one a new card admitted, as the librarian does), one transaction each:
+bytes, CPU and wall ms per write over the first and last 96, and how many rewrote
+``cards.json`` whole (a checkout with ``cards.records.jsonl`` appends the changed records
+and compacts once the journal outgrows the bank; before it, every write rewrote it).
+
+``--durability N`` adds the cost of durability on the observe path: N lease
+acquire + release cycles (``SelectionLeases``, each a transaction on
+``selection_leases.json``), with the checkout's fsyncs and with fsync made a no-op (what
+the fsyncs cost), and N ledger commits of a 1 KB row through the ledger's own
+``evidence.sqlite.connect`` (its ``synchronous`` setting, printed) next to the same
+commits at ``synchronous=FULL``.
 
 ``--baseline`` runs the same measurement on the package of another checkout (for
 example an export of ``main``: ``git archive main | tar -x -C /tmp/main_tree``) in a
@@ -97,7 +110,38 @@ class Series:
         )
 
 
-def measure(n_cards: int, stamps: int, hot: int, batch: int) -> None:
+def _edits(store, n_cards: int, edits: int) -> tuple[Series, int]:
+    """``edits`` card-record writes: pool an outcome into a random card, every fourth write
+    admit a new card; per write (bytes, CPU s, wall s), and the writes that rewrote
+    ``cards.json`` (its inode changed)."""
+    import numpy as np
+    from bench_memory_bank import synthetic_card
+
+    from gigaevo.memory.v2.bank.cards import pool_into
+
+    rng = np.random.default_rng(1)
+    ids = [c.id for c in store.cards()]
+    path = store.path
+    out, rewrites = Series([], [], []), 0
+    for i in range(edits):
+        inode = path.stat().st_ino
+        w0, c0, t0 = wchar(), time.process_time(), time.perf_counter()
+        if i % 4 == 3:
+            new = synthetic_card(n_cards + i, rng)
+            store.transaction(lambda w, c=new: w.update({c.id: c}))
+            ids.append(new.id)
+        else:
+            cid = ids[int(rng.integers(len(ids)))]
+            ev = store.get(cid).evidence[0]
+            store.transaction(
+                lambda w, c=cid, e=ev, p=f"e{i}": w.update({c: pool_into(w[c], e, (p,), 1.0)})
+            )
+        out.add(wchar() - w0, time.process_time() - c0, time.perf_counter() - t0)
+        rewrites += path.stat().st_ino != inode
+    return out, rewrites
+
+
+def measure(n_cards: int, stamps: int, hot: int, batch: int, edits: int) -> None:
     """Child mode: the package on ``sys.path[0]`` is the one measured."""
     import numpy as np
     from bench_memory_bank import synthetic_card
@@ -126,6 +170,10 @@ def measure(n_cards: int, stamps: int, hot: int, batch: int) -> None:
         staged = None
         if hasattr(store, "stage"):  # a checkout whose stamper stages its stamps
             staged = _series(store, ids, stamps, hot, batch, "staged")
+        edited, rewrites = _edits(store, n_cards, edits) if edits else (None, 0)
+        journal = root / "cards.records.jsonl"
+        journal_size = journal.stat().st_size if journal.exists() else 0
+        end_size = (root / "cards.json").stat().st_size
     k = min(96, stamps // 2)
     print(f"  cards {n_cards:>5}: one transaction per stamp: {each.line(k)}", flush=True)
     if staged is not None:
@@ -139,9 +187,70 @@ def measure(n_cards: int, stamps: int, hot: int, batch: int) -> None:
         f" {1e3 * edit_wall:.1f} wall ms)",
         flush=True,
     )
+    if edited is not None:
+        ke = min(96, edits // 2)
+        print(
+            f"               {edits} card writes: {edited.line(ke).replace('stamp', 'write')}",
+            flush=True,
+        )
+        print(
+            f"               {rewrites} of them rewrote cards.json ({end_size:,} B at the end;"
+            f" cards.records.jsonl {journal_size:,} B); mean bytes per card write"
+            f" {statistics.mean(edited.written):,.0f}",
+            flush=True,
+        )
 
 
 FILES = ("cards.json", "cards.trials.jsonl")
+
+
+def durability(n: int) -> None:
+    """Wall ms per lease cycle (with and without fsync) and per ledger commit."""
+    from gigaevo.memory.v2.evidence import sqlite as db
+    from gigaevo.memory.v2.read.leases import SelectionLeases
+
+    def leases(root: Path) -> float:
+        lease = SelectionLeases(root, run_id="bench")
+        t0 = time.perf_counter()
+        for i in range(n):
+            held = lease.acquire(f"ins-{i % 7}", (), i)
+            lease.release(held.lease_id)
+        return 1e3 * (time.perf_counter() - t0) / n
+
+    def commits(path: Path, mode: str | None) -> tuple[str, float]:
+        conn = db.connect(str(path), 30.0)
+        if mode is not None:
+            conn.execute(f"PRAGMA synchronous = {mode}")
+        level = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}[
+            conn.execute("PRAGMA synchronous").fetchone()[0]
+        ]
+        conn.execute("CREATE TABLE IF NOT EXISTS t (k INTEGER PRIMARY KEY, body TEXT)")
+        body = "x" * 1024
+        t0 = time.perf_counter()
+        for _ in range(n):
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT INTO t (body) VALUES (?)", (body,))
+            conn.execute("COMMIT")
+        conn.close()
+        return level, 1e3 * (time.perf_counter() - t0) / n
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        synced = leases(root / "a")
+        real = os.fsync
+        os.fsync = lambda fd: None  # what the lease file's fsyncs cost
+        try:
+            unsynced = leases(root / "b")
+        finally:
+            os.fsync = real
+        level, ledger = commits(root / "ledger.sqlite3", None)
+        _, full = commits(root / "full.sqlite3", "FULL")
+    print(
+        f"  durability, {n} each: lease acquire+release {synced:6.2f} wall ms"
+        f" ({unsynced:5.2f} with fsync a no-op); ledger commit at its synchronous={level}"
+        f" {ledger:5.2f} wall ms (FULL {full:5.2f})",
+        flush=True,
+    )
 
 
 def run_tree(tree: Path, args: argparse.Namespace) -> None:
@@ -150,9 +259,11 @@ def run_tree(tree: Path, args: argparse.Namespace) -> None:
         ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
     print(f"{tree} {sha or '(an export)'}  load average {os.getloadavg()[0]:.2f}", flush=True)
-    for n in args.cards:
+    for i, n in enumerate(args.cards):
         cmd = [sys.executable, str(HERE), "--child", str(tree), "--cards", str(n)]
         cmd += ["--stamps", str(args.stamps), "--hot", str(args.hot), "--batch", str(args.batch)]
+        last = i == len(args.cards) - 1  # the durability figures once, after the last bank
+        cmd += ["--edits", str(args.edits), "--durability", str(args.durability if last else 0)]
         subprocess.run(cmd, check=True, cwd=tree)
 
 
@@ -162,6 +273,8 @@ def main() -> None:
     ap.add_argument("--stamps", type=int, default=2000, help="stamps per bank")
     ap.add_argument("--hot", type=int, default=5, help="cards that receive the stamps")
     ap.add_argument("--batch", type=int, default=16, help="staged stamps per write")
+    ap.add_argument("--edits", type=int, default=400, help="card-record writes per bank")
+    ap.add_argument("--durability", type=int, default=0, help="lease cycles and commits")
     ap.add_argument("--baseline", type=Path, help="another checkout, measured side by side")
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -171,7 +284,9 @@ def main() -> None:
 
         assert Path(gigaevo.__file__).is_relative_to(args.child.resolve()), gigaevo.__file__
         for n in args.cards:
-            measure(n, args.stamps, args.hot, args.batch)
+            measure(n, args.stamps, args.hot, args.batch, args.edits)
+        if args.durability:
+            durability(args.durability)
         return
     started = time.perf_counter()
     run_tree(HERE.parents[1], args)

@@ -9,7 +9,7 @@ Runs the default config (memory=v2: causal decisions, live authoring with the of
 memory LLM, stamps, leases, retirement sweeps) for ``--mutants`` mutants in a
 temporary directory, in-process, with ``CardBankMemory.decide`` and ``observe`` wrapped
 by a timer, and prints wall ms per call (mean, p50, p90) and their totals, the run's
-wall time and the sizes of ``cards.json`` and ``cards.trials.jsonl``. Wall time is the
+wall time and the sizes of ``cards.json`` and its journals. Wall time is the
 figure that matters for the memory lane (its fsyncs wait, they burn no CPU).
 ``--profile`` adds a cProfile of ``observe`` (cumulative, the top 40 entries).
 ``--baseline PATH`` runs the same on the package of another checkout (an export of
@@ -77,7 +77,7 @@ def child(tree: Path, mutants: int, profile: bool, overrides: list[str]) -> None
         sizes = {
             p.name: p.stat().st_size
             for p in Path(tmp).iterdir()
-            if p.name in ("cards.json", "cards.trials.jsonl")
+            if p.name in ("cards.json", "cards.trials.jsonl", "cards.records.jsonl")
         }
     if profile:
         out = io.StringIO()

@@ -15,7 +15,10 @@ import pandas as pd
 
 from gigaevo.analysis._files import flatten, read_json, read_jsonl
 from gigaevo.memory.v2.bank.cards import MAX_USE_TRIALS
+from gigaevo.memory.v2.bank.recordjournal import replay_dicts
 from gigaevo.memory.v2.bank.trialjournal import JOURNAL_FILE
+
+BANK_FILE = "cards.json"  # and beside it RECORDS_FILE, JOURNAL_FILE: the bank's three files
 
 EVENT_COLUMNS = ["seq", "event", "time", "elapsed_s", "program_id", "fitness"]
 LLM_CALL_COLUMNS = [
@@ -142,13 +145,14 @@ def load_llm_calls(run_dir: str | Path) -> pd.DataFrame:
 
 
 def read_bank(bank_dir: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The header and raw card dicts of ``cards.json`` (``({}, [])`` when missing)."""
-    data = read_json(Path(bank_dir) / "cards.json")
+    """The header and raw card dicts of the bank (``({}, [])`` when missing): ``cards.json``
+    with the card revisions appended to ``cards.records.jsonl`` since it was written."""
+    data = read_json(Path(bank_dir) / BANK_FILE)
     if not isinstance(data, dict):
         return {}, []
     cards = [c for c in data.get("cards", []) if isinstance(c, dict)]
     header = {k: v for k, v in data.items() if k != "cards"}
-    return header, cards
+    return replay_dicts(bank_dir, header, cards)
 
 
 def _journal_trials(bank_dir: str | Path) -> dict[str, int]:

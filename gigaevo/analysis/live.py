@@ -25,11 +25,13 @@ from gigaevo.analysis._files import read_yaml
 from gigaevo.analysis._sqlite import has_open_connection
 from gigaevo.analysis.evidence import EVIDENCE_FILE, load_evidence
 from gigaevo.analysis.feeds import EventFeed, LlmFeed, MemoryFeed
-from gigaevo.analysis.ledgers import CARD_COLUMNS, load_cards, load_summary
+from gigaevo.analysis.ledgers import BANK_FILE, CARD_COLUMNS, load_cards, load_summary
 from gigaevo.analysis.live_store import BATCH, STORE_FILE, ProgramTable, read_new_rows
 from gigaevo.analysis.memory import OPE_FILE, card_effects, load_ope_summary
 from gigaevo.analysis.run import bank_dir, metric_direction, read_overrides
 from gigaevo.analysis.tail import FileWatch
+from gigaevo.memory.v2.bank.recordjournal import RECORDS_FILE
+from gigaevo.memory.v2.bank.trialjournal import JOURNAL_FILE
 
 # seconds without any new data after which a run that did not stop is called idle
 IDLE_AFTER_S = 20.0
@@ -67,7 +69,7 @@ class LiveRun:
         self._config_watch = FileWatch(self.path / "config.yaml")
         self._summary_watch = FileWatch(self.path / "summary.json")
         self._ope_watch = FileWatch(self.path / OPE_FILE)
-        self._cards_watch: FileWatch | None = None
+        self._cards_watch: list[FileWatch] = []  # cards.json and its two journals
         self._effects_watch = FileWatch(self.path / EVIDENCE_FILE)
         self._effects: pd.DataFrame | None = None
         self._effects_at = -math.inf
@@ -106,8 +108,10 @@ class LiveRun:
         if self._config_watch.changed():
             self.config = read_yaml(self.path / "config.yaml") or {}
             self.overrides = read_overrides(self.path)
-            bank = bank_dir(self.path, self.config) / "cards.json"
-            self._cards_watch = FileWatch(bank)
+            bank = bank_dir(self.path, self.config)
+            self._cards_watch = [
+                FileWatch(bank / n) for n in (BANK_FILE, RECORDS_FILE, JOURNAL_FILE)
+            ]
             direction_may_change = True
         if self._summary_watch.changed():
             self.summary = load_summary(self.path)
@@ -119,8 +123,8 @@ class LiveRun:
                 self.best_steps = []
                 for row in range(len(self.programs)):
                     self._track_best(row)
-        if self._cards_watch is not None and self._cards_watch.changed():
-            self.cards = load_cards(self._cards_watch.path.parent)
+        if [w.changed() for w in self._cards_watch].count(True):  # look at every one
+            self.cards = load_cards(self._cards_watch[0].path.parent)
         if self._ope_watch.changed():
             ope = load_ope_summary(self.path)
             self.ope = ope.iloc[0].to_dict() if len(ope) else {}

@@ -44,7 +44,9 @@ def _naming(exc: OSError, path: Path) -> OSError:
     return OSError(exc.errno, exc.strerror or os.strerror(exc.errno), str(path))
 
 
-def atomic_write_bytes(path: str | Path, data: bytes, *, durable: bool = True) -> None:
+def atomic_write_bytes(
+    path: str | Path, data: bytes, *, durable: bool = True, synced: bool = True
+) -> None:
     """Write ``data`` to ``path`` atomically.
 
     Writes a temporary file in the same directory, fsyncs it, ``os.replace``s
@@ -55,20 +57,24 @@ def atomic_write_bytes(path: str | Path, data: bytes, *, durable: bool = True) -
     ``durable=False`` skips the directory fsync: after a power loss the file may
     still be the old version (never a torn one), which suits state that is
     rebuilt or reclaimed after a crash anyway, written on every mutation.
+    ``synced=False`` (with ``durable=False``) skips the file's fsync too: a SIGKILL
+    still leaves the old or the new file (the kernel keeps both), but after a power
+    loss the file may also come back empty or zero-filled; for state whose every
+    record dies with the power (selection leases).
 
     Raises:
         OSError: the write failed (disk full, no permission, ...); it names ``path``.
     """
     path = Path(path)
     try:
-        _write(path, data, durable)
+        _write(path, data, durable, synced)
     except OSError as exc:
         if exc.errno is None:
             raise
         raise _naming(exc, path) from exc
 
 
-def _write(path: Path, data: bytes, durable: bool) -> None:
+def _write(path: Path, data: bytes, durable: bool, synced: bool = True) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
     fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path.name), suffix=".tmp", dir=path.parent)
@@ -77,7 +83,8 @@ def _write(path: Path, data: bytes, durable: bool) -> None:
             os.fchmod(f.fileno(), mode)
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if synced:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -91,9 +98,11 @@ def _write(path: Path, data: bytes, durable: bool) -> None:
         os.close(dir_fd)
 
 
-def atomic_write_text(path: str | Path, text: str, *, durable: bool = True) -> None:
+def atomic_write_text(
+    path: str | Path, text: str, *, durable: bool = True, synced: bool = True
+) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically (see ``atomic_write_bytes``)."""
-    atomic_write_bytes(path, text.encode("utf-8"), durable=durable)
+    atomic_write_bytes(path, text.encode("utf-8"), durable=durable, synced=synced)
 
 
 def atomic_write_json(path: str | Path, data: Any) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from gigaevo.analysis.ledgers import read_bank
 from gigaevo.pipeline.build import STORE_FILE
 from tests.conftest import ROOT, committed_count, run_py
 
@@ -113,7 +114,8 @@ def history(run: Path) -> dict[str, Any]:
         "decisions": decisions,
         **{t: _rows(evidence, t) for t in ("terminals", "edges", "lineage")},
         "write_ledger": [_plain(r) for r in _jsonl(run / "write_ledger.jsonl")],
-        "cards": _plain(json.loads((run / "cards.json").read_text())["cards"]),
+        "memory_events": [_plain(e) for e in _jsonl(run / "memory_events.jsonl")],
+        "cards": _plain(read_bank(run)[1]),  # cards.json with its record journal
     }
 
 

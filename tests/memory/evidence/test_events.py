@@ -1,11 +1,14 @@
-"""``memory_events.jsonl``: assignment, outcome and applicability events."""
+"""``memory_events.jsonl``: assignment, outcome and applicability events, exactly once
+across kills and resumes (issue 16)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from gigaevo.memory.v2.evidence import SelectionEvidence
 from gigaevo.memory.v2.read.events import EVENTS_FILE, MemoryEvents, read_events
 from tests.memory.evidence.factories import make_decision, make_terminal
 
@@ -37,3 +40,55 @@ def test_unknown_kind_and_reserved_keys_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="reserved"):
         events.emit("outcome", {"run_id": "other"})
     assert read_events(tmp_path / EVENTS_FILE) == []
+
+
+def test_an_event_already_in_the_file_is_not_appended_again(tmp_path: Path) -> None:
+    d = make_decision(3, z=0)
+    MemoryEvents(tmp_path, run_id="run").assignment(d)
+    resumed = MemoryEvents(tmp_path, run_id="run")  # a new session re-emits the attempt
+    resumed.assignment(d)
+    resumed.outcome(make_terminal(d), attempt=3)
+    resumed.outcome(make_terminal(d), attempt=3)
+    rows = read_events(tmp_path / EVENTS_FILE)
+    assert [(r["event"], r["decision_id"]) for r in rows] == [
+        ("assignment", d.decision_id),
+        ("outcome", d.decision_id),
+    ]
+
+
+def test_recover_appends_exactly_the_events_a_kill_lost_after_their_commit(
+    tmp_path: Path, ledger: SelectionEvidence
+) -> None:
+    # commit times order the events a kill lost (a decision at 10 a, its outcome at 10 a + 5)
+    decisions = [replace(make_decision(a), created_at=10.0 * a) for a in range(4)]
+    events = MemoryEvents(tmp_path, run_id="run")
+    for d in decisions[:3]:
+        ledger.append_decision(d)
+        events.assignment(d)
+        t = replace(make_terminal(d), created_at=d.created_at + 5)
+        ledger.append_terminal(t)
+        events.outcome(t, attempt=d.attempt)
+    d = decisions[3]
+    ledger.append_decision(d)
+    events.assignment(d)
+    path = tmp_path / EVENTS_FILE
+    uninterrupted = tmp_path / "uninterrupted.jsonl"
+    uninterrupted.write_text(path.read_text())
+    # a kill between this commit and its line, the outcome before it torn half-written
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:-2]) + lines[-2][:20])
+    resumed = MemoryEvents(tmp_path, run_id="run")
+    assert resumed.recover(ledger) == 2
+    got = [(r["event"], r["decision_id"]) for r in read_events(path)]
+    assert got == [
+        (kind, x.decision_id) for x in decisions[:3] for kind in ("assignment", "outcome")
+    ] + [("assignment", d.decision_id)]
+    volatile = {"ts", "time"}
+    plain = [{k: v for k, v in r.items() if k not in volatile} for r in read_events(path)]
+    assert plain == [
+        {k: v for k, v in r.items() if k not in volatile} for r in read_events(uninterrupted)
+    ]
+    assert MemoryEvents(tmp_path, run_id="run").recover(ledger) == 0  # nothing twice
+    other = make_decision(9, run_id="other-run")  # another run's rows are not this run's events
+    ledger.append_decision(other)
+    assert MemoryEvents(tmp_path, run_id="run").recover(ledger) == 0

@@ -139,3 +139,14 @@ def test_concurrent_writers_lose_no_lease(tmp_path: Path) -> None:
         for p in procs:
             p.join(30)
     assert all(p.exitcode == 0 for p in procs)
+
+
+@pytest.mark.parametrize("left", [b"", b"\0" * 300])
+def test_a_file_a_power_loss_left_blank_holds_no_leases(tmp_path: Path, left: bytes) -> None:
+    """Changes are not fsynced: a power loss can leave the file empty or zero-filled (every
+    lease in it died with the power); it reads as no leases and the next change rewrites it."""
+    (tmp_path / LEASE_FILE).write_bytes(left)
+    leases = SelectionLeases(tmp_path, run_id="r")
+    assert leases.active() == ()
+    held = leases.acquire("c1", [], attempt=0)
+    assert SelectionLeases(tmp_path, run_id="r").active() == (held,)

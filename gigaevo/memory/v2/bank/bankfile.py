@@ -1,7 +1,9 @@
 """The ``cards.json`` file format: a header line, then one card per line.
 
-The cards' use trials are kept beside it in ``cards.trials.jsonl`` (``trialjournal``);
-``read_bank`` returns the cards merged with them.
+The cards' use trials are kept beside it in ``cards.trials.jsonl`` (``trialjournal``),
+and once the file is large the revisions of changed cards are appended to
+``cards.records.jsonl`` (``recordjournal``) until the next compaction; ``read_bank``
+returns the cards with both applied.
 
 ::
 
@@ -27,6 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gigaevo.memory.v2.bank.cards import Card
+from gigaevo.memory.v2.bank.recordjournal import Batch, RecordJournal
 from gigaevo.memory.v2.bank.trialjournal import TrialJournal
 from gigaevo.memory.v2.errors import CardFormatError, CorruptBankError
 from gigaevo.memory.v2.records import from_json, to_json
@@ -136,39 +139,45 @@ def read_header(path: Path) -> BankHeader:
 
 @dataclass(frozen=True)
 class LoadedBank:
-    """One read of the bank: header, cards in file order (with their journal trials), the
-    ``cards.json`` records and their lines, the file signature."""
+    """One read of the bank: header (after the record journal), cards in bank order (with
+    their journal trials), their records and lines, ``cards.json``'s signature and header."""
 
     header: BankHeader
     cards: list[Card]
     lines: dict[str, tuple[Card, str]]
     signature: FileSignature | None
+    base: BankHeader = EMPTY
 
 
 def read_bank(
     path: Path,
     known: Mapping[str, tuple[Card, str]] | None = None,
     journal: TrialJournal | None = None,
+    records: RecordJournal | None = None,
 ) -> LoadedBank:
-    """Parse the whole bank: ``cards.json`` and the trials of ``cards.trials.jsonl``.
+    """Parse the whole bank: ``cards.json``, the revisions of ``cards.records.jsonl`` on it
+    and the trials of ``cards.trials.jsonl``.
 
     With the canonical layout, a card line identical to one in ``known``
     (the lines of the previous read or write) reuses that card without
     decoding it again, so re-reading a large bank after a small change costs
     little more than reading its bytes. Any other layout is parsed in full.
     The cards come back merged with their journal trials (``trialjournal``);
-    ``journal`` (the caller's, read incrementally) defaults to a fresh read.
+    ``journal`` and ``records`` (the caller's, read incrementally) default to fresh reads.
 
     Raises:
-        CorruptBankError: the file exists but does not parse as a card bank.
+        CorruptBankError: the file exists but does not parse as a card bank, or a
+            complete line of a journal does not parse.
     """
     journal = journal if journal is not None else TrialJournal(path.parent)
+    records = records if records is not None else RecordJournal(path.parent)
     journal.refresh()
     try:
         with open(path, "rb") as f:
             sig = FileSignature.of(os.fstat(f.fileno()))
             raw = f.read()
     except FileNotFoundError:
+        records.read("", {}, restart=True)  # lines without a base are stale
         return LoadedBank(EMPTY, [], {}, None)
     try:
         text = raw.decode("utf-8")
@@ -185,8 +194,36 @@ def read_bank(
             f"{path} is not a readable card bank ({reason}); it is left untouched: "
             "repair it or move it away"
         ) from exc
-    cards = [journal.merge(c) for c, _ in pairs]
-    return LoadedBank(header, cards, {c.id: (c, ln) for c, ln in pairs}, sig)
+    lines = {c.id: (c, ln) for c, ln in pairs}
+    batches = records.read(header.write_id, known or {}, restart=True)
+    assert batches is not None  # a restarted read never asks for a reload
+    base, header = header, apply_batches(header, lines, batches, path)
+    cards = [journal.merge(c) for c, _ in lines.values()]
+    return LoadedBank(header, cards, lines, sig, base)
+
+
+def apply_batches(
+    header: BankHeader, lines: dict[str, tuple[Card, str]], batches: list[Batch], path: Path
+) -> BankHeader:
+    """Apply journal ``batches`` to ``lines`` (id -> (record, line), in bank order) in place;
+    the bank's header after them.
+
+    Raises:
+        CorruptBankError: a batch's card count disagrees with the replay.
+    """
+    for b in batches:
+        for card, line in b.set:
+            lines[card.id] = (card, line)
+        for cid in b.removed:
+            lines.pop(cid, None)
+        if b.n_cards != len(lines):
+            raise CorruptBankError(
+                f"{path.parent / 'cards.records.jsonl'} generation {b.generation} names "
+                f"{b.n_cards} cards, the replay has {len(lines)}; it is left untouched: "
+                "repair it or move it away"
+            )
+        header = BankHeader(b.generation, b.write_id, b.written_at, b.n_cards)
+    return header
 
 
 def _parse_canonical(

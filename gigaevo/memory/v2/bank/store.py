@@ -6,12 +6,15 @@ read and write paths share it. Files beside the bank:
 - ``cards.json.lock``: held for every change, a short transaction: re-read the
   bank if another process wrote, apply the change, then persist only what changed:
   use trials stamped onto cards are appended to ``cards.trials.jsonl`` (one fsynced
-  line each, ``trialjournal``), and ``cards.json`` is rewritten (temporary file,
-  fsync, ``os.replace``, directory fsync) only when a card record itself changed,
-  so a stamp costs O(1) and a card write O(cards), never O(run). A reader (or a
-  SIGKILL at any instant) sees the old bank or the new one, never half; a journal
-  line torn by a kill is cut by the next writer. A bank written before the journal
-  existed (trials inside ``cards.json``) is migrated by its first write. Changes
+  line each, ``trialjournal``), and the records of changed cards are appended to
+  ``cards.records.jsonl`` (one fsynced line per transaction, ``recordjournal``),
+  which is compacted into ``cards.json`` (temporary file, fsync, ``os.replace``,
+  directory fsync) once it outgrows it; a small ``cards.json`` is simply rewritten.
+  So a stamp costs O(1) and a card write O(the cards it changed), amortised, never
+  O(run) or O(bank). A reader (or a SIGKILL at any instant) sees the old bank or
+  the new one, never half; a journal line torn by a kill is cut by the next writer.
+  A bank written before the journals existed (trials inside ``cards.json``) is
+  migrated by its first write; one without ``cards.records.jsonl`` needs nothing. Changes
   nobody waits for (use-trial stamps) can be ``stage``d: they are applied first in
   this process's next transaction, so they cost no transaction of their own.
 - ``cards.json.authoring.lock``: held by the librarian across its semantic
@@ -19,11 +22,12 @@ read and write paths share it. Files beside the bank:
   same treatment twice.
 
 Change detection is cheap: ``refresh`` compares the file's (inode, size,
-mtime) and the journal's (inode, size) with what was last loaded and re-reads only
+mtime) and the journals' (inode, size) with what was last loaded and re-reads only
 what differs (journal lines from where it stopped); inside a transaction the header
-line's generation and write id are compared, which is exact. A ``cards.json`` (or a
-journal line) that does not parse raises ``CorruptBankError``, is never overwritten,
-and every later call raises the same error.
+line's generation and write id are compared, which is exact (the record journal only
+grows between compactions, and a compaction gives ``cards.json`` a new write id). A
+``cards.json`` (or a journal line) that does not parse raises ``CorruptBankError``, is
+never overwritten, and every later call raises the same error.
 
 Locks: ``lock="os"`` uses ``filelock.FileLock`` (``flock``; released by the
 kernel when a holder dies). On NFS use ``lock="soft"`` (``filelock.SoftFileLock``,
@@ -49,6 +53,8 @@ from gigaevo.memory.v2.bank.bankfile import (
     EMPTY,
     BankHeader,
     FileSignature,
+    apply_batches,
+    card_line,
     read_bank,
     read_header,
     render_bank,
@@ -58,6 +64,7 @@ from gigaevo.memory.v2.bank.bankfile import (
 from gigaevo.memory.v2.bank.cards import MAX_USE_TRIALS, Card, UseTrial
 from gigaevo.memory.v2.bank.embed import Embedder
 from gigaevo.memory.v2.bank.index import CardIndex
+from gigaevo.memory.v2.bank.recordjournal import JOURNAL_FROM_BYTES, RecordJournal, batch_line
 from gigaevo.memory.v2.bank.trialjournal import (
     JOURNAL_FILE,
     TrialEntry,
@@ -82,6 +89,8 @@ class StoreStats:
     writes: int = 0
     embedded: int = 0
     last_refresh_s: float = 0.0
+    journaled: int = 0  # writes appended to cards.records.jsonl
+    compactions: int = 0  # writes that rewrote cards.json whole
 
 
 class LocalMemoryStore:
@@ -123,7 +132,10 @@ class LocalMemoryStore:
         self._journal = TrialJournal(self.bank_dir)
         self._records: dict[str, tuple[Card, Card]] = {}  # card -> its record without trials
         self._legacy = False  # cards.json holds trials inline (a bank from before the journal)
-        self._header: BankHeader = EMPTY
+        self._revisions = RecordJournal(self.bank_dir)  # cards.records.jsonl
+        self._header: BankHeader = EMPTY  # the bank's identity, after the record journal
+        self._base: BankHeader = EMPTY  # cards.json's header
+        self.journal_from_bytes = JOURNAL_FROM_BYTES
         self._signature: FileSignature | None = None
         self._index = CardIndex(embedder)
         self._failure: CorruptBankError | None = None
@@ -179,10 +191,14 @@ class LocalMemoryStore:
         if signature(self.path) != self._signature:
             self._reload()
             return True
-        if not self._journal.changed():
-            return False
-        self._remerge()
-        return True
+        changed = False
+        if self._revisions.changed():
+            self._apply_revisions()
+            changed = True
+        if self._journal.changed():
+            self._remerge()
+            changed = True
+        return changed
 
     def __len__(self) -> int:
         return len(self._cards)
@@ -245,8 +261,11 @@ class LocalMemoryStore:
         with self._locked():
             if self._stale():
                 self._reload()
-            elif self._journal.changed():
-                self._remerge()
+            else:
+                if self._revisions.changed():
+                    self._apply_revisions()
+                if self._journal.changed():
+                    self._remerge()
             working = dict(self._cards)
             staged = list(self._staged)
             outcomes = [change(working) for change, _ in staged]
@@ -292,16 +311,18 @@ class LocalMemoryStore:
     # -- internals -----------------------------------------------------------
     def _persist(self, working: dict[str, Card], changed: list[str]) -> None:
         """Write what ``working`` changed (the ids ``changed``, in bank order then removed):
-        journal lines for stamped trials, ``cards.json`` when a record changed (a removal
-        of trials, or a bank still holding trials inline, rewrites both)."""
+        journal lines for stamped trials, the changed records when a record changed (a
+        removal of trials, or a bank still holding trials inline, rewrites both)."""
         entries: list[TrialEntry] = []
         records = self._legacy  # a bank with inline trials is migrated by its first write
         compact = self._legacy
+        revised: list[str] = []
         for cid in changed:
             old, new = self._cards.get(cid), working.get(cid)
             added = stamped(old, new) if old is not None and new is not None else None
             if added is None:
                 records = True
+                revised.append(cid)
                 base = old.use_trials if old is not None else ()
                 if new is not None and not _extends(base, new.use_trials):
                     compact = True  # trials removed: the journal is rewritten whole
@@ -321,16 +342,92 @@ class LocalMemoryStore:
                 written_at=utc_now(),
                 n_cards=len(working),
             )
-            text, lines = render_bank(
-                header, [self._record(c) for c in working.values()], self._lines
-            )
-            atomic_write_text(self.path, text)
-            self._lines, self._header = lines, header
-            self._signature = signature(self.path)
-            self._legacy = False
+            if not self._journal_records(working, revised, header):
+                self._compact(working, header)
         self._cards = working
         self.stats.writes += 1
         self.stats.embedded += self._index.update(working, changed)
+
+    def _journal_records(
+        self, working: dict[str, Card], revised: list[str], header: BankHeader
+    ) -> bool:
+        """Append the records ``revised`` (set or removed) as one ``cards.records.jsonl`` line;
+        False (nothing written) when ``cards.json`` must be rewritten instead: it is missing,
+        small or holds trials inline, the journal would outgrow it, or the order changed."""
+        if (
+            self._legacy
+            or self._signature is None
+            or self._signature.size < self.journal_from_bytes
+        ):
+            return False
+        removed = [cid for cid in revised if cid not in working]
+        kept = [cid for cid in self._cards if cid in working]
+        if len(kept) + len(working.keys() - self._cards.keys()) != len(working) or list(
+            working
+        ) != kept + [cid for cid in working if cid not in self._cards]:
+            return False  # the replay (in place, new ones last) would not give this order
+        set_pairs: dict[str, tuple[Card, str]] = {}
+        for cid in revised:
+            card = working.get(cid)
+            if card is None:
+                continue
+            record = self._record(card)
+            known = self._lines.get(cid)
+            fresh = known is None or known[0] is not record
+            set_pairs[cid] = (record, card_line(record)) if fresh or known is None else known
+        texts = [ln for _, ln in set_pairs.values()]
+        line = batch_line(self._base.write_id, header, texts, removed)
+        if self._revisions.size + len(line) > self._signature.size:
+            return False  # compaction: its bytes are at most the journal's since the last one
+        self._revisions.append(line)
+        for cid, pair in set_pairs.items():
+            self._lines[cid] = pair
+        for cid in removed:
+            self._lines.pop(cid, None)
+        self._header = header
+        self.stats.journaled += 1
+        return True
+
+    def _compact(self, working: dict[str, Card], header: BankHeader) -> None:
+        """Rewrite ``cards.json`` whole as ``working`` under ``header``, then empty the record
+        journal (a kill in between leaves lines on the old base, which readers ignore)."""
+        text, lines = render_bank(header, [self._record(c) for c in working.values()], self._lines)
+        atomic_write_text(self.path, text)
+        self._revisions.clear()
+        self._lines, self._header, self._base = lines, header, header
+        self._signature = signature(self.path)
+        self._legacy = False
+        self.stats.compactions += 1
+
+    def _apply_revisions(self) -> None:
+        """Take new ``cards.records.jsonl`` lines (another process's writes): update the
+        records they set or removed, and the index for those cards.
+
+        Raises:
+            CorruptBankError: a line does not parse (latched, as for cards.json).
+        """
+        try:
+            batches = self._revisions.read(self._base.write_id, self._lines, restart=False)
+            if batches is None:  # compacted or replaced since we read it: start again
+                self._reload()
+                return
+            if not batches:
+                return
+            self._header = apply_batches(self._header, self._lines, batches, self.path)
+        except CorruptBankError as exc:
+            self._failure = exc
+            raise
+        touched = {card.id for b in batches for card, _ in b.set}
+        touched.update(cid for b in batches for cid in b.removed)
+        old = self._cards
+        self._cards = {
+            cid: old[cid] if cid in old and cid not in touched else self._journal.merge(rec)
+            for cid, (rec, _) in self._lines.items()
+        }
+        order = [cid for cid in self._cards if cid in touched] + sorted(
+            touched - self._cards.keys()
+        )
+        self.stats.embedded += self._index.update(self._cards, order)  # bank order
 
     def _record(self, card: Card) -> Card:
         """The ``cards.json`` record of a card: without its trials (they are in the journal);
@@ -401,7 +498,7 @@ class LocalMemoryStore:
     def _reload(self) -> None:
         started = time.perf_counter()
         try:
-            loaded = read_bank(self.path, self._lines, self._journal)
+            loaded = read_bank(self.path, self._lines, self._journal, self._revisions)
         except CorruptBankError as exc:
             self._failure = exc
             raise
@@ -409,6 +506,7 @@ class LocalMemoryStore:
         self._lines = loaded.lines
         self._legacy = any(rec.use_trials for rec, _ in self._lines.values())
         self._header, self._signature = loaded.header, loaded.signature
+        self._base = loaded.base
         self.stats.embedded += self._index.sync(loaded.cards)
         self.stats.reloads += 1
         self.stats.last_refresh_s = time.perf_counter() - started
@@ -418,7 +516,7 @@ class LocalMemoryStore:
         try:
             if signature(self.path) != self._signature:
                 return True
-            return read_header(self.path) != self._header
+            return read_header(self.path) != self._base
         except CorruptBankError as exc:
             self._failure = exc
             raise

@@ -94,12 +94,22 @@ def connect(path: str, busy_timeout_s: float) -> sqlite3.Connection:
 
     The provider is built and closed on the engine's main thread and used on
     its memory thread (one thread at a time), hence ``check_same_thread=False``.
+
+    ``synchronous=NORMAL`` (issue 16): a commit appends to the WAL without an fsync; the
+    WAL is fsynced at checkpoints. A SIGKILL at any instant loses no committed
+    transaction (the kernel holds the WAL's pages) and the file is never corrupt, so a
+    kill loses and duplicates nothing, as at ``FULL``. Only a power loss or a kernel crash
+    can roll back the last commits, as it can the program store (also ``NORMAL``): a
+    resumed run then decides those attempts again (decision ids are digests of run and
+    attempt, so nothing is doubled). ``FULL`` cost an fsync per transaction: per
+    decision, per outcome and per lineage row (BENCHMARKS.md, issue 16).
     """
     conn = sqlite3.connect(
         path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
     )
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
     conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
     return conn
 

@@ -10,6 +10,17 @@ Kinds:
   is the exact list of cards deleted (empty when every verdict was rescued).
 - ``applicability``: the memory LLM labelled candidate cards (labels only;
   they never remove a card).
+
+Exactly once across kills and resumes (issue 16). An event about a decision
+(``assignment``, ``outcome``, ``applicability``) is keyed by (kind, decision id): ``emit``
+never appends a key the file already holds (a resumed attempt that emits again writes
+nothing). The ledger commits a row before its event is appended, so a kill can only lose
+the events of the last commit: ``recover`` (at start-up, from the ledger) appends the
+``assignment`` of every committed decision of the run and the ``outcome`` of every
+committed terminal that the file lacks, oldest first, so the file ends as an
+uninterrupted run's would (times aside). ``applicability`` labels and ``retired`` sweeps
+are not in the ledger: a kill in the instant between their commit and their line loses
+that line (never duplicates it).
 """
 
 from __future__ import annotations
@@ -17,12 +28,16 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from gigaevo.memory.v2.bank.bankfile import utc_now
 from gigaevo.memory.v2.evidence.rows import DecisionRow, TerminalRow
 from gigaevo.util import append_jsonl
+
+if TYPE_CHECKING:
+    from gigaevo.memory.v2.evidence.ledger import SelectionEvidence
 
 EVENTS_FILE = "memory_events.jsonl"
 EventKind = Literal["assignment", "outcome", "applicability", "retired"]
@@ -35,6 +50,34 @@ class MemoryEvents:
     def __init__(self, checkpoint_dir: str | Path, *, run_id: str) -> None:
         self.path = Path(checkpoint_dir) / EVENTS_FILE
         self.run_id = run_id
+        self._keys: set[tuple[str, str]] | None = None  # (kind, decision id) in the file
+        self.recovered = 0  # events ``recover`` appended
+
+    def keys(self) -> set[tuple[str, str]]:
+        """The (kind, decision id) of every whole event line (read once, then kept)."""
+        if self._keys is None:
+            self._keys = {k for k in map(event_key, read_events(self.path)) if k is not None}
+        return self._keys
+
+    def recover(self, evidence: SelectionEvidence) -> int:
+        """Append the ``assignment`` and ``outcome`` events of this run's committed ledger
+        rows that the file lacks (lost to a kill between a commit and its line); returns
+        how many. Oldest first (decision before its outcome)."""
+        keys = self.keys()
+        decisions = {d.decision_id: d for d in evidence.decisions() if d.run_id == self.run_id}
+        missing: list[tuple[float, int, str, partial[dict[str, Any]]]] = []
+        for d in decisions.values():
+            if ("assignment", d.decision_id) not in keys:
+                missing.append((d.created_at, 0, d.decision_id, partial(self.assignment, d)))
+        for t in evidence.terminals():
+            decided = decisions.get(t.decision_id)
+            if decided is not None and ("outcome", t.decision_id) not in keys:
+                emit = partial(self.outcome, t, attempt=decided.attempt)
+                missing.append((t.created_at, 1, t.decision_id, emit))
+        for *_, emit in sorted(missing, key=lambda m: m[:3]):
+            emit()
+        self.recovered += len(missing)
+        return len(missing)
 
     def emit(self, kind: EventKind, fields: Mapping[str, Any]) -> dict[str, Any]:
         """Append one event and return it.
@@ -50,8 +93,13 @@ class MemoryEvents:
             raise ValueError(f"event fields reuse reserved key(s) {sorted(reserved)}")
         record = {"event": kind, "ts": time.time(), "time": utc_now(), "run_id": self.run_id}
         record.update(fields)
+        key = event_key(record)
+        if key is not None and key in self.keys():
+            return record  # already in the file (a resumed attempt): exactly once
         self.path.parent.mkdir(parents=True, exist_ok=True)
         append_jsonl(self.path, record)
+        if key is not None:
+            self.keys().add(key)
         return record
 
     def assignment(self, decision: DecisionRow) -> dict[str, Any]:
@@ -146,6 +194,16 @@ def retired_event(
             "kept": dict(sorted(kept.items())),
         },
     )
+
+
+def event_key(record: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(kind, decision id) of an event about one decision, else None."""
+    decision_id = record.get("decision_id")
+    if record.get("event") in ("assignment", "outcome", "applicability") and isinstance(
+        decision_id, str
+    ):
+        return str(record["event"]), decision_id
+    return None
 
 
 def read_events(path: str | Path) -> list[dict[str, Any]]:

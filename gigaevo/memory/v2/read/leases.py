@@ -12,6 +12,15 @@ Every change is one short transaction under ``selection_leases.json.lock``
 reclaimed when it is past its expiry, or its owner ran on this host and its
 pid is no longer alive. A file that does not parse raises
 ``LeaseFileCorruptError`` and is never overwritten.
+
+Durability (issue 16): a change is not fsynced (neither the file nor the directory).
+A SIGKILL at any instant still leaves the old file or the new one, whole (the kernel
+holds the written data; the replace is atomic), so a kill loses and duplicates
+nothing. Only a power loss or a kernel crash can skip the last changes or leave the
+file empty or zero-filled, and it also kills every process whose leases the file
+holds: such a file is read as holding no leases. (A bank shared over NFS is written
+through to the server when the file is closed.) The fsyncs cost two per mutant
+(acquire at the decision, release at the outcome): see BENCHMARKS.md, issue 16.
 """
 
 from __future__ import annotations
@@ -187,10 +196,9 @@ class SelectionLeases:
             result = change(alive)
             if alive != leases:
                 body = to_json(LeaseFile(format=LEASE_FORMAT, leases=tuple(alive)))
-                # no directory fsync: after a power loss the previous lease file (whole,
-                # parseable) comes back and its leases are reclaimed as dead
+                # no fsync (module docstring): a kill leaves the old or the new file
                 text = json.dumps(body, indent=2, sort_keys=True) + "\n"
-                atomic_write_text(self.path, text, durable=False)
+                atomic_write_text(self.path, text, durable=False, synced=False)
             return result
 
     @contextmanager
@@ -213,7 +221,10 @@ class SelectionLeases:
         """
         if not self.path.exists():
             return ()
-        text = self.path.read_text(encoding="utf-8")
+        raw = self.path.read_bytes()
+        if not raw.strip(b"\0"):  # what a power loss can leave of an unsynced replace
+            return ()
+        text = raw.decode("utf-8", "replace")
         try:
             parsed = from_json(LeaseFile, json.loads(text), LEASE_FILE)
         except (ValueError, CardFormatError) as exc:

@@ -110,6 +110,7 @@ class CausalReader:
         self.evidence = SelectionEvidence(runtime.checkpoint_dir).open(resume_run=run_id)
         self.leases = SelectionLeases(runtime.bank_dir, run_id=run_id)
         self.events = MemoryEvents(runtime.checkpoint_dir, run_id=run_id)
+        self.events.recover(self.evidence)  # the events a kill lost after their commit
         self.heads = HeadFitter(
             self.evidence,
             self.causal_reward,

@@ -1,0 +1,240 @@
+"""``cards.records.jsonl``: card revisions appended beside ``cards.json`` (issue 16.3).
+
+Once ``cards.json`` is large (``JOURNAL_FROM_BYTES``), a bank write no longer rewrites
+it whole: the records of the cards the write changed (and the ids it removed) are
+appended as **one line per transaction** under the bank lock, fsynced once::
+
+    {"base":"<write_id of cards.json>","generation":9,"write_id":"…","written_at":"…",
+     "n_cards":1000,"set":[{card record},…],"removed":["ins-…"]}
+
+A line is a whole transaction: a kill tears at most the last line, which readers skip
+and the next writer cuts, so a transaction lands entirely or not at all. The bank is
+``cards.json`` (the *base*) with the lines whose ``base`` is its ``write_id`` applied in
+order: a set replaces a card in place or appends a new one at the end (the order of
+``cards.json`` and of the store's dict), a removal drops it. The last line's header is
+the bank's identity (generation, write id); ``n_cards`` lets a reader check the replay.
+
+Compaction (the store's ``_persist``) rewrites ``cards.json`` whole with the current
+cards under a new write id, then empties the journal. It happens when the journal would
+grow past the size of ``cards.json`` (so compaction bytes are at most the journal bytes
+written since the last one: a write costs O(what changed), amortised), when a write
+reorders the cards, and while ``cards.json`` is small (below ``JOURNAL_FROM_BYTES``,
+where rewriting costs no more than appending). A kill between the two steps leaves
+lines naming the old base: readers ignore them and the next writer cuts them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gigaevo.memory.v2.bank.cards import Card
+from gigaevo.memory.v2.errors import CardFormatError, CorruptBankError
+from gigaevo.memory.v2.records import from_json
+
+RECORDS_FILE = "cards.records.jsonl"
+# below this size cards.json is rewritten whole (as cheap as an append); above, journaled
+JOURNAL_FROM_BYTES = 64 * 1024
+_BATCH_KEYS = {"base", "generation", "write_id", "written_at", "n_cards", "set", "removed"}
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One journal line: the cards one transaction set (with their lines) and removed."""
+
+    generation: int
+    write_id: str
+    written_at: str
+    n_cards: int
+    set: list[tuple[Card, str]]
+    removed: list[str]
+
+
+def batch_line(base: str, header: Any, set_lines: Iterable[str], removed: Iterable[str]) -> str:
+    """The journal line of one transaction on ``base`` giving the bank ``header`` (a
+    ``bankfile.BankHeader``); ``set_lines`` are ``bankfile.card_line`` texts."""
+    head = json.dumps(
+        {
+            "base": base,
+            "generation": header.generation,
+            "write_id": header.write_id,
+            "written_at": header.written_at,
+            "n_cards": header.n_cards,
+        },
+        separators=(",", ":"),
+    )
+    removed_text = json.dumps(list(removed), separators=(",", ":"))
+    return f'{head[:-1]},"set":[{",".join(set_lines)}],"removed":{removed_text}}}\n'
+
+
+class RecordJournal:
+    """The journal of one bank, read incrementally and appended under the bank lock.
+
+    Args:
+        bank_dir: the directory of ``cards.json``.
+    """
+
+    def __init__(self, bank_dir: Path) -> None:
+        self.path = Path(bank_dir) / RECORDS_FILE
+        self._inode: int | None = None
+        self._offset = 0  # end of the last complete line read
+        self._size = 0  # bytes of lines that apply to the base (what compaction weighs)
+        self._lines = 0
+
+    @property
+    def size(self) -> int:
+        """Bytes of journal lines on the current base (0 when there is no journal)."""
+        return self._size
+
+    def changed(self) -> bool:
+        """Whether the file differs from what was read (one ``stat``)."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return self._inode is not None and self._offset > 0
+        return st.st_ino != self._inode or st.st_size != self._offset
+
+    def read(
+        self, base: str, known: Mapping[str, tuple[Card, str]], *, restart: bool
+    ) -> list[Batch] | None:
+        """The complete lines on ``base`` appended since the last read (from the start when
+        ``restart``). None when the file was replaced or truncated, or holds a line on
+        another base, since the last read: the caller must reload from ``cards.json``.
+
+        ``known`` maps card ids to (card, line) pairs: a record whose line is known is
+        not decoded again.
+
+        Raises:
+            CorruptBankError: a complete line on ``base`` does not parse.
+        """
+        if restart:
+            self._inode, self._offset, self._size, self._lines = None, 0, 0, 0
+        try:
+            f = open(self.path, "rb")  # noqa: SIM115 - closed below
+        except FileNotFoundError:
+            if restart or self._offset == 0:
+                return []
+            return None
+        with f:
+            st = os.fstat(f.fileno())
+            moved = st.st_ino != self._inode and not (self._inode is None and self._offset == 0)
+            if not restart and (moved or st.st_size < self._offset):
+                return None
+            self._inode = st.st_ino
+            f.seek(self._offset)
+            chunk = f.read()
+        end = chunk.rfind(b"\n") + 1  # a torn last line is left for a writer to cut
+        by_line = {line: card for card, line in known.values()}
+        batches: list[Batch] = []
+        for raw in chunk[:end].split(b"\n")[:-1]:
+            self._lines += 1
+            where = f"{self.path} line {self._lines}"
+            try:
+                data = json.loads(raw)
+                if not isinstance(data, dict) or set(data) != _BATCH_KEYS:
+                    raise CardFormatError(f"expected keys {sorted(_BATCH_KEYS)}")
+                if data["base"] != base:
+                    if restart:
+                        continue  # left by a compaction killed before it emptied the journal
+                    return None
+                batches.append(_batch(data, by_line, where))
+            except (ValueError, CardFormatError) as exc:
+                reason = " ".join(str(exc).split())[:300]
+                raise CorruptBankError(
+                    f"{where} is not a card revision ({reason}); it is left untouched: "
+                    "repair it or move it away"
+                ) from exc
+            self._size += len(raw) + 1
+        self._offset += end
+        return batches
+
+    def append(self, line: str) -> None:
+        """Append one transaction's line durably (the caller holds the bank lock and has
+        read the journal to its end). Lines on another base (a compaction killed before it
+        emptied the journal) and a line torn by a killed writer are cut first."""
+        data = line.encode("utf-8")
+        with open(self.path, "a+b") as f:
+            st = os.fstat(f.fileno())
+            keep = self._offset if st.st_ino == self._inode else 0
+            if self._size == 0:
+                keep = 0  # nothing read applies to the base: stale lines go
+            if st.st_size != keep:
+                f.truncate(keep)
+            f.seek(keep)
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+            self._inode = st.st_ino
+        self._offset = keep + len(data)
+        self._size += len(data)
+        self._lines += 1
+
+    def clear(self) -> None:
+        """Empty the journal after a compaction (the caller holds the bank lock)."""
+        try:
+            with open(self.path, "r+b") as f:
+                f.truncate(0)
+                os.fsync(f.fileno())
+                self._inode = os.fstat(f.fileno()).st_ino
+        except FileNotFoundError:
+            self._inode = None
+        self._offset = self._size = self._lines = 0
+
+
+def _batch(data: dict[str, Any], by_line: Mapping[str, Card], where: str) -> Batch:
+    generation, n_cards = data["generation"], data["n_cards"]
+    if not _count(generation) or not _count(n_cards):
+        raise CardFormatError("generation and n_cards must be non-negative integers")
+    if not isinstance(data["write_id"], str) or not isinstance(data["written_at"], str):
+        raise CardFormatError("write_id and written_at must be strings")
+    entries, removed = data["set"], data["removed"]
+    if not isinstance(entries, list) or not isinstance(removed, list):
+        raise CardFormatError("set and removed must be lists")
+    if not all(isinstance(r, str) for r in removed):
+        raise CardFormatError("removed must list card ids")
+    pairs: list[tuple[Card, str]] = []
+    for i, entry in enumerate(entries):
+        line = json.dumps(entry, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        card = by_line.get(line)
+        if card is None:
+            card = from_json(Card, entry, f"{where}: set[{i}]")
+        pairs.append((card, line))
+    return Batch(generation, data["write_id"], data["written_at"], n_cards, pairs, removed)
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def replay_dicts(
+    bank_dir: str | Path, header: dict[str, Any], cards: list[dict[str, Any]]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``cards.json``'s header and card dicts with the journal's lines on its base applied
+    (for readers of plain JSON, such as ``gigaevo.analysis``; lines that do not parse are
+    skipped, a torn last line too)."""
+    path = Path(bank_dir) / RECORDS_FILE
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return header, cards
+    base = header.get("write_id")
+    by_id = {c.get("id"): c for c in cards}
+    header = dict(header)
+    for line in raw[: raw.rfind(b"\n") + 1].split(b"\n")[:-1]:
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(data, dict) or data.get("base") != base:
+            continue
+        for card in data.get("set") or []:
+            if isinstance(card, dict):
+                by_id[card.get("id")] = card
+        for cid in data.get("removed") or []:
+            by_id.pop(cid, None)
+        header.update({k: data[k] for k in ("generation", "write_id", "written_at", "n_cards")})
+    return header, list(by_id.values())
