@@ -7,10 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gigaevo.memory.v2.causal import BlockDesign, DesignError, DesignSpace
 from gigaevo.memory.v2.causal.policy import (
     ArmValues,
     Draw,
+    Proposal,
     abstain_proposal,
+    arm_values,
     decide,
     draw_decision,
     match_worlds,
@@ -62,3 +65,44 @@ def test_decide_passes_its_exploration_share_and_offers_from_the_offer_stream() 
             assert draw.offered == int(u2 < 0.5), i
             offered += 1
     assert offered >= 30
+
+
+def test_wide_rows_give_the_same_arm_values_as_dense_rows() -> None:
+    """memory-model.md "Policy": a ``BlockDesign`` of the treated rows is the same rows."""
+    c = 3
+    space = DesignSpace(c, ("A", "B", "C"))
+    rng = np.random.default_rng(5)
+    x = np.r_[1.0, rng.uniform(-1, 1, c - 1)]
+    dense = np.array([space.row(x, 1, lin, "insight") for lin in ("A", "B", "C")])
+    wide = BlockDesign.from_dense(dense, space.shared_size, c)
+    beta, gamma, lineage = (rng.normal(0, 0.3, size=(16, space.size)) for _ in range(3))
+    z0 = space.row(x, 0)
+    for lin in (None, lineage):
+        want = arm_values(beta, gamma, z0, dense, (-0.5, 1.0), lin)
+        got = arm_values(beta, gamma, z0, wide, (-0.5, 1.0), lin)
+        for name in ("q0", "q1", "p0", "p1"):
+            np.testing.assert_allclose(getattr(got, name), getattr(want, name), rtol=1e-12)
+    plain = arm_values(beta, gamma, z0, dense, (-0.5, 1.0))
+    one = arm_values(beta, gamma, z0, dense[0], (-0.5, 1.0))  # a single card as a flat row
+    np.testing.assert_allclose(one.q1, plain.q1[:, :1], rtol=1e-12)
+    assert one.q1.shape == (16, 1)
+
+
+def test_the_floating_point_remainder_goes_to_the_last_card_with_mass() -> None:
+    rho = np.array([0.3, 0.3, 0.0, 0.3999999])
+    prop = Proposal(("a", "b", "c", "d"), rho, 0.0, rho, np.zeros(4))
+    assert draw_decision(prop, 0.5, 0.99999995, 0.9).proposed == "d"
+
+
+def test_an_offer_draw_equal_to_e_withholds() -> None:
+    """Z = 1{u_2 < e}: u_2 = e exactly is a withheld control."""
+    prop = Proposal(("a",), np.array([1.0]), 0.0, np.array([1.0]), np.zeros(1))
+    assert draw_decision(prop, 0.5, 0.5, 0.5).offered == 0
+    assert draw_decision(prop, 0.5, 0.5, np.nextafter(0.5, 0.0)).offered == 1
+
+
+def test_refusals_name_their_cause_word_for_word() -> None:
+    with pytest.raises(DesignError, match=r"^effect must be \(S, J\) with J >= 1 safe cards$"):
+        match_worlds(["a"], np.zeros((4, 0)))
+    with pytest.raises(ValueError, match=r"^RNG domain must be non-empty$"):
+        rng_stream("key", "")
