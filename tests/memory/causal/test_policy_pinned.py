@@ -16,6 +16,7 @@ from gigaevo.memory.v2.causal.policy import (
     arm_values,
     decide,
     draw_decision,
+    hurdle_values,
     match_worlds,
     proposal_distribution,
     rng_stream,
@@ -106,3 +107,16 @@ def test_refusals_name_their_cause_word_for_word() -> None:
         match_worlds(["a"], np.zeros((4, 0)))
     with pytest.raises(ValueError, match=r"^RNG domain must be non-empty$"):
         rng_stream("key", "")
+
+
+def test_one_cards_latents_may_come_flat() -> None:
+    """A single card's (S,) latents are its (S, 1) column, for every head."""
+    rng = np.random.default_rng(6)
+    heads = [(rng.normal(size=5), rng.normal(size=5)) for _ in range(3)]
+    flat = hurdle_values(heads[0], heads[1], (-0.5, 1.0), heads[2])
+    cols = [(u0, u1[:, None]) for u0, u1 in heads]
+    want = hurdle_values(cols[0], cols[1], (-0.5, 1.0), cols[2])
+    for name in ("q0", "q1", "p0", "p1"):
+        got = getattr(flat, name)
+        assert got.shape == getattr(want, name).shape
+        np.testing.assert_allclose(got, getattr(want, name), rtol=1e-12)
