@@ -92,7 +92,9 @@ def test_wide_rows_give_the_same_arm_values_as_dense_rows() -> None:
 def test_the_floating_point_remainder_goes_to_the_last_card_with_mass() -> None:
     rho = np.array([0.3, 0.3, 0.0, 0.3999999])
     prop = Proposal(("a", "b", "c", "d"), rho, 0.0, rho, np.zeros(4))
-    assert draw_decision(prop, 0.5, 0.99999995, 0.9).proposed == "d"
+    draw = draw_decision(prop, 0.5, 0.99999995, 0.5)
+    assert (draw.proposed, draw.offered) == ("d", 0)  # and Z = 1{u_2 < e} there too
+    assert draw_decision(prop, 0.5, 0.99999995, 0.25).offered == 1
 
 
 def test_an_offer_draw_equal_to_e_withholds() -> None:
