@@ -147,8 +147,19 @@ def main() -> None:
         "memory-model.md's priors)",
     )
     parser.add_argument("--omegas", default="0,0.15")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a memory.posterior_config key to change (repeatable), e.g. "
+        "invalidity_lineage_prior_sd=0.3",
+    )
     args = parser.parse_args()
     post = PosteriorSettings()
+    for item in args.set:
+        key, _, value = item.partition("=")
+        post = dataclasses.replace(post, **{key: None if value == "null" else float(value)})
     if args.levels:
         base, lineage = (None if v == "none" else float(v) for v in args.levels.split(","))
         post = dataclasses.replace(
@@ -161,9 +172,10 @@ def main() -> None:
         post.invalidity_baseline_intercept_prior_sd,
         post.invalidity_lineage_intercept_prior_sd,
     )
+    changed = f", changed {args.set}" if args.set else ""
     print(
         f"retirement power: {args.seeds} seeds x {args.rows} rows (e = 0.7), production priors "
-        f"(invalidity levels {levels}); load {os.getloadavg()[0]:.1f}"
+        f"(invalidity levels {levels}{changed}); load {os.getloadavg()[0]:.1f}"
     )
     started = time.perf_counter()
     work = [(s, args.rows, c, w, post) for w in omegas for c in EFFECTS for s in range(args.seeds)]

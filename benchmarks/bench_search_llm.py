@@ -5,7 +5,7 @@ Run from the repository root::
     nice .venv/bin/python benchmarks/bench_search_llm.py [--seeds 0 1 2 3 4]
         [--mutants 200] [--checkpoints 50 200] [--problem circle_packing]
         [--server aware|perturb] [--median 0.2] [--sigma 1.0] [--jobs 1]
-        [--variant NAME:OVERRIDE,OVERRIDE ...] [--hill-feedback]
+        [--variant NAME:OVERRIDE,OVERRIDE ...] [--hill-feedback] [--no-hill-climb] [--no-ours]
         [--openevolve /work/scratch/oe-venv/bin/python] [--baseline DIR]
         [--out DIR] [override ...]
 
@@ -272,7 +272,8 @@ def run_seed(
             curves[name], cells[name] = ours(
                 server.url, root, name, args.problem, seed, args.mutants, args.out, extra
             )
-        curves["hill-climb"] = hill_climb(server.url, problem, seed, args.mutants, False)
+        if not args.no_hill_climb:
+            curves["hill-climb"] = hill_climb(server.url, problem, seed, args.mutants, False)
         if args.hill_feedback:
             curves["hill+fb"] = hill_climb(server.url, problem, seed, args.mutants, True)
         if args.openevolve:
@@ -299,6 +300,12 @@ def main() -> int:
     parser.add_argument("--sigma", type=float, default=1.0, help="log-sd of the latency")
     parser.add_argument("--variant", action="append", default=[], help="NAME:OVERRIDE,...")
     parser.add_argument("--hill-feedback", action="store_true")
+    parser.add_argument("--no-ours", action="store_true", help="only the variants of ours")
+    parser.add_argument(
+        "--no-hill-climb",
+        action="store_true",
+        help="leave the plain hill-climb out (its curve per seed does not change between runs)",
+    )
     parser.add_argument("--openevolve", help="a python with openevolve 0.4.0 (circle packing)")
     parser.add_argument("--jobs", type=int, default=1, help="seeds at once")
     parser.add_argument("--out", type=Path, default=Path("/tmp/gigaevo-bench-search-llm"))
@@ -308,7 +315,7 @@ def main() -> int:
     if args.openevolve and args.problem != "circle_packing":
         parser.error("--openevolve runs circle packing only")
     args.out.mkdir(parents=True, exist_ok=True)
-    gigaevo = {"ours": (ROOT, list(args.overrides))}
+    gigaevo = {} if args.no_ours else {"ours": (ROOT, list(args.overrides))}
     for spec in args.variant:
         name, _, overrides = spec.partition(":")
         gigaevo[name] = (ROOT, [*args.overrides, *filter(None, overrides.split(","))])

@@ -11,6 +11,7 @@ contained: the attempt is committed as failed at stage ``bookkeeping``.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import threading
@@ -77,6 +78,7 @@ class Committer:
         self.llm_usage = llm_usage
         self.metrics = problem.metrics
         self.islands = islands
+        self._islands_text = IslandsText()
         self.migration = migration
         self.observe = observe
         self.store = store
@@ -372,8 +374,11 @@ class Committer:
                 to_island=m.to_island,
             )
 
-    def _state(self) -> dict[str, Any]:
-        return {"counters": self.counters.to_dict(), "islands": self.islands.to_dict()}
+    def _state(self) -> str:
+        """The run state checkpointed with a commit: ``{"counters", "islands"}`` as JSON
+        (keys sorted), the islands' text re-encoded only for the islands that changed."""
+        counters = json.dumps(self.counters.to_dict(), sort_keys=True)
+        return f'{{"counters": {counters}, "islands": {self._islands_text(self.islands)}}}'
 
     def _write_best(self, prog: Program) -> None:
         header = (
@@ -453,3 +458,39 @@ def _memory_result(
 
 def _replace_info(info: MutationInfo, **changes: Any) -> MutationInfo:
     return replace(info, **changes)
+
+
+class IslandsText:
+    """``json.dumps(islands.to_dict(), sort_keys=True)``, the same text, made cheaply.
+
+    The run state is checkpointed at every commit, and encoding every island's
+    archive each time cost in proportion to the archive (about 30 ms a commit
+    at 1,100 elites). Each island's text is kept with its ``versions()``
+    counter and encoded again only when that moved; most commits change no
+    island or one. A resume reads the same text, so it restores exactly.
+    """
+
+    def __init__(self) -> None:
+        self._model: IslandModel | None = None
+        self._texts: list[tuple[int, str]] = []
+
+    def __call__(self, model: IslandModel) -> str:
+        versions = model.versions()
+        if model is not self._model:
+            self._model, self._texts = model, [(-1, "")] * len(versions)
+        parts = []
+        for i, version in enumerate(versions):
+            seen, text = self._texts[i]
+            if seen != version:
+                text = json.dumps(model.archive(i).to_dict(), sort_keys=True)
+                self._texts[i] = (version, text)
+            parts.append(text)
+        axes = json.dumps(model.space.to_dicts(), sort_keys=True)
+        body = (
+            f'{{"capacity_per_island": {json.dumps(model.capacity_per_island)}, '
+            f'"descriptors": {axes}, "islands": [{", ".join(parts)}], '
+            f'"n_islands": {json.dumps(model.n_islands)}'
+        )
+        if model.space.adaptive:
+            body += f', "space": {json.dumps(model.space.state_dict(), sort_keys=True)}'
+        return body + "}"

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
@@ -44,7 +45,7 @@ from gigaevo.evolution.selection import InspirationSampler, IslandScheduler, Par
 from gigaevo.evolution.state import RunCounters
 from gigaevo.evolution.stoppers import RunState, Stopper
 from gigaevo.evolution.store import ProgramStore
-from gigaevo.llm import abort_calls
+from gigaevo.llm import abort_calls, wait_for_first
 from gigaevo.llm.call_log import UsageTally
 from gigaevo.llm.errors import LLMStopError
 from gigaevo.memory.base import MemoryProvider, MutationContext
@@ -117,6 +118,7 @@ class EvolutionEngine:
         if scratchpad is not None:
             scratchpad.attach_prefix_log(store)
         self.lane = MemoryLane(memory, store)
+        self._pending_parent: dict[int, str] = {}  # attempt in flight -> its parent's id
         self.committer = Committer(
             problem=problem,
             islands=islands,
@@ -185,6 +187,7 @@ class EvolutionEngine:
             d for d in self.store.pending_dispatches() if d.attempt < self.settings.max_mutants
         ]
         self.lane.expect_replays(d.attempt for d in pending)
+        wait_for_first()  # the modules the memory's first decision needs, imported behind
         self._notes_start(resumed, pending)
         stop = self._stop_reason()
         if stop is None and not pending and c.counters.n_mutants >= self.settings.max_mutants:
@@ -231,6 +234,7 @@ class EvolutionEngine:
         pool = ThreadPoolExecutor(s.max_in_flight, thread_name_prefix="mutant")
         try:
             for d in pending:
+                self._pending_parent[d.attempt] = d.parent_id
                 outstanding[pool.submit(self.runner.run, d)] = d.attempt
             while True:
                 while stop is None and len(outstanding) < s.outstanding:
@@ -281,6 +285,7 @@ class EvolutionEngine:
         if self.settings.dispatch == "strict":
             self.lane.flush()
         self._count_lane_errors()
+        self._pending_parent.pop(attempt, None)
         self.committer.commit_attempt(result, self._wall())
         self._count_lane_errors()
         self._notes_commit(attempt)
@@ -312,12 +317,13 @@ class EvolutionEngine:
 
     # -- dispatch (main thread; the decision on the memory lane) -----------------
     def _dispatch(self, attempt: int, in_flight: Iterable[int]) -> Future[Dispatch]:
+        in_flight = tuple(in_flight)
         seed = self.settings.seed
         island = self.scheduler.island_for(attempt, self.islands.n_islands)
         skeleton = Dispatch(attempt, island, "", (), derive_seed(seed, "mutate", attempt))
         context = None
         try:
-            skeleton, context = self._select(skeleton)
+            skeleton, context = self._select(skeleton, in_flight)
         except Exception as exc:  # one attempt's selection: it fails, the run goes on
             log.warning("selection for attempt %d failed: %r", attempt, exc)
             best = self.islands.elites(island)[0]
@@ -325,17 +331,26 @@ class EvolutionEngine:
             skeleton = Dispatch(
                 attempt, island, best.program_id, (), skeleton.seed, failure=failure
             )
+        self._pending_parent[attempt] = skeleton.parent_id
         if self.scratchpad is not None:  # recorded first: a replay must see the same prompt
             oldest = min([attempt, *in_flight])
             self.scratchpad.prefix_for_dispatch(attempt, oldest)
         return self.lane.decide(context, skeleton)
 
-    def _select(self, skeleton: Dispatch) -> tuple[Dispatch, MutationContext]:
-        """The parent and inspirations of ``skeleton``'s attempt, and the memory's context."""
+    def _select(
+        self, skeleton: Dispatch, in_flight: Iterable[int] = ()
+    ) -> tuple[Dispatch, MutationContext]:
+        """The parent and inspirations of ``skeleton``'s attempt, and the memory's context.
+
+        The selector is told how many children of each program are still in flight
+        (in strict dispatch the same attempts every run, so the choice stays seeded).
+        """
         attempt, island = skeleton.attempt, skeleton.island
         rng = derive_rng(self.settings.seed, "select", attempt)
         elites = self.islands.elites(island)
-        parent = self.selector.select(elites, self.problem.metrics, rng)
+        parents = (self._pending_parent.get(a) for a in in_flight)
+        pending = Counter(p for p in parents if p)
+        parent = self.selector.select(elites, self.problem.metrics, rng, pending=pending)
         others = self.inspirations.sample(elites, parent, self.problem.metrics, rng)
         parent_prog = self.committer.program(parent.program_id)
         context = MutationContext(

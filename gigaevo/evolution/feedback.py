@@ -9,11 +9,21 @@ the content never depends on the order in which results were committed; a
 resume rebuilds it from the store (:meth:`restore`) to the same state.
 
 :meth:`for_parent` adds what the parent itself left: the end of its output
-and its validator's feedback (both stored on the program). The engine puts
-the result in the dispatch, so that a replayed attempt shows its original
-prompt. Entries of programs that left every archive (they can never be
-chosen as parents again) are dropped now and then, which bounds the memory
-by the archives' size.
+and its validator's feedback (both stored on the program), and the failed
+children of its ancestors (``ancestor_generations`` back): a child keeps most
+of its parent's code, so a change that broke the parent (the same line, the
+same constant moved the same way) usually breaks the child too, and a
+lineage that replaces its best every few children would otherwise hear of
+its mistakes only after each parent has been replaced. The engine puts the
+result in the dispatch, so that a replayed attempt shows its original prompt.
+
+Without ancestors, entries of programs that left every archive (they can
+never be chosen as parents again) are dropped now and then, which bounds the
+memory by the archives' size. With them an entry is kept as long as the run
+(an ancestor that left every archive still speaks for its descendants), one
+parent link and at most ``max_children`` short lines per program: small
+beside the programs the committer holds. Either way the content is a function
+of the set of committed programs, never of when they were committed.
 """
 
 from __future__ import annotations
@@ -37,6 +47,9 @@ class FeedbackSettings:
         max_reason_chars: characters per failure line.
         max_output_chars: characters of the parent's output (its end).
         max_feedback_chars: characters of the validator's feedback.
+        ancestor_generations: how far back the failed children of the
+            parent's ancestors are shown (1: its parent's; 0: none).
+        max_ancestor_failures: lines of those at most (nearest ancestor first).
 
     Raises:
         ValueError: a bound below 0 (``max_reason_chars`` below 20).
@@ -47,9 +60,18 @@ class FeedbackSettings:
     max_reason_chars: int = 300
     max_output_chars: int = 800
     max_feedback_chars: int = 600
+    ancestor_generations: int = 4
+    max_ancestor_failures: int = 6
 
     def __post_init__(self) -> None:
-        for name in ("max_children", "max_output_chars", "max_feedback_chars"):
+        names = (
+            "max_children",
+            "max_output_chars",
+            "max_feedback_chars",
+            "ancestor_generations",
+            "max_ancestor_failures",
+        )
+        for name in names:
             if getattr(self, name) < 0:
                 raise ValueError(f"feedback.{name} must be >= 0, got {getattr(self, name)}")
         if self.max_reason_chars < 20:
@@ -75,7 +97,8 @@ class FeedbackBook:
     Args:
         settings: the bounds.
         is_live: whether a program can still be chosen as a parent (is in an
-            archive); entries of others are not kept. None keeps every entry.
+            archive); without ancestors, entries of others are not kept. None
+            keeps every entry.
     """
 
     def __init__(
@@ -86,17 +109,26 @@ class FeedbackBook:
         self.settings = settings or FeedbackSettings()
         self.is_live = is_live
         self._failures: dict[str, list[tuple[int, str]]] = {}
+        self._parent_of: dict[str, str] = {}
         self._since_prune = 0
 
-    def observe(self, program: Program) -> None:
-        """Record ``program`` if it is an invalid child of a live parent."""
+    @property
+    def _ancestors(self) -> bool:
         s = self.settings
-        if not s.enabled or s.max_children == 0:
-            return
-        if program.status is not ProgramStatus.INVALID or not program.parent_ids:
+        return s.ancestor_generations > 0 and s.max_ancestor_failures > 0
+
+    def observe(self, program: Program) -> None:
+        """Record ``program``: its parent link (for the ancestors' failures) and, if it
+        is an invalid child, its failure line under its parent."""
+        s = self.settings
+        if not s.enabled or s.max_children == 0 or not program.parent_ids:
             return
         parent = program.parent_ids[0]
-        if self.is_live is not None and not self.is_live(parent):
+        if self._ancestors:
+            self._parent_of[program.id] = parent
+        if program.status is not ProgramStatus.INVALID:
+            return
+        if not self._ancestors and self.is_live is not None and not self.is_live(parent):
             return
         entry = self._failures.setdefault(parent, [])
         entry.append((program.ordinal, failure_line(program, s.max_reason_chars)))
@@ -109,13 +141,14 @@ class FeedbackBook:
     def prune(self) -> None:
         """Drop the entries of parents that are no longer live."""
         self._since_prune = 0
-        if self.is_live is not None:
+        if self.is_live is not None and not self._ancestors:
             live = self.is_live
             self._failures = {p: e for p, e in self._failures.items() if live(p)}
 
     def restore(self, programs: Iterable[Program]) -> None:
         """Rebuild from the committed programs (any order) after a resume."""
         self._failures = {}
+        self._parent_of = {}
         for program in programs:
             self.observe(program)
         self.prune()
@@ -131,7 +164,29 @@ class FeedbackBook:
             failures=failures,
             output_tail=output,
             validator_feedback=parent.feedback[: s.max_feedback_chars],
+            ancestor_failures=self._ancestor_lines(parent, set(failures)),
         )
+
+    def _ancestor_lines(self, parent: Program, shown: set[str]) -> tuple[str, ...]:
+        """The failed children of ``parent``'s ancestors, nearest first, each line once."""
+        s = self.settings
+        if not self._ancestors or not parent.parent_ids:
+            return ()
+        lines: list[str] = []
+        node: str | None = parent.parent_ids[0]
+        seen = {parent.id}
+        for _ in range(s.ancestor_generations):
+            if node is None or node in seen:  # a cycle cannot happen; never loop on one
+                break
+            seen.add(node)
+            for _, line in self._failures.get(node, ()):
+                if line not in shown:
+                    shown.add(line)
+                    lines.append(line)
+                    if len(lines) >= s.max_ancestor_failures:
+                        return tuple(lines)
+            node = self._parent_of.get(node)
+        return tuple(lines)
 
     def __len__(self) -> int:
         """Number of parents with recorded failures."""

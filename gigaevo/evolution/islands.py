@@ -57,6 +57,7 @@ class IslandModel:
         self.capacity_per_island = capacity_per_island
         self._archives = [MapElitesArchive(metrics, capacity_per_island) for _ in range(n_islands)]
         self._rebins: list[Rebin] = []
+        self._versions = [0] * n_islands  # see versions()
 
     def archive(self, island: int) -> MapElitesArchive:
         """The archive of ``island``.
@@ -94,12 +95,18 @@ class IslandModel:
             if self.space.observe(kept):
                 self._rebin()
             cell = self.space.cell_of(kept)
-            return archive.try_add(program_id, fitness, cell, kept)
-        if cell is None or self.space.adaptive:
-            raise ValueError("an adaptive behaviour space needs the program's descriptor values")
-        if not self.space.contains(cell):
-            raise ValueError(f"cell {cell} is not in a space of shape {self.space.shape}")
-        return archive.try_add(program_id, fitness, cell)
+            result = archive.try_add(program_id, fitness, cell, kept)
+        else:
+            if cell is None or self.space.adaptive:
+                raise ValueError(
+                    "an adaptive behaviour space needs the program's descriptor values"
+                )
+            if not self.space.contains(cell):
+                raise ValueError(f"cell {cell} is not in a space of shape {self.space.shape}")
+            result = archive.try_add(program_id, fitness, cell)
+        if result.accepted:
+            self._versions[island] += 1
+        return result
 
     def _rebin(self) -> None:
         def cell_of(elite: Elite) -> tuple[int, ...]:
@@ -111,6 +118,7 @@ class IslandModel:
         for i, archive in enumerate(self._archives):
             dropped += [(i, e) for e in archive.rebin(cell_of)]
         self._rebins.append(Rebin(self.space.version, tuple(dropped)))
+        self._versions = [v + 1 for v in self._versions]
 
     def take_rebins(self) -> list[Rebin]:
         """The re-drawings since the last call (oldest first), then forget them."""
@@ -119,7 +127,9 @@ class IslandModel:
 
     def remove(self, island: int, program_id: str) -> Elite:
         """Remove a program from one island (raises KeyError when it is not there)."""
-        return self.archive(island).remove(program_id)
+        elite = self.archive(island).remove(program_id)
+        self._versions[island] += 1
+        return elite
 
     def elites(self, island: int) -> list[Elite]:
         """The elites of ``island``, sorted by cell."""
@@ -161,6 +171,12 @@ class IslandModel:
             d["space"] = self.space.state_dict()
         return d
 
+    def versions(self) -> tuple[int, ...]:
+        """One counter per island, raised whenever its archive changes (an accepted add, a
+        removal, a re-drawn grid, a load): a checkpoint re-encodes only the islands whose
+        counter moved. Change the archives through the model, never through ``archive(i)``."""
+        return tuple(self._versions)
+
     def load_dict(
         self,
         d: Mapping[str, Any],
@@ -199,6 +215,7 @@ class IslandModel:
             archives.append(archive)
         self._archives = archives
         self._rebins = []
+        self._versions = [v + 1 for v in self._versions]
         if self.space.adaptive and "space" not in d:
             self._place_on_a_new_grid()
 

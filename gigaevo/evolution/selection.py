@@ -8,7 +8,7 @@ so the same archive and seed always give the same choice).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -21,9 +21,17 @@ class ParentSelector(Protocol):
     """Chooses the parent of the next mutation among an island's elites."""
 
     def select(
-        self, elites: Sequence[Elite], metrics: MetricsSpec, rng: np.random.Generator
+        self,
+        elites: Sequence[Elite],
+        metrics: MetricsSpec,
+        rng: np.random.Generator,
+        pending: Mapping[str, int] | None = None,
     ) -> Elite:
-        """Return one of ``elites``; raises ValueError when ``elites`` is empty."""
+        """Return one of ``elites``; raises ValueError when ``elites`` is empty.
+
+        ``pending`` counts, per program id, its children still in flight (their
+        results unknown); selectors that do not use it ignore it.
+        """
         ...
 
 
@@ -79,7 +87,11 @@ class FitnessProportionalTournament:
         self.temperature = temperature
 
     def select(
-        self, elites: Sequence[Elite], metrics: MetricsSpec, rng: np.random.Generator
+        self,
+        elites: Sequence[Elite],
+        metrics: MetricsSpec,
+        rng: np.random.Generator,
+        pending: Mapping[str, int] | None = None,
     ) -> Elite:
         _require(elites)
         entrants = [elites[i] for i in _sample_distinct(len(elites), self.k, rng)]
@@ -101,22 +113,43 @@ class BestOrTournament:
     the generator. ``p_best=0`` is the tournament, ``p_best=1`` a hill-climb
     on the island's best.
 
+    ``pending_decay`` makes the choice aware of what is in flight: the best is
+    taken with probability ``p_best * pending_decay ** n``, where ``n`` of its
+    children are still in flight (1, the default, ignores them; below 1 spreads
+    the mutations in flight over more parents).
+
     Raises:
-        ValueError: ``p_best`` outside [0, 1], or a bad ``k`` or ``temperature``.
+        ValueError: ``p_best`` or ``pending_decay`` outside [0, 1], or a bad
+            ``k`` or ``temperature``.
     """
 
-    def __init__(self, p_best: float = 0.5, k: int = 3, temperature: float = 1.0) -> None:
+    def __init__(
+        self,
+        p_best: float = 0.5,
+        k: int = 3,
+        temperature: float = 1.0,
+        pending_decay: float = 1.0,
+    ) -> None:
         if not (0.0 <= p_best <= 1.0):
             raise ValueError(f"p_best must be in [0, 1], got {p_best}")
+        if not (0.0 <= pending_decay <= 1.0):
+            raise ValueError(f"pending_decay must be in [0, 1], got {pending_decay}")
         self.p_best = p_best
+        self.pending_decay = pending_decay
         self.tournament = FitnessProportionalTournament(k, temperature)
 
     def select(
-        self, elites: Sequence[Elite], metrics: MetricsSpec, rng: np.random.Generator
+        self,
+        elites: Sequence[Elite],
+        metrics: MetricsSpec,
+        rng: np.random.Generator,
+        pending: Mapping[str, int] | None = None,
     ) -> Elite:
         _require(elites)
-        if rng.random() < self.p_best:
-            return rank_elites(elites, metrics)[0]
+        best = rank_elites(elites, metrics)[0]
+        n = (pending or {}).get(best.program_id, 0)
+        if rng.random() < self.p_best * self.pending_decay**n:
+            return best
         return self.tournament.select(elites, metrics, rng)
 
 
@@ -132,7 +165,11 @@ class TournamentSelection:
         self.k = k
 
     def select(
-        self, elites: Sequence[Elite], metrics: MetricsSpec, rng: np.random.Generator
+        self,
+        elites: Sequence[Elite],
+        metrics: MetricsSpec,
+        rng: np.random.Generator,
+        pending: Mapping[str, int] | None = None,
     ) -> Elite:
         _require(elites)
         entrants = [elites[i] for i in _sample_distinct(len(elites), self.k, rng)]
@@ -143,7 +180,11 @@ class UniformSelection:
     """Every elite equally likely; ignores fitness."""
 
     def select(
-        self, elites: Sequence[Elite], metrics: MetricsSpec, rng: np.random.Generator
+        self,
+        elites: Sequence[Elite],
+        metrics: MetricsSpec,
+        rng: np.random.Generator,
+        pending: Mapping[str, int] | None = None,
     ) -> Elite:
         _require(elites)
         return elites[int(rng.integers(len(elites)))]
@@ -165,7 +206,11 @@ class FitnessProportional:
         self.epsilon = epsilon
 
     def select(
-        self, elites: Sequence[Elite], metrics: MetricsSpec, rng: np.random.Generator
+        self,
+        elites: Sequence[Elite],
+        metrics: MetricsSpec,
+        rng: np.random.Generator,
+        pending: Mapping[str, int] | None = None,
     ) -> Elite:
         _require(elites)
         weights = relative_quality(elites, metrics) + self.epsilon

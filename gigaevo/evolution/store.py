@@ -145,10 +145,12 @@ class ProgramStore:
         digest: str,
         *,
         attempt: int | None,
-        state: dict[str, Any],
+        state: dict[str, Any] | str,
         outbox: dict[str, Any] | None = None,
     ) -> None:
         """Write one program, retire its dispatch and replace the run state, atomically.
+
+        ``state``: the run state, or its JSON text (keys sorted) when the caller made it.
 
         ``outbox``: what the commit must still cause outside the store (its
         events, the memory's observation) under its ``key`` (the attempt; a
@@ -166,7 +168,7 @@ class ProgramStore:
         program: Program,
         digest: str,
         attempt: int | None,
-        state: dict[str, Any],
+        state: dict[str, Any] | str,
         outbox: dict[str, Any] | None,
     ) -> None:
         cur = self._db.cursor()
@@ -192,7 +194,7 @@ class ProgramStore:
                 )
             cur.execute(
                 "INSERT OR REPLACE INTO meta(key, value) VALUES ('state', ?)",
-                (json.dumps(state, sort_keys=True),),
+                (state if isinstance(state, str) else json.dumps(state, sort_keys=True),),
             )
             cur.execute("COMMIT")
         except BaseException:

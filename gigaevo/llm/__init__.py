@@ -27,7 +27,7 @@ from gigaevo.llm.errors import (
 )
 from gigaevo.llm.models import ModelSpec
 from gigaevo.llm.offline import OfflineMutatorLLM
-from gigaevo.llm.preload import start_loading
+from gigaevo.llm.preload import start_loading, stop_loading, wait_for_first
 from gigaevo.llm.prompt_reader import PromptView, read_prompt
 from gigaevo.llm.retry import RetryPolicy
 from gigaevo.llm.router import CLIENTS, LiteLLMRouter, config_wires
@@ -65,4 +65,6 @@ __all__ = [
     "request_json",
     "split_evolve_blocks",
     "start_loading",
+    "stop_loading",
+    "wait_for_first",
 ]

@@ -39,6 +39,7 @@ from gigaevo.llm.errors import (
 from gigaevo.llm.http_wire import HTTP
 from gigaevo.llm.litellm_wire import LITELLM
 from gigaevo.llm.models import NO_KEY, ModelSpec, model_specs, read_key
+from gigaevo.llm.preload import call_started
 from gigaevo.llm.retry import RetryPolicy
 from gigaevo.llm.wire import Failure, Wire, WireAnswer, redact
 from gigaevo.util import derive_rng
@@ -217,6 +218,7 @@ class LiteLLMRouter:
         rng = derive_rng(self.seed, "llm-retry", seed)
         wire = self._wires[spec]
         wire.prepare()  # the first call pays the imports; keep them out of the latency
+        call_started()  # the background imports deferred behind the first request may go
         started = time.perf_counter()
         retried_on: list[str] = []
         attempt = 0

@@ -20,21 +20,34 @@ class ParentFeedback:
             first (``"attempt 12: circles 3 and 7 overlap by 2e-09"``).
         output_tail: the end of what the parent printed (stdout and stderr).
         validator_feedback: the text the validator returned with its metrics.
+        ancestor_failures: one line per invalid or failed child of the
+            parent's ancestors (its parent first, then further back; the most
+            recent first within each): changes to earlier versions of this
+            code that failed, and would likely fail here too.
     """
 
     failures: tuple[str, ...] = ()
     output_tail: str = ""
     validator_feedback: str = ""
+    ancestor_failures: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.failures or self.output_tail.strip() or self.validator_feedback.strip())
+        return bool(
+            self.failures
+            or self.ancestor_failures
+            or self.output_tail.strip()
+            or self.validator_feedback.strip()
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "failures": list(self.failures),
             "output_tail": self.output_tail,
             "validator_feedback": self.validator_feedback,
         }
+        if self.ancestor_failures:  # absent from dispatches stored before it existed
+            d["ancestor_failures"] = list(self.ancestor_failures)
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ParentFeedback:
@@ -42,6 +55,7 @@ class ParentFeedback:
             tuple(str(f) for f in d.get("failures", ())),
             str(d.get("output_tail", "")),
             str(d.get("validator_feedback", "")),
+            tuple(str(f) for f in d.get("ancestor_failures", ())),
         )
 
 

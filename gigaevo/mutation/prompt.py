@@ -33,6 +33,7 @@ FEEDBACK_MAX_VALIDATOR = 600
 FEEDBACK_MAX_OUTPUT = 1000
 FEEDBACK_MAX_FAILURE = 300
 FEEDBACK_MAX_FAILURES = 5
+FEEDBACK_MAX_ANCESTOR_FAILURES = 8
 
 
 @cache
@@ -120,7 +121,8 @@ def feedback_section(feedback: ParentFeedback) -> str:
     Each part is clipped here whatever the builder did: the validator's text to
     ``FEEDBACK_MAX_VALIDATOR`` characters, the output to its last
     ``FEEDBACK_MAX_OUTPUT``, at most ``FEEDBACK_MAX_FAILURES`` failures of one
-    line of ``FEEDBACK_MAX_FAILURE`` each.
+    line of ``FEEDBACK_MAX_FAILURE`` each, and at most
+    ``FEEDBACK_MAX_ANCESTOR_FAILURES`` failures of the parent's ancestors.
     """
     if not feedback:
         return ""
@@ -137,6 +139,10 @@ def feedback_section(feedback: ParentFeedback) -> str:
     failures = [f for f in failures if f][:FEEDBACK_MAX_FAILURES]
     if failures:
         parts.append(template("feedback_failures").format(text=quote("\n".join(failures))))
+    older = [_one_line(f, FEEDBACK_MAX_FAILURE) for f in feedback.ancestor_failures]
+    older = [f for f in older if f][:FEEDBACK_MAX_ANCESTOR_FAILURES]
+    if older:
+        parts.append(template("feedback_ancestors").format(text=quote("\n".join(older))))
     if not parts:
         return ""
     items = "\n".join(p.rstrip("\n") + "\n" for p in parts)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import math
-import sys
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -44,6 +43,7 @@ from gigaevo.llm import (
     UsageTally,
     config_wires,
     start_loading,
+    stop_loading,
 )
 from gigaevo.memory.base import MemoryProvider, MemoryRuntime, MemoryUsageError
 from gigaevo.pipeline.noise import resolve_noise
@@ -75,6 +75,7 @@ class BuiltRun:
     scratchpad: RunScratchpad | None = None
 
     def close(self) -> None:
+        stop_loading()  # background imports still waiting for a first model call
         try:
             self.evaluator.close()
         finally:
@@ -86,14 +87,21 @@ class BuiltRun:
                     self.scratchpad.write_report()
 
     def close_after_error(self) -> None:
-        """Close everything after the run failed, without hiding why it failed.
+        """Close everything after the run failed or was interrupted, without hiding why.
+
+        The memory is suspended (``suspend``, when it has one), not closed: the run is
+        resumable, and work that belongs to its end (memory=v2's last drain, duplicate
+        audit and retirement sweep) would change what the resumed run decides.
 
         A second failure while closing (the disk is still full, say) goes to
         the log at debug level; the caller re-raises the first one.
         """
+        # a run stopped early is resumed: the memory keeps its end-of-run work for the end
+        suspend = getattr(self.memory, "suspend", None)
         steps: list[Callable[[], object]] = [
+            stop_loading,
             self.evaluator.close,
-            self.memory.close,
+            suspend if callable(suspend) else self.memory.close,
             self.store.close,
         ]
         if self.scratchpad is not None:
@@ -151,14 +159,16 @@ def _dispatch_mode(cfg: DictConfig, llm: LLMClient) -> str:
 def _import_behind(cfg: DictConfig) -> None:
     """Start the slow imports of the run in one background thread.
 
-    First the memory's package (scipy for memory=v2: the largest import of a
-    run), which then overlaps the main thread's wait for the sandbox workers;
-    then what the model clients' wires need (httpx and the price map for an
-    OpenAI-compatible server, a fraction of a second; litellm for other
-    providers, seconds), then scikit-learn's text vectoriser, which the card
-    bank's embedder loads with the first card (about a second that would
-    otherwise stall the memory thread mid-run). An offline run loads no wire
-    and no vectoriser here.
+    First the memory's package and, when the run will dispatch an attempt, what
+    its first decision imports (scipy for memory=v2: the largest import of a
+    run), which then overlaps the main thread's wait for the sandbox workers and
+    the initial program's evaluation; then what the model clients' wires need
+    (httpx and the price map for an OpenAI-compatible server, a fraction of a
+    second; litellm for other providers, seconds); then, once the first request
+    has left, scikit-learn's text vectoriser, which the card bank's embedder
+    loads with the first card (about a second that would otherwise stall the
+    memory thread mid-run, and that would slow the way to the first request if
+    it ran beside it). An offline run loads no wire and no vectoriser here.
     """
     wires = []
     for key in ("llm", "memory.llm"):
@@ -175,7 +185,13 @@ def _import_behind(cfg: DictConfig) -> None:
         else []
     )
     if first or wires or then:
-        start_loading(wires, *then, first=[m for m in first if m not in sys.modules])
+        start_loading(
+            wires,
+            *then,
+            first=first,
+            first_use=int(cfg.max_mutants) > 0,
+            after_first_call=bool(wires),
+        )
 
 
 def resolve_problem(cfg: DictConfig) -> Problem:
@@ -413,6 +429,14 @@ def build_run(cfg: DictConfig, *, show_progress: bool = True) -> BuiltRun:
     """
     validate_config(cfg)
     _import_behind(cfg)  # overlapped with loading the problem and starting the sandbox
+    try:
+        return _build(cfg, show_progress)
+    except BaseException:
+        stop_loading()  # no run: its deferred imports are not needed (and must not wait)
+        raise
+
+
+def _build(cfg: DictConfig, show_progress: bool) -> BuiltRun:
     problem = resolve_problem(cfg)
     llm, max_cost_usd = _build_llm(cfg)
     evo = cfg.evolution

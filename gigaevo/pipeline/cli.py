@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
@@ -76,7 +78,8 @@ def main_entry(hydra_main: Callable[[], None], config_dir: Path) -> None:
     full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises instead of printing its traceback
     try:
-        hydra_main()
+        with _one_composition(config_dir, sys.argv[1:]):
+            hydra_main()
     except Exception as exc:
         if full_error or getattr(exc, _FROM_JOB, False):
             raise
@@ -90,6 +93,85 @@ def main_entry(hydra_main: Callable[[], None], config_dir: Path) -> None:
     finally:
         if not full_error:
             os.environ.pop("HYDRA_FULL_ERROR", None)
+
+
+# options that name another config source (Hydra reads hydra.mode from it): leave Hydra be
+_OTHER_SOURCE = ("-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir")
+_MODE = re.compile(r"^\s*mode\s*:")
+
+
+def _sets_hydra_mode(text: str) -> bool:
+    """Whether a YAML config file may set ``hydra.mode`` (a ``mode`` key anywhere in its
+    top-level ``hydra:`` block, at the top of a ``@package hydra`` file, or the dotted name)."""
+    if "hydra.mode" in text:
+        return True
+    lines = text.splitlines()
+    head = text.lstrip().split("\n", 1)[0]
+    if head.startswith("# @package") and "hydra" in head:
+        return any(_MODE.match(line) for line in lines)
+    block = False
+    for line in lines:
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if not line[0].isspace():
+            block = line.startswith("hydra:") or line.startswith("hydra :")
+            if block and "mode" in line:  # flow style: hydra: {mode: MULTIRUN}
+                return True
+        elif block and _MODE.match(line):
+            return True
+    return False
+
+
+def _mode_may_be_configured(config_dir: Path, args: list[str]) -> bool:
+    """Whether ``hydra.mode`` may be set anywhere but by ``-m`` (see ``_one_composition``):
+    an override of ``hydra.mode`` or of the whole ``hydra`` node, another config source,
+    or a YAML file under ``config_dir`` that may set it."""
+    for arg in args:
+        if arg.startswith(_OTHER_SOURCE):
+            return True
+        key = arg.split("=", 1)[0].lstrip("+~")
+        if "=" in arg and (key == "hydra" or key.startswith("hydra.mode")):
+            return True
+    for path in config_dir.rglob("*.yaml"):
+        try:
+            if _sets_hydra_mode(path.read_text(encoding="utf-8")):
+                return True
+        except (OSError, UnicodeDecodeError):
+            return True
+    return False
+
+
+@contextmanager
+def _one_composition(config_dir: Path, args: list[str]) -> Iterator[None]:
+    """Compose the config once instead of twice when nothing but ``-m`` sets ``hydra.mode``.
+
+    Before it composes the config to run the job, Hydra composes it a first time
+    only to read ``hydra.mode`` (``Hydra.get_mode``: a config can make a sweep the
+    default), about a tenth of a second of start-up. When ``-m`` is given the mode
+    is a sweep whatever a config says, and when no override and no config file of
+    ours can set it, the answer is "unset" (then ``-m`` decides); in both cases
+    Hydra's question is answered here without composing. Otherwise, or when Hydra
+    has no such method, Hydra composes as usual.
+    """
+    try:
+        from hydra._internal.hydra import Hydra
+    except ImportError:  # another Hydra: nothing to skip
+        yield
+        return
+    original = getattr(Hydra, "get_mode", None)
+    sweep = any(a in ("-m", "--multirun") for a in args)
+    if original is None or (not sweep and _mode_may_be_configured(config_dir, args)):
+        yield
+        return
+
+    def get_mode(self: Any, config_name: str | None, overrides: list[str]) -> None:
+        return None  # unset: Hydra runs one job, or a sweep with -m
+
+    Hydra.get_mode = get_mode  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Hydra.get_mode = original  # type: ignore[method-assign]
 
 
 def _task_overrides() -> list[str] | None:

@@ -15,6 +15,7 @@ import pytest
 
 from gigaevo.evaluation import SandboxEvaluator
 from gigaevo.evaluation.layers import UID_BASE, dedicated_uids, describe_gaps, mapped_ranges
+from gigaevo.evaluation.mounts import UNDER_SCRATCH
 from gigaevo.evaluation.scratch import DirectoryScratch, remove_tree
 
 from .conftest import MakeProblem
@@ -143,6 +144,7 @@ def test_legacy_remount_path_gives_the_same_read_only_root(tmp_path: Path) -> No
     assert len(seen["refused"]) == 5 and "Read-only file system" in seen["refused"], seen
     tops = {Path(p).resolve().parts[1] for p in (sys.prefix, sys.base_prefix, "/usr", "/etc")}
     allowed = tops | {"bin", "sbin", "lib", "lib32", "lib64", "libx32", "dev", "proc", "sys", "tmp"}
+    allowed.add(UNDER_SCRATCH.strip("/"))  # second mount points of paths under /tmp, if any
     assert set(seen["listing"]) <= allowed, seen["listing"]  # nothing else of the machine
 
 

@@ -56,15 +56,90 @@ def test_the_content_does_not_depend_on_the_commit_order() -> None:
     assert books[0][0].failures == ("reason 38", "reason 36", "reason 34")
 
 
-def test_parents_that_left_every_archive_are_forgotten() -> None:
+def test_without_ancestors_parents_that_left_every_archive_are_forgotten() -> None:
     live = {"a"}
-    book = FeedbackBook(is_live=live.__contains__)
+    book = FeedbackBook(FeedbackSettings(ancestor_generations=0), is_live=live.__contains__)
     book.observe(_child(1, "a", "boom"))
     book.observe(_child(2, "gone", "boom"))
     assert len(book) == 1
     live.clear()
     book.prune()
     assert len(book) == 0
+
+
+def _valid(pid: str, parent: str | None, ordinal: int) -> Program:
+    parents = (parent,) if parent else ()
+    return Program(id=pid, code="z = 3", ordinal=ordinal, parent_ids=parents, valid=True)
+
+
+def _lineage_book(generations: int = 4, most: int = 6) -> FeedbackBook:
+    """root -> p1 -> p2 -> p3, and a side branch root -> s1; failures under each."""
+    live = {"p3", "s1"}  # root, p1, p2 left every archive: they still speak for p3
+    settings = FeedbackSettings(
+        max_children=2, ancestor_generations=generations, max_ancestor_failures=most
+    )
+    book = FeedbackBook(settings, is_live=live.__contains__)
+    programs = [
+        _valid("p1", "root", 1),
+        _valid("p2", "p1", 2),
+        _valid("p3", "p2", 3),
+        _valid("s1", "root", 4),
+        _child(10, "root", "root fail old"),
+        _child(11, "root", "root fail new"),
+        _child(12, "p1", "p1 fail"),
+        _child(13, "p2", "p2 fail"),
+        _child(14, "p3", "p3 fail"),
+        _child(15, "s1", "side fail"),
+        _child(16, "p2", "p1 fail"),  # the same line again: shown once
+    ]
+    book.restore(programs)
+    return book
+
+
+def test_ancestors_failures_reach_their_descendants_nearest_first() -> None:
+    book = _lineage_book()
+    book.prune()  # ancestors that left every archive are kept all the same
+    fb = book.for_parent(_valid("p3", "p2", 3))
+    assert fb.failures == ("p3 fail",)
+    assert fb.ancestor_failures == ("p1 fail", "p2 fail", "root fail new", "root fail old")
+    # a sibling branch's failures are not its ancestors': never shown to p3
+    assert "side fail" not in fb.ancestor_failures
+    side = book.for_parent(_valid("s1", "root", 4))
+    assert side.failures == ("side fail",)
+    assert side.ancestor_failures == ("root fail new", "root fail old")
+    assert not book.for_parent(_valid("root", None, 0)).ancestor_failures
+
+
+def test_ancestors_failures_are_bounded_in_generations_and_lines() -> None:
+    fb = _lineage_book(generations=1).for_parent(_valid("p3", "p2", 3))
+    assert fb.ancestor_failures == ("p1 fail", "p2 fail")  # the parent's parent only
+    fb = _lineage_book(most=3).for_parent(_valid("p3", "p2", 3))
+    assert fb.ancestor_failures == ("p1 fail", "p2 fail", "root fail new")
+    fb = _lineage_book(generations=0).for_parent(_valid("p3", "p2", 3))
+    assert fb.failures == ("p3 fail",) and fb.ancestor_failures == ()
+
+
+def test_ancestors_failures_do_not_depend_on_the_commit_order() -> None:
+    programs = [_valid(f"g{i}", f"g{i - 1}" if i else None, i) for i in range(12)]
+    programs += [_child(100 + i, f"g{i % 11}", f"reason {i}") for i in range(60)]
+    seen = set()
+    for seed in range(4):
+        shuffled = programs[:]
+        random.Random(seed).shuffle(shuffled)
+        book = FeedbackBook(FeedbackSettings(max_children=2, ancestor_generations=3))
+        for p in shuffled:  # one by one, as commits arrive
+            book.observe(p)
+        seen.add(book.for_parent(programs[11]))
+    assert len(seen) == 1
+    (fb,) = seen
+    assert fb.ancestor_failures == (
+        "reason 54",
+        "reason 43",
+        "reason 53",
+        "reason 42",
+        "reason 52",
+        "reason 41",
+    )
 
 
 def test_everything_is_bounded() -> None:

@@ -87,6 +87,7 @@ def test_tournament_ties_go_to_the_smaller_id(metrics: MetricsSpec) -> None:
         (lambda: InspirationSampler(pool="nearby"), "pool"),
         (lambda: InspirationSampler(top=0), "top"),
         (lambda: BestOrTournament(p_best=1.5), "p_best"),
+        (lambda: BestOrTournament(pending_decay=-0.1), "pending_decay"),
     ],
 )
 def test_invalid_parameters_are_named(build, match: str) -> None:
@@ -182,3 +183,25 @@ def test_inspirations_from_the_top_or_the_nearest_cells(metrics: MetricsSpec, la
             "e3",
             "e5",
         }
+
+
+def test_best_or_tournament_spreads_over_parents_when_the_best_has_children_in_flight(
+    metrics: MetricsSpec, ladder
+) -> None:
+    elites = ladder(metrics, 6)  # e5 is the best
+
+    def share_of_best(pending: dict[str, int] | None, decay: float, p_best: float = 0.9) -> float:
+        rng = np.random.default_rng(5)
+        sel = BestOrTournament(p_best=p_best, pending_decay=decay)
+        picks = [sel.select(elites, metrics, rng, pending=pending) for _ in range(4000)]
+        return sum(e.program_id == "e5" for e in picks) / len(picks)
+
+    alone = share_of_best(None, 0.5)
+    assert alone == share_of_best({"e5": 3}, 1.0)  # decay 1 (the default): pending ignored
+    assert alone == share_of_best({"e2": 4}, 0.5)  # others' children in flight: no change
+    tour = share_of_best(None, 1.0, p_best=0.0)  # what the tournament alone gives e5
+    for n in (0, 1, 2):  # p_best * decay ** n directly, plus the tournament's share of the rest
+        direct = 0.9 * 0.5**n
+        expected = direct + (1 - direct) * tour
+        assert share_of_best({"e5": n}, 0.5) == pytest.approx(expected, abs=0.03)
+    assert share_of_best({"e5": 2}, 0.5) < alone - 0.3

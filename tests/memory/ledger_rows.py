@@ -141,8 +141,10 @@ def observe(
     cited: bool,
     child_id: str | None = None,
     status: str = "valid",
+    measurement: str = "scalar",
 ) -> TerminalRow:
-    """Commit ``row`` and its terminal (raw gain ``gain``; cited only when Z = 1)."""
+    """Commit ``row`` and its terminal (raw gain ``gain``; cited only when Z = 1; a valid
+    row's ``measurement`` kind, ``scalar`` without a standard error by default)."""
     reader.evidence.append_decision(row)
     term = TerminalRow(
         decision_id=row.decision_id,
@@ -153,7 +155,7 @@ def observe(
         status=status,  # type: ignore[arg-type]
         cited_ids=(row.proposed_id or "",) if cited and row.z == 1 else (),
         gain=gain if status == "valid" else None,
-        measurement="scalar" if status == "valid" else None,
+        measurement=measurement if status == "valid" else None,  # type: ignore[arg-type]
     )
     reader.evidence.append_terminal(term)
     return term

@@ -263,15 +263,36 @@ def test_a_useful_card_gets_no_verdict(tmp_path: Path) -> None:
             run.reader.evidence.close()
 
 
-def test_unmatured_lineage_windows_keep_the_card(tmp_path: Path) -> None:
+@pytest.mark.parametrize("blocks", [False, True])
+def test_an_unmatured_lineage_window_keeps_the_card_only_under_the_reference_rule(
+    tmp_path: Path, blocks: bool
+) -> None:
+    """By default the card is judged on its matured lineage rows (memory-model.md
+    "Eligibility"); ``pending_lineage_blocks=true`` keeps it while a window is open."""
     with fast_dir(tmp_path) as base:
         run = build_run(base, effect=-0.05, p_invalid=0.35)
+        run.evictor.settings = dataclasses.replace(
+            run.evictor.settings, pending_lineage_blocks=blocks
+        )
         try:
             run.commit(run.row(z=1, parent=5.0, island=0, cell=0), y=-0.05, matured=False)
-            assert run.evictor.sweep() == {}
-            assert run.evictor.counts.keep_reasons["pending"] == 1
+            if blocks:
+                assert run.evictor.sweep() == {}
+                assert run.evictor.counts.keep_reasons["pending"] == 1
+                assert run.evictor.run() == []
+            else:
+                assert set(run.evictor.sweep()) == {CARD}
+                assert run.evictor.run() == [CARD]  # the gate does not rescue it either
         finally:
             run.reader.evidence.close()
+
+
+def test_the_reference_pending_rule_is_a_setting(tmp_path: Path) -> None:
+    _, memory = _memory(tmp_path, "memory.evictor.pending_lineage_blocks=true")
+    try:
+        assert memory.evictor is not None and memory.evictor.settings.pending_lineage_blocks
+    finally:
+        memory.close()
 
 
 def test_an_empty_task_key_is_refused_and_warned_once(
@@ -358,12 +379,22 @@ def test_a_bad_evictor_setting_is_one_line_naming_the_key(
     assert key in message and "\n" not in message
 
 
-def test_a_small_memory_v2_run_sweeps(tmp_path: Path, make_cfg) -> None:  # type: ignore[no-untyped-def]
-    cfg = make_cfg("memory=v2", "max_mutants=16", "memory.evictor.sweep_every=4")
+def test_a_small_memory_v2_run_sweeps_and_reaches_viability(tmp_path: Path, make_cfg) -> None:  # type: ignore[no-untyped-def]
+    """A real offline run with the production settings judges cards, not only keeps them.
+
+    Issue 20: every judgement of a real rastrigin run used to stop at ``pending`` (a card
+    the policy still proposes always had an open 32-edge lineage window), and long runs
+    disabled every sweep (the lineage head's sigma pressed against its lower bound): no
+    card was ever assessed for viability.
+    """
+    cfg = make_cfg("memory=v2", "max_mutants=48", "memory.evictor.sweep_every=4")
     run_from_config(cfg, show_progress=False)
     stats = json.loads((Path(cfg.checkpoint_dir) / STATS_FILE).read_text())
     ev = stats["evictor"]
-    assert ev["mode"] == "causal" and ev["sweeps"] >= 4  # every 4 outcomes, and at close
+    assert ev["mode"] == "causal" and ev["sweeps"] >= 12  # every 4 outcomes, and at close
+    assert ev["disabled_sweeps"] == 0
+    assert ev["viability_evaluations"] > 0  # a retirement decision was reached
+    assert ev["keep_reasons"].get("viable", 0) + ev["verdicts"] > 0
     assert ev["retired"] == len(
         [r for r in read_ledger(Path(cfg.checkpoint_dir) / LEDGER_FILE) if r.outcome == "retired"]
     )

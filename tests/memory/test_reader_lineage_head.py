@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from gigaevo.memory.v2.causal import DesignSpace
+from gigaevo.memory.v2.causal.retirement import RetirementHeads, heads_gate
 from gigaevo.memory.v2.evidence import DecisionRow
 from gigaevo.memory.v2.read.reader import CausalReader, ReaderSettings
 from gigaevo.memory.v2.settings import PosteriorSettings
@@ -199,3 +200,48 @@ def test_no_matured_lineage_row_leaves_the_draws_unchanged(scratch: Path, seed: 
         return sum(c.rho for r in rows for c in r.candidates if c.card_id == "A")
 
     assert share(moved) > share(before) + 0.5  # A's delayed value pulls the proposals
+
+
+def _deterministic_run(reader: CausalReader, n: int, seed: int) -> None:
+    """Rows shaped like a real deterministic rastrigin run (R = 250): immediate gains of sd
+    about 0.03, lineage residuals exactly zero for 9 roots in 10 and small otherwise (sd
+    about 0.005, far below the reference omega 0.15 and the reference sigma floor 0.01)."""
+    rng = np.random.default_rng(seed)
+    r = reader.causal_reward.range
+    for i in range(n):
+        arm = i % 3
+        row = decision(reader, i, _features(rng), proposed=CARDS[(arm - 1) % 2], z=int(arm > 0))
+        gain = float(rng.normal(-0.01, 0.03)) * r
+        observe(reader, row, gain=gain, cited=arm > 0, measurement="deterministic")
+        residual = float(rng.exponential(0.012)) if rng.uniform() < 0.1 else 0.0
+        lineage(reader, row, residual * r)
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_a_deterministic_run_keeps_the_lineage_head_off_its_boundary(
+    scratch: Path, reference: bool
+) -> None:
+    """Issue 20: with the reference omega^L = 0.15 and sigma >= 0.01 the lineage head of a real
+    deterministic run pressed sigma against its lower bound (M- > alpha after about 1,500
+    outcomes of rastrigin), which disabled retirement for the rest of the run. The default
+    settings (omega^L from the problem's noise, sigma >= 1e-4) keep it healthy."""
+    post = (
+        PosteriorSettings(lineage_measurement_sd=0.15, reward_residual_sd_bounds=(0.01, 5.0))
+        if reference
+        else PosteriorSettings()
+    )
+    rt = runtime(scratch)
+    reader = CausalReader(
+        rt, open_store(rt.bank_dir), run_id="run-test", settings=ReaderSettings(posterior=post)
+    )
+    _deterministic_run(reader, 900, seed=0)
+    fit = reader.heads_for(context(10_000))
+    assert fit.immediate is not None and fit.invalidity is not None and fit.lineage is not None
+    gate = heads_gate(RetirementHeads(fit.space, fit.immediate, fit.invalidity, fit.lineage), 0.1)
+    if reference:
+        assert gate.startswith("lineage head residual scale at its boundary"), gate
+        assert fit.lineage.health_.mass_lower > 0.1
+    else:
+        assert gate == "", gate
+        sigma = float(np.sqrt(fit.lineage.residual_variance_))
+        assert 1e-3 < sigma < 0.01  # the spread of the residuals, below the old floor

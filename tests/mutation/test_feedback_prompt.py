@@ -5,6 +5,7 @@ from __future__ import annotations
 from gigaevo.llm.prompt_reader import read_prompt
 from gigaevo.mutation import ParentFeedback, build_messages
 from gigaevo.mutation.prompt import (
+    FEEDBACK_MAX_ANCESTOR_FAILURES,
     FEEDBACK_MAX_FAILURE,
     FEEDBACK_MAX_FAILURES,
     FEEDBACK_MAX_OUTPUT,
@@ -60,14 +61,26 @@ def test_every_part_is_clipped_whatever_the_builder_passed() -> None:
         failures=tuple(f"{i} " + "r" * 5_000 for i in range(50)),
         output_tail="o" * 100_000 + "THE END",
         validator_feedback="v" * 100_000,
+        ancestor_failures=tuple(f"a{i} " + "s" * 5_000 for i in range(50)),
     )
     section = _section(_user(feedback))
     bound = (
         FEEDBACK_MAX_VALIDATOR
         + FEEDBACK_MAX_OUTPUT
-        + FEEDBACK_MAX_FAILURES * (FEEDBACK_MAX_FAILURE + 3)
+        + (FEEDBACK_MAX_FAILURES + FEEDBACK_MAX_ANCESTOR_FAILURES) * (FEEDBACK_MAX_FAILURE + 3)
         + 1_000  # headings, quote marks, line breaks
     )
     assert len(section) < bound
     assert "THE END" in section  # the tail keeps the end of the output
     assert section.count("> 4 r") == 1 and "> 5 r" not in section  # only the first five
+    last = FEEDBACK_MAX_ANCESTOR_FAILURES - 1
+    assert f"> a{last} s" in section and f"> a{last + 1} s" not in section
+
+
+def test_ancestors_failures_have_their_own_part_after_the_parents() -> None:
+    own = "line 9: 26 -> 27 -> IndexError: index 26 is out of bounds"
+    older = "line 12: 0.35 -> 0.41 -> circle 3 extends outside the unit square"
+    section = _section(_user(ParentFeedback(failures=(own,), ancestor_failures=(older,))))
+    assert section.index("> " + own) < section.index("earlier versions") < section.index(older)
+    alone = _section(_user(ParentFeedback(ancestor_failures=(older,))))
+    assert "> " + older in alone and "Recent children of this parent" not in alone

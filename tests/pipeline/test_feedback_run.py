@@ -144,10 +144,24 @@ def test_feedback_reaches_only_the_prompts_of_that_parents_children(run_tagged) 
         int(p.mutation.change_report.split()[-1]): p for p in programs if p.mutation is not None
     }
     by_id = {p.id: p for p in programs}
-    with_failures = with_notes = 0
+    with_failures = with_notes = with_older = 0
     for tag, (parent_id, feedback, prompt) in mutator.seen.items():
         parent = by_id[parent_id]
         assert len(feedback.failures) <= 3
+        ancestors, node = [], parent
+        while node.parent_ids and len(ancestors) < 4:  # ancestor_generations: 4
+            node = by_id[node.parent_ids[0]]
+            ancestors.append(node.id)
+        assert len(feedback.ancestor_failures) <= 6
+        nearest = []
+        for line in feedback.ancestor_failures:  # failed children of its ancestors only
+            child = by_tag[int(_TRY.search(line).group(1))]  # type: ignore[union-attr]
+            assert child.parent_ids[0] in ancestors and not child.valid
+            assert child.ordinal < by_tag[tag].ordinal
+            assert f"> {line}" in prompt and line not in feedback.failures
+            nearest.append(ancestors.index(child.parent_ids[0]))
+        assert nearest == sorted(nearest)  # the parent's parent first
+        with_older += bool(feedback.ancestor_failures)
         ordinals = []
         for line in feedback.failures:
             child = by_tag[int(_TRY.search(line).group(1))]  # type: ignore[union-attr]
@@ -168,7 +182,7 @@ def test_feedback_reaches_only_the_prompts_of_that_parents_children(run_tagged) 
             with_notes += 1
             assert f"> {parent.feedback}" in prompt
             assert parent.feedback == f"note-{parent.fitness:g}-full"
-    assert with_failures >= 5 and with_notes >= 20
+    assert with_failures >= 5 and with_notes >= 20 and with_older >= 5
     summary = json.loads((ckpt / "summary.json").read_text())
     cascade = summary["cascade"]
     evaluated = summary["n_mutants"] - summary["n_duplicate"] - summary["n_failed_mutations"]

@@ -54,7 +54,14 @@ from gigaevo.memory.v2.write.ledger import OUTCOMES, LedgerRow, WriteLedger, rea
 from gigaevo.memory.v2.write.librarian import Librarian
 from gigaevo.memory.v2.write.outcome import WriterOutcome, is_strictly_valid, writer_outcome
 
+# The causal package imports scipy inside the functions that use it (an offline run that
+# makes no decision never loads it); the first decision's head fits need these, so the
+# pipeline imports them in its background thread while the sandbox workers start
+# (gigaevo.llm.preload).
+BACKGROUND_IMPORTS = ("scipy.special", "scipy.linalg", "scipy.sparse.linalg", "scipy.optimize")
+
 __all__ = [
+    "BACKGROUND_IMPORTS",
     "OUTCOMES",
     "STATS_FILE",
     "AgentAnswerError",

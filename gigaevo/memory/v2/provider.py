@@ -361,21 +361,43 @@ class CardBankMemory:
             return
         self._closed = True
         with one_blas_thread():
-            self._close()
+            self._close(final=True)
 
-    def _close(self) -> None:
+    def suspend(self) -> None:
+        """Close a run that stopped before its end and will be resumed (Ctrl-C, a lost
+        model server, a full disk). Idempotent.
+
+        What ``close`` persists is persisted (the librarian's queue, the trial stamps,
+        ``ope_summary.json``, ``memory_stats.json``), but none of the end of the run is
+        done: no last drain of the queue, no duplicate audit, no closing retirement
+        sweep, and the leases of the attempts in flight are kept (their dispatches are
+        replayed on resume). Doing that work at an arbitrary point changed the bank and
+        the leases that the resumed run's decisions read, so that its history differed
+        from the uninterrupted run's; now a resume continues from what a kill -9 would
+        have left, which resumes exactly, and ``close`` does the work once, at the end.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        with one_blas_thread():
+            self._close(final=False)
+
+    def _close(self, *, final: bool) -> None:
         try:
             if self.librarian is not None and self._bank_error is None:
-                self._drain(final=True)
+                if final:
+                    self._drain(final=True)
                 self.librarian_state.save(self.librarian)
-                self._audit()
+                if final:
+                    self._audit()
         finally:
             if self.stamper is not None and self._bank_error is None:
                 self.stamper.flush()
             if self.recorder is not None and self.reader is not None:
-                self.reader.release_all()
-                if self.evictor is not None and self._bank_error is None:
-                    self._retire(None)
+                if final:
+                    self.reader.release_all()
+                    if self.evictor is not None and self._bank_error is None:
+                        self._retire(None)
                 self.recorder.write_ope()
             path = Path(self.runtime.checkpoint_dir) / STATS_FILE
             atomic_write_json(path, add_counters(self._earlier, self.stats(), SESSION_COUNTERS))

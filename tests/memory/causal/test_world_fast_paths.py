@@ -183,3 +183,50 @@ def test_world_draws_do_not_depend_on_the_number_of_threads(monkeypatch) -> None
     assert not np.array_equal(serial[0][1], serial[2][1])
     other = world_latents("d-other", (imm, inv, imm), z0, z1, 128, threads=2)
     assert not np.array_equal(other[0][1], serial[0][1])
+
+
+def test_pencil_stack_and_covariances_equal_the_cholesky_factors() -> None:
+    """A one-level head's nodes share a ``PencilNodes``: its eigenbasis stack, projector
+    covariances and lazily formed Cholesky factors equal the plain factored posteriors."""
+    from gigaevo.memory.v2.causal.arrowhead import BlockPosterior
+    from gigaevo.memory.v2.causal.projection import BlockStack, MixtureProjector, card_columns
+    from gigaevo.memory.v2.causal.spectral import PencilPosterior
+
+    space = DesignSpace(4, tuple(f"L{i:02d}" for i in range(20)))
+    imm, _, (x, _, _) = _heads(space, 5)
+    nodes = imm.components_
+    assert all(isinstance(p, PencilPosterior) for p in nodes)
+    for p, w in zip(nodes, nodes[0].nodes.w, strict=True):  # Lambda = diag(1/v) + X'X / sigma^2
+        lam = np.diag(1.0 / p.prior_sd**2) + w * x.T @ x
+        np.testing.assert_allclose(p.dense_cov() @ lam, np.eye(len(lam)), atol=1e-8)
+    plain = [
+        BlockPosterior(p.mean, p.log_evidence, p.chol_d, p.l21, p.chol_s, p.active,
+                       p.prior_sd, p.width, p.precomputed)
+        for p in nodes
+    ]  # fmt: skip
+    weights = np.asarray(imm.weights_)
+    fast = BlockStack.build(nodes, imm.component_means_, weights)
+    slow = BlockStack.build(plain, imm.component_means_, weights)
+    assert fast.gram.shape == slow.gram.shape and fast.coupling.shape == slow.coupling.shape
+    for name in ("inv_s", "coupling", "gram", "lineage_means"):
+        np.testing.assert_allclose(getattr(fast, name), getattr(slow, name), rtol=0, atol=1e-12)
+
+    class Plain:
+        weights_, component_means_, components_ = imm.weights_, imm.component_means_, plain
+
+    fast_p, slow_p = MixtureProjector(imm, space), MixtureProjector(Plain(), space)  # type: ignore[arg-type]
+    for lineage in (space.lineages[0], space.lineages[5], space.lineages[19]):  # 19: no rows
+        cols = card_columns(space, lineage)
+        np.testing.assert_allclose(
+            fast_p._covs(lineage, cols), slow_p._covs(lineage, cols), rtol=0, atol=1e-12
+        )
+    # cards sharing a block take the Cholesky factors (formed on demand): same draws
+    ctx = np.r_[1.0, 0.1, 0.3, -0.2]
+    cards = [CandidateCard(f"k{i}", space.lineages[i % 4], "insight") for i in range(8)]
+    z0, z1 = space.row(ctx, 0), card_rows(space, ctx, cards)
+    from gigaevo.memory.v2.causal.projection import block_arm_latents
+
+    a = block_arm_latents(fast, z0, z1, 256, np.random.default_rng(7))
+    b = block_arm_latents(slow, z0, z1, 256, np.random.default_rng(7))
+    for u, v in zip(a, b, strict=True):
+        np.testing.assert_allclose(u, v, rtol=0, atol=1e-12)

@@ -14,7 +14,6 @@ from functools import cached_property
 from typing import Protocol
 
 import numpy as np
-from scipy.linalg import cho_factor, cho_solve
 
 from gigaevo.memory.v2.causal.arrowhead import (
     DENSE_MAX_SIZE,
@@ -131,6 +130,8 @@ class _Statistics:
 
 
 def _conditional(stats: _Statistics, prior_var: np.ndarray, sigma: float) -> ConditionalPosterior:
+    from scipy.linalg import cho_factor, cho_solve
+
     p = len(prior_var)
     xwx, xwy, ywy, logdet_noise = stats.weighted(sigma * sigma)
     lam = np.diag(1.0 / prior_var)

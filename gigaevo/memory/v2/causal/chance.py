@@ -23,13 +23,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import expit, ndtr
 
 from gigaevo.memory.v2.causal.invalidity import Acceptance, acceptance_probability
 
 MAX_STEP = 0.05
 _TANH_DELTA = 1e-6  # below this margin p_0 is computed with expit (full relative accuracy)
-_TAIL = 2.0 * float(ndtr(-10.0))
+_TAIL = 1.523970604832094e-23  # 2.0 * scipy.special.ndtr(-10.0), bit for bit (no scipy import)
 
 
 def _composite(panels: int, order: int = 8) -> tuple[np.ndarray, np.ndarray]:
@@ -51,6 +50,8 @@ def _inner(
     vs: np.ndarray, delta: float,
 ) -> np.ndarray:  # fmt: skip
     """Phi(gap(t) / varsigma) for cards (rows) at nodes t (columns)."""
+    from scipy.special import expit, ndtr
+
     if delta >= _TANH_DELTA:
         # expit(x) = (1 + tanh(x / 2)) / 2, several times faster; its absolute error
         # (~1e-16 where expit is tiny) is nothing next to delta

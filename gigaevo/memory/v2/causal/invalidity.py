@@ -9,11 +9,6 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
-from scipy.integrate import quad
-from scipy.linalg import solve_triangular
-from scipy.optimize import minimize
-from scipy.sparse.linalg import LinearOperator, eigsh
-from scipy.special import expit, logit, ndtr
 
 from gigaevo.memory.v2.causal.arrowhead import (
     BlockDesign,
@@ -128,12 +123,16 @@ class LogisticLaplaceHead:
         return self._x.rdot(r) if isinstance(self._x, BlockDesign) else self._x.T @ r
 
     def _objective(self, g: np.ndarray) -> tuple[float, np.ndarray]:
+        from scipy.special import expit
+
         eta = self._xdot(g)
         r = g - self._mu
         j = float(np.sum(np.logaddexp(0.0, eta) - self._d * eta) + 0.5 * np.sum(r * r / self._v))
         return j, self._xtdot(expit(eta) - self._d) + r / self._v
 
     def _fisher(self, g: np.ndarray) -> _Precision:
+        from scipy.special import expit
+
         p = expit(self._xdot(g))
         w = p * (1.0 - p)
         if isinstance(self._x, BlockDesign):
@@ -149,6 +148,8 @@ class LogisticLaplaceHead:
         target. From ``start`` (a nearby mode, e.g. the MAP on most of the same rows):
         Newton steps only, to the same gradient target.
         """
+        from scipy.optimize import minimize
+
         self._mu = np.asarray(self.prior_mean, dtype=float)
         self._v = np.asarray(self.prior_variance, dtype=float)
         x = as_block_design(x, self.block_layout, len(self._mu))
@@ -304,6 +305,8 @@ class _DensePrecision:
         self, z0: np.ndarray, z1: np.ndarray | BlockDesign
     ) -> tuple[float, np.ndarray, np.ndarray]:
         """(z0'F^-1 z0, z0'F^-1 z1_j, z1_j'F^-1 z1_j) via one triangular solve."""
+        from scipy.linalg import solve_triangular
+
         if isinstance(z1, BlockDesign):
             z1 = z1.to_dense()
         w = solve_triangular(self._chol, np.column_stack([z0, z1.T]), lower=True)
@@ -396,6 +399,8 @@ class _BlockPrecision:
 
 def _largest_eigenvalue(matvec: Callable[[np.ndarray], np.ndarray], p: int) -> float:
     """Largest eigenvalue of a symmetric operator by Lanczos (the block path: p > 64)."""
+    from scipy.sparse.linalg import LinearOperator, eigsh
+
     op = LinearOperator((p, p), matvec=lambda v: matvec(np.asarray(v).reshape(-1)), dtype=float)
     return float(eigsh(op, k=1, which="LA", tol=1e-6, return_eigenvectors=False)[0])
 
@@ -435,6 +440,8 @@ def _scalar_boundary(eta0: float, delta: float) -> float:
 
 
 def _boundary(eta0: np.ndarray | float, delta: float, cap: float | None) -> np.ndarray:
+    from scipy.special import expit, logit
+
     p = expit(np.asarray(eta0, dtype=float)) + delta
     lam = np.where(p < 1.0, logit(np.minimum(p, 1.0 - 1e-300)), np.inf)
     return np.minimum(lam, logit(cap)) if cap is not None else lam
@@ -455,6 +462,9 @@ def acceptance_probability(
         eta_cov: (2, 2) covariance.
         absolute_cap: optional c_abs of the "credible joint safe" mode.
     """
+    from scipy.integrate import quad
+    from scipy.special import ndtr
+
     m0, m1 = (float(v) for v in eta_mean)
     c = np.asarray(eta_cov, dtype=float)
     if not (np.all(np.isfinite(c)) and math.isfinite(m0) and math.isfinite(m1)):

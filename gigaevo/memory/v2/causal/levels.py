@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.sparse import csr_matrix
 
 from gigaevo.memory.v2.causal.arrowhead import BlockPosterior
 from gigaevo.memory.v2.causal.spectral import batched_cholesky, lower_inverse
@@ -43,6 +42,8 @@ class LevelPencil:
     """
 
     def __init__(self, stats: FitStatistics, prior_var: np.ndarray) -> None:
+        from scipy.sparse import csr_matrix
+
         ps, c = stats.p_shared, stats.width
         self.p_shared, self.width, self.n = ps, c, stats.n
         self.levels = np.asarray(stats.levels, dtype=float)

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import TypeAlias
 
 import numpy as np
-from scipy.special import ndtr
 
 from gigaevo.memory.v2.causal.errors import DesignError
 
@@ -88,6 +87,8 @@ def itt_summary(
     ips = float(np.mean(za * ya / ec - (1.0 - za) * ya / (1.0 - ec)))
     lo, hi = dr - 1.96 * se, dr + 1.96 * se
     zstat = dr / se if se > 0 else math.nan
+    from scipy.special import ndtr  # here: a run's close writes ope_summary.json at 0 rows
+
     p = float(2.0 * ndtr(-abs(zstat))) if math.isfinite(zstat) else math.nan
     return IttSummary(
         n=n,

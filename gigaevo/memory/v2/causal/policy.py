@@ -10,7 +10,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import expit
 
 from gigaevo.memory.v2.causal.arrowhead import BlockDesign
 from gigaevo.memory.v2.causal.blr import FitHealth
@@ -104,6 +103,8 @@ def hurdle_values(
     Each head gives (z_0'theta (S,), z_1j'theta (S, J)) drawn in the same S worlds; the
     utility is v_a = clip(z_a'beta + max(0, z_a'beta^L), G-, G+) and p_a = expit(z_a'gamma).
     """
+    from scipy.special import expit
+
     lo, hi = gain_bounds
     u0, u1 = immediate[0], np.asarray(immediate[1]).reshape(len(immediate[0]), -1)
     if lineage is not None:

@@ -22,6 +22,7 @@ from gigaevo.memory.v2.causal.blr import BayesianLinearHead, ConditionalPosterio
 from gigaevo.memory.v2.causal.errors import DesignError
 from gigaevo.memory.v2.causal.features import DesignSpace
 from gigaevo.memory.v2.causal.invalidity import LogisticLaplaceHead
+from gigaevo.memory.v2.causal.spectral import PencilNodes, PencilPosterior
 
 
 def card_columns(space: DesignSpace, lineage: str) -> np.ndarray:
@@ -73,7 +74,9 @@ class MixtureProjector:
     def _covs(self, lineage: str, cols: np.ndarray) -> np.ndarray:
         """Covariances of every node on ``cols`` (the card's columns), cached per lineage."""
         if lineage not in self._blocks:
-            if all(isinstance(p, BlockPosterior) for p in self.components):
+            if _pencil_nodes(self.components) is not None:
+                self._blocks[lineage] = self._pencil_covs(lineage)
+            elif all(isinstance(p, BlockPosterior) for p in self.components):
                 self._blocks[lineage] = self._block_covs(lineage)
             elif all(isinstance(p, ConditionalPosterior) for p in self.components):
                 self._blocks[lineage] = np.array(
@@ -116,6 +119,30 @@ class MixtureProjector:
             out[hit, ps:, :ps] = -ts
             out[hit, :ps, ps:] = -ts.transpose(0, 2, 1)
             out[hit, ps:, ps:] = inv_l.transpose(0, 2, 1) @ inv_l + ts @ t.transpose(0, 2, 1)
+        return out
+
+    def _pencil_covs(self, lineage: str) -> np.ndarray:
+        """``_block_covs`` for the nodes of one pencil (``PencilNodes``): D_l^-1 and
+        T = D_l^-1 G_l come from its eigenbasis, no Cholesky factor of any block."""
+        nodes = _pencil_nodes(self.components)
+        assert nodes is not None
+        ps, c = nodes.p_shared, nodes.width
+        if self._shared_inv is None:  # S^-1 per node, once for every card
+            self._shared_inv = nodes.inv_s.transpose(0, 2, 1) @ nodes.inv_s
+        s_inv = self._shared_inv
+        block = (self.space.lineage_slice(lineage).start - ps) // c
+        out = np.zeros((len(self.components), ps + c, ps + c))
+        out[:, :ps, :ps] = s_inv
+        at = int(np.searchsorted(nodes.active, block))
+        if at < len(nodes.active) and nodes.active[at] == block:
+            d_inv, t = (a[:, at] for a in nodes.inverse_blocks)  # (K, C, C), (K, C, P_s)
+            ts = t @ s_inv
+            out[:, ps:, :ps] = -ts
+            out[:, :ps, ps:] = -ts.transpose(0, 2, 1)
+            out[:, ps:, ps:] = d_inv + ts @ t.transpose(0, 2, 1)
+        else:  # a lineage without rows keeps its prior block
+            prior = self.components[0].prior_sd[ps + block * c : ps + (block + 1) * c] ** 2
+            out[:, ps:, ps:] = np.diag(prior)
         return out
 
     def moments(
@@ -181,6 +208,9 @@ class BlockStack:
     def build(
         cls, components: Sequence[BlockPosterior], means: np.ndarray, weights: np.ndarray
     ) -> BlockStack:
+        nodes = _pencil_nodes(components)
+        if nodes is not None:
+            return cls.from_pencil(components, nodes, means, weights)
         post0 = components[0]
         ps, c = post0.chol_s.shape[0], post0.width
         if any(not np.array_equal(p.active, post0.active) for p in components):
@@ -198,6 +228,42 @@ class BlockStack:
             tuple(components), np.asarray(means, dtype=float), np.asarray(weights, dtype=float),
             inv_s, coupling, gram, np.ascontiguousarray(means[:, ps:]).reshape(-1, c),
         )  # fmt: skip
+
+    @classmethod
+    def from_pencil(
+        cls,
+        components: Sequence[BlockPosterior],
+        nodes: PencilNodes,
+        means: np.ndarray,
+        weights: np.ndarray,
+    ) -> BlockStack:
+        """The stack of one pencil's nodes: ``gram`` is D_l^-1 and the coupling T_l' (T_l =
+        D_l^-1 G_l), both from the pencil's eigenbasis (``PencilNodes.inverse_blocks``),
+        the same matrices as ``build`` forms from the Cholesky factors, to rounding."""
+        ps, c = nodes.p_shared, nodes.width
+        if len(nodes.active):
+            gram, t = nodes.inverse_blocks  # (K, A, C, C), (K, A, C, P_s)
+            coupling = np.ascontiguousarray(t.transpose(2, 0, 3, 1)).reshape(c, -1)
+        else:
+            coupling = np.zeros((c, 0))
+            gram = np.zeros((len(components), 0, c, c))
+        return cls(
+            tuple(components), np.asarray(means, dtype=float), np.asarray(weights, dtype=float),
+            nodes.inv_s, coupling, gram, np.ascontiguousarray(means[:, ps:]).reshape(-1, c),
+        )  # fmt: skip
+
+
+def _pencil_nodes(components: Sequence[Any]) -> PencilNodes | None:
+    """The ``PencilNodes`` of ``components`` when they are exactly its nodes, in order."""
+    if not components or not isinstance(components[0], PencilPosterior):
+        return None
+    nodes = components[0].nodes
+    if len(components) != len(nodes.w) or any(
+        not isinstance(p, PencilPosterior) or p.nodes is not nodes or p.index != i
+        for i, p in enumerate(components)
+    ):
+        return None
+    return nodes
 
 
 def block_arm_latents(

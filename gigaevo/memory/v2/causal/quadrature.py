@@ -11,7 +11,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 
 SCAN_POINTS = 17
 MODE_WINDOW = 24.0
@@ -58,6 +57,8 @@ def _find_modes(
     h: Callable[[float], float], lo: float, hi: float, h_batch: BatchKernel | None = None
 ) -> tuple[list[float], list[float], bool, tuple[float, float]]:
     """(modes, their heights, every polish converged, (h(lo), h(hi)))."""
+    from scipy.optimize import minimize_scalar
+
     grid = np.linspace(lo, hi, SCAN_POINTS)
     vals = _evaluate(h, h_batch, grid)
     modes: list[float] = []

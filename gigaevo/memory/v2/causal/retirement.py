@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.special import expit
 
 from gigaevo.memory.v2.causal.blr import BayesianLinearHead
 from gigaevo.memory.v2.causal.features import DesignSpace
@@ -265,6 +264,8 @@ def evaluate(
     at most ``max_viability_probability``; any failure keeps the card. The integral is
     computed only for a non-viable pair (a viable one keeps the card whatever it says).
     """
+    from scipy.special import expit
+
     space = heads.space
     x = np.asarray(ctx.features, dtype=float)
     z0 = space.row(x, 0)

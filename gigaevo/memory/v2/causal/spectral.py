@@ -19,64 +19,27 @@ built in one batch at the end.
 from __future__ import annotations
 
 import math
+from functools import cached_property
 
 import numpy as np
 
-from gigaevo.memory.v2.causal.arrowhead import BlockPosterior, BlockStatistics
+from gigaevo.memory.v2.causal.arrowhead import (
+    BlockPosterior,
+    BlockStatistics,
+    batched_cholesky,
+    lower_inverse,
+)
+
+__all__ = [
+    "DensePencil",
+    "NoisePencil",
+    "PencilNodes",
+    "PencilPosterior",
+    "batched_cholesky",
+    "lower_inverse",
+]
 
 _LOG_2PI = math.log(2.0 * math.pi)
-
-
-def _to_front(stack: np.ndarray) -> np.ndarray:
-    """(..., C, C) -> contiguous (C, C, M): the per-entry vectors of the stacked matrices."""
-    c = stack.shape[-1]
-    return np.ascontiguousarray(stack.reshape(-1, c, c).transpose(1, 2, 0))
-
-
-def _to_back(front: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    return np.ascontiguousarray(front.transpose(2, 0, 1)).reshape(shape)
-
-
-def batched_cholesky(stack: np.ndarray) -> np.ndarray:
-    """Lower Cholesky factors of a stack of small SPD matrices (..., C, C).
-
-    Vectorised over the stack (a loop over the C columns), much faster than
-    ``numpy.linalg.cholesky`` on tens of thousands of tiny matrices.
-
-    Raises:
-        numpy.linalg.LinAlgError: a matrix is not positive definite.
-    """
-    c = stack.shape[-1]
-    a = _to_front(stack)
-    out = np.zeros_like(a)
-    for j in range(c):
-        pivot = a[j, j] - np.einsum("km,km->m", out[j, :j], out[j, :j])
-        if not np.all(pivot > 0.0):
-            raise np.linalg.LinAlgError("Matrix is not positive definite")
-        out[j, j] = np.sqrt(pivot)
-        if j + 1 < c:
-            below = a[j + 1 :, j] - np.einsum("ikm,km->im", out[j + 1 :, :j], out[j, :j])
-            out[j + 1 :, j] = below / out[j, j]
-    return _to_back(out, stack.shape)
-
-
-def lower_inverse(chol: np.ndarray) -> np.ndarray:
-    """Inverses of a stack of lower-triangular matrices (..., C, C) by forward substitution.
-
-    Vectorised over the stack (a loop over the C rows), much faster than
-    ``numpy.linalg.inv`` on tens of thousands of tiny matrices.
-    """
-    c = chol.shape[-1]
-    a = _to_front(chol)
-    out = np.zeros_like(a)
-    diag_inv = 1.0 / np.array([a[i, i] for i in range(c)])  # (C, M)
-    for i in range(c):
-        out[i, i] = diag_inv[i]
-        if i:
-            # row i of L^-1: -(L[i, :i] @ L^-1[:i, :i]) / L[i, i]
-            row = np.einsum("km,kjm->jm", a[i, :i], out[:i, :i])
-            out[i, :i] = -row * diag_inv[i]
-    return _to_back(out, chol.shape)
 
 
 class NoisePencil:
@@ -110,26 +73,46 @@ class NoisePencil:
         self._s = np.einsum("aci,ac->ai", self._vq, np.asarray(grp["bl"])).reshape(-1)
         self._prior_prec_s = np.diag(1.0 / prior_var[:ps])
         self._logdet_prior_s = float(np.sum(np.log(prior_var[:ps])))
+        self._kept: dict[float, tuple[np.ndarray, np.ndarray]] = {}  # sigma -> chol(S), t
 
     def _schur(self, sigmas: np.ndarray) -> tuple[np.ndarray, ...]:
-        """(w (K,), f (K, N), chol(S) (K, P_s, P_s), t (K, P_s)) for K residual sds."""
+        """(w (K,), f (K, N), chol(S) (K, P_s, P_s), t (K, P_s)) for K residual sds.
+
+        chol(S) and t of every sigma are kept (``_kept``, P_s^2 + P_s numbers each): the
+        mixture's nodes are points the quadrature already evaluated, so building their
+        posteriors does not form those (K, N) x (N, P_s^2) products again.
+        """
         ps = self.p_shared
         w = 1.0 / (sigmas * sigmas + self.level)
         f = 1.0 / (1.0 + w[:, None] * self._e)
-        s = (
-            self._prior_prec_s
-            + w[:, None, None] * self._a
-            - (w * w)[:, None, None] * (f @ self._rr).reshape(-1, ps, ps)
-        )
-        t = w[:, None] * self._bs - (w * w)[:, None] * ((f * self._s) @ self._r)
-        return w, f, np.linalg.cholesky(s), t
+        kept = [self._kept.get(float(sd)) for sd in sigmas]
+        miss = np.array([i for i, k in enumerate(kept) if k is None], dtype=int)
+        chol_s, t = np.empty((len(w), ps, ps)), np.empty((len(w), ps))
+        if len(miss):
+            wm, fm = w[miss], f[miss]
+            s = (
+                self._prior_prec_s
+                + wm[:, None, None] * self._a
+                - (wm * wm)[:, None, None] * (fm @ self._rr).reshape(-1, ps, ps)
+            )
+            chol_s[miss] = np.linalg.cholesky(s)
+            t[miss] = wm[:, None] * self._bs - (wm * wm)[:, None] * ((fm * self._s) @ self._r)
+            for i in miss:
+                self._kept[float(sigmas[i])] = (chol_s[i], t[i])
+        for i, k in enumerate(kept):
+            if k is not None:
+                chol_s[i], t[i] = k
+        return w, f, chol_s, t
 
     def _log_evidence(
         self, sigmas: np.ndarray, w: np.ndarray, f: np.ndarray, chol_s: np.ndarray, t: np.ndarray
     ) -> np.ndarray:
         z = np.linalg.solve(chol_s, t[:, :, None])[:, :, 0]
         quad = w * w * (f @ (self._s * self._s)) + np.sum(z * z, axis=1)
-        logdet = np.sum(np.log1p(w[:, None] * self._e), axis=1)
+        # sum ln(1 + w e) as one log per block (the product of its C factors, each in
+        # [1, 1 + w e_max], stays far inside the float range): C times fewer logarithms
+        grow = (1.0 + w[:, None] * self._e).reshape(len(w), len(self.active), self.width)
+        logdet = np.sum(np.log(np.prod(grow, axis=2)), axis=1)
         logdet += 2.0 * np.sum(np.log(np.diagonal(chol_s, axis1=1, axis2=2)), axis=1)
         noise = self.n * np.log(sigmas * sigmas + self.level)
         return -0.5 * (
@@ -150,7 +133,7 @@ class NoisePencil:
         mean[:, :ps] = m_s
         if len(self.active):
             blocks = proj.reshape(k, len(self.active), self.width)
-            mean[:, self.cols] = np.einsum("aci,kai->kac", self._vq, blocks)
+            mean[:, self.cols] = (self._vq @ blocks[..., None])[..., 0]  # V^1/2 Q (.) per block
         return mean
 
     def means(self, sigmas: np.ndarray) -> np.ndarray:
@@ -161,8 +144,8 @@ class NoisePencil:
         """The factored conditional posteriors at K residual sds, their means and variances.
 
         Returns:
-            (K ``BlockPosterior`` with their inverse factors precomputed, means (K, P),
-            marginal variances (K, P)).
+            (K ``PencilPosterior`` sharing one ``PencilNodes`` (their lineage-block factors
+            formed when first read), means (K, P), marginal variances (K, P)).
         """
         sigmas = np.asarray(sigmas, dtype=float)
         w, f, chol_s, t = self._schur(sigmas)
@@ -170,17 +153,12 @@ class NoisePencil:
         mean = self._means(w, f, chol_s, t)
         inv_s = lower_inverse(chol_s)  # (K, P_s, P_s), S^-1 = inv_s' inv_s
         var = self._variances(w, f, inv_s)
-        chol_d, inv_d, lg = self._block_factors(w)
-        ps, c = self.p_shared, self.width
+        nodes = PencilNodes(self, w, f, inv_s)
         prior_sd = np.sqrt(self.prior_var)
-        cols = self.cols if len(self.active) else self.active
-        posts = []
-        for i in range(len(w)):
-            l21 = lg[i].transpose(0, 2, 1)  # (A, P_s, C) = G' L^-T
-            flat = lg[i].transpose(2, 0, 1).reshape(ps, -1)  # l21 as (P_s, A C)
-            factors = (inv_s[i], inv_d[i].transpose(0, 2, 1), flat, cols)
-            node = (mean[i], float(log_ev[i]), chol_d[i], l21, chol_s[i], self.active)
-            posts.append(BlockPosterior(*node, prior_sd, c, factors))
+        posts: list[BlockPosterior] = [
+            PencilPosterior(mean[i], float(log_ev[i]), chol_s[i], self.active, prior_sd, nodes, i)
+            for i in range(len(w))
+        ]
         return posts, mean, var
 
     def _variances(self, w: np.ndarray, f: np.ndarray, inv_s: np.ndarray) -> np.ndarray:
@@ -207,21 +185,6 @@ class NoisePencil:
         yy = (y.reshape(-1, ps) @ np.ones(ps)).reshape(n_act, c, k)  # row sums, (A, C, K)
         var[:, self.cols] = d_inv + yy.transpose(2, 0, 1)
         return var
-
-    def _block_factors(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(chol_d, L^-1, L^-1 G) per sigma: (K, A, C, C), (K, A, C, C), (K, A, C, P_s).
-
-        D_l = diag(1/v_l) + w H_l is formed as in ``block_posterior``; G_l = w G~_l, and
-        l21 = (L^-1 G)'.
-        """
-        c = self.width
-        d = w[:, None, None, None] * self._gram_d
-        idx = np.arange(c)
-        d[..., idx, idx] += 1.0 / self.prior_var[self.cols]
-        chol_d = batched_cholesky(d)
-        inv_d = lower_inverse(chol_d)
-        lg = (inv_d @ self._gram_g) * w[:, None, None, None]
-        return chol_d, inv_d, lg
 
 
 class DensePencil:
@@ -298,3 +261,89 @@ class DensePencil:
         shrink = s2[:, None] / (s2[:, None] + self.e[None, :])  # (K, P)
         cov = np.einsum("ip,kp,jp->kij", vq, shrink, vq, optimize=True)
         return 0.5 * (cov + cov.transpose(0, 2, 1))
+
+
+class PencilNodes:
+    """The lineage-block factors of a pencil's K mixture nodes, computed when first asked.
+
+    A decision's draws need only D_l^-1 and T_l = D_l^-1 G_l of every active block and node
+    (``inverse_blocks``; for one card alone in its block, its scalar's sd and shift), which
+    the eigenbasis of the pencil gives at once: D_l^-1 = V^1/2 Q diag(f) Q' V^1/2 and
+    T_l = V^1/2 Q diag(w f) R_l (same matrices as through the Cholesky factors, to
+    rounding). The Cholesky factors L_l, L_l^-1 and l21 (``factors``) are formed only when
+    a consumer asks a node for them (dense covariances, blocks shared by several cards).
+    Only the per-block arrays the two need are kept, not the pencil.
+    """
+
+    def __init__(self, pencil: NoisePencil, w: np.ndarray, f: np.ndarray, inv_s: np.ndarray):
+        self.w, self.f, self.inv_s = w, f, inv_s
+        self.p_shared, self.width, self.active = pencil.p_shared, pencil.width, pencil.active
+        self.cols = pencil.cols if len(pencil.active) else pencil.active
+        self._gram_d, self._gram_g = pencil._gram_d, pencil._gram_g
+        self._block_prior = pencil.prior_var[pencil.cols] if len(pencil.active) else None
+        n_act, c, ps = len(pencil.active), pencil.width, pencil.p_shared
+        self._vq = pencil._vq
+        self._r = pencil._r.reshape(n_act, c, ps)
+
+    @cached_property
+    def factors(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(chol_d, L^-1, L^-1 G) per node: (K, A, C, C), (K, A, C, C), (K, A, C, P_s)."""
+        c = self.width
+        d = self.w[:, None, None, None] * self._gram_d
+        idx = np.arange(c)
+        if self._block_prior is not None:
+            d[..., idx, idx] += 1.0 / self._block_prior
+        chol_d = batched_cholesky(d)
+        inv_d = lower_inverse(chol_d)
+        lg = (inv_d @ self._gram_g) * self.w[:, None, None, None]
+        return chol_d, inv_d, lg
+
+    @cached_property
+    def inverse_blocks(self) -> tuple[np.ndarray, np.ndarray]:
+        """(D_l^-1 (K, A, C, C), T_l = D_l^-1 G_l (K, A, C, P_s)) per node and active block."""
+        k, n_act, c = len(self.w), len(self.active), self.width
+        fa = self.f.reshape(k, n_act, 1, c)
+        vqf = self._vq * fa  # (K, A, C, C): V^1/2 Q diag(f)
+        d_inv = vqf @ self._vq.transpose(0, 2, 1)
+        t = (vqf @ self._r) * self.w[:, None, None, None]
+        return d_inv, t
+
+
+class PencilPosterior(BlockPosterior):
+    """A ``BlockPosterior`` of a pencil's node whose lineage-block factors (``chol_d``,
+    ``l21``, the inverse factors) come from its ``PencilNodes`` when first read."""
+
+    nodes: PencilNodes
+    index: int
+
+    def __init__(
+        self,
+        mean: np.ndarray,
+        log_evidence: float,
+        chol_s: np.ndarray,
+        active: np.ndarray,
+        prior_sd: np.ndarray,
+        nodes: PencilNodes,
+        index: int,
+    ) -> None:
+        for name, value in (
+            ("mean", mean), ("log_evidence", log_evidence), ("chol_s", chol_s),
+            ("active", active), ("prior_sd", prior_sd), ("width", nodes.width),
+            ("nodes", nodes), ("index", index),
+        ):  # fmt: skip
+            object.__setattr__(self, name, value)
+
+    @property
+    def chol_d(self) -> np.ndarray:
+        return self.nodes.factors[0][self.index]
+
+    @property
+    def l21(self) -> np.ndarray:
+        return self.nodes.factors[2][self.index].transpose(0, 2, 1)  # (A, P_s, C) = G' L^-T
+
+    @property
+    def precomputed(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        _, inv_d, lg = self.nodes.factors
+        i, ps = self.index, self.nodes.p_shared
+        flat = lg[i].transpose(2, 0, 1).reshape(ps, -1)  # l21 as (P_s, A C)
+        return self.nodes.inv_s[i], inv_d[i].transpose(0, 2, 1), flat, self.nodes.cols

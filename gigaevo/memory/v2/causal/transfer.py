@@ -26,7 +26,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from scipy.special import ndtr
 
 from gigaevo.memory.v2.causal.features import DesignSpace
 from gigaevo.memory.v2.causal.invalidity import LogisticLaplaceHead
@@ -186,6 +185,8 @@ def _card_help(
 
     Columns: one lam0 per stratum, then lam1, then one lam2 per task.
     """
+    from scipy.special import ndtr
+
     tasks = sorted({task for task, _, _ in strata})
     n_s = len(strata)
     t_col = {task: n_s + 1 + i for i, task in enumerate(tasks)}

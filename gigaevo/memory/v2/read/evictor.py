@@ -68,11 +68,16 @@ class EvictorSettings:
     ``max_viability_probability`` is ``${memory.causal.alpha}`` in the config: the
     safety constraint's alpha, one number. ``sweep_every``: observed outcomes
     between sweeps. ``allow_cross_task`` must stay false for causal retirement.
+    ``pending_lineage_blocks``: an unmatured lineage window of the card keeps it, as
+    memory-model.md's reference rule; false (the default) judges it on its matured rows
+    (a window matures at a fixed edge count, whatever its value, so the missing rows are
+    ignorable). An open decision (pending immediate outcome) always keeps the card.
     """
 
     mode: Literal["causal", "none"] = "none"
     sweep_every: int = 50
     allow_cross_task: bool = False
+    pending_lineage_blocks: bool = False
     rules: RetirementConfig = field(default_factory=RetirementConfig)
 
     @classmethod
@@ -387,14 +392,22 @@ class CausalEvictor:
         return CardSupport(card.id, card.id, card.kind, n_pending, len(treated), contexts)
 
     def pending_by_proposal(self) -> Counter[str]:
-        """Per proposed id: pending immediate (no terminal) plus lineage (unmatured) outcomes.
+        """Per proposed id: pending immediate outcomes (no terminal), plus unmatured lineage
+        outcomes when ``pending_lineage_blocks``.
 
         A lineage outcome is pending while a usefulness-eligible valid root (either
-        arm) has no lineage row yet or its latest row is ``pending``.
+        arm) has no lineage row yet or its latest row is ``pending``. By default such a
+        root does not keep its card (memory-model.md "Eligibility"): the lineage head is
+        fitted on the matured rows, and a window's maturity is fixed by the island's edge
+        count, not by its value, so leaving the unmatured rows out keeps the posterior
+        honest. Blocking on them kept every card the policy still proposed (a window
+        stays open for 32 edges of its island): in a real rastrigin run every judgement
+        of every card was ``pending``.
         """
         evidence = self.reader.evidence
         counts: Counter[str] = Counter(evidence.pending_by_proposal())
-        counts.update(evidence.unmatured_by_proposal())  # kept row by row by the ledger
+        if self.settings.pending_lineage_blocks:
+            counts.update(evidence.unmatured_by_proposal())  # kept row by row by the ledger
         return counts
 
     def pending(self, ids: Sequence[str]) -> int:

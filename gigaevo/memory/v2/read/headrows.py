@@ -213,12 +213,7 @@ class HeadRows:
             r = self.reward
             t = obs.terminal
             y = r.normalise_gain(obs.decision.context.parent_fitness, float(t.gain or 0.0))
-            omega = measurement_sd(
-                r.range,
-                t.se,
-                t.measurement == "deterministic",
-                self.posterior.unknown_measurement_sd,
-            )
+            omega = self._omega(obs)
         terms = self._terms(obs, y, omega)
         width.invalidity.append(terms, obs.invalid)
         if obs.valid:
@@ -226,6 +221,16 @@ class HeadRows:
         if obs.z == 1:
             self.treated_keys[obs.decision.proposed_id or ""] += 1
         width.change(added=obs.decision.decision_id)
+
+    def _omega(self, obs: Observation) -> float:
+        """The measurement sd of a valid row (memory-model.md "Rows and eligibility")."""
+        t = obs.terminal
+        return measurement_sd(
+            self.reward.range,
+            t.se,
+            t.measurement == "deterministic",
+            self.posterior.unknown_measurement_sd,
+        )
 
     def _lineage(self, root: str, found: tuple[Observation, LineageRow] | None) -> None:
         for width in self.widths.values():
@@ -238,7 +243,8 @@ class HeadRows:
         obs, row = found
         width = self._width(len(obs.decision.context.features))
         y = float(row.residual or 0.0) / self.reward.range
-        terms = self._terms(obs, y, self.posterior.lineage_measurement_sd)
+        fixed = self.posterior.lineage_measurement_sd  # None: the root's own omega
+        terms = self._terms(obs, y, self._omega(obs) if fixed is None else fixed)
         if not math.isfinite(y):
             raise ValueError(f"lineage residual {row.residual} is not finite")
         width.lineage.add(terms)

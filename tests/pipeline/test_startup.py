@@ -1,0 +1,174 @@
+"""Start-up work (issue 13): scipy only when a decision needs it, the config composed once.
+
+Speed itself is measured by benchmarks/bench_startup.py; these tests pin what
+makes it: which modules load, when, and how many times Hydra composes.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gigaevo.pipeline.cli import _mode_may_be_configured, _sets_hydra_mode
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG_DIR = ROOT / "config"
+
+BUILD = """
+import sys, threading
+from tests.conftest import compose_config
+from gigaevo.pipeline.build import build_run
+cfg = compose_config(["problem=rastrigin", "max_mutants={mutants}", "checkpoint_dir={ckpt}",
+                      "progress=false", "evaluator.max_workers=1"])
+built = build_run(cfg, show_progress=False)
+for thread in threading.enumerate():
+    if thread.name == "gigaevo-import":
+        thread.join()
+print("after build:", sorted(m for m in sys.modules if m in {wanted}))
+try:
+    built.engine.run()
+finally:
+    built.close()
+print("after run:", sorted(m for m in sys.modules if m in {wanted}))
+"""
+SCIPY = ("scipy", "scipy.special", "scipy.linalg", "scipy.sparse.linalg", "scipy.optimize")
+
+
+def _probe(code: str) -> list[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=180
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip().splitlines()
+
+
+def test_the_memory_package_and_the_cli_import_no_scipy() -> None:
+    code = (
+        "import sys\n"
+        "import gigaevo.memory.v2, gigaevo.memory.v2.causal, gigaevo.pipeline.cli\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'))\n"
+    )
+    assert _probe(code) == ["[]"]
+
+
+def test_a_run_without_mutants_never_loads_scipy(tmp_path: Path) -> None:
+    lines = _probe(BUILD.format(mutants=0, ckpt=tmp_path / "run", wanted=SCIPY))
+    assert lines[-2:] == ["after build: []", "after run: []"]
+    assert (tmp_path / "run" / "summary.json").exists()
+
+
+def test_the_first_decisions_modules_load_behind_the_build(tmp_path: Path) -> None:
+    # memory=v2 names them in BACKGROUND_IMPORTS; the import thread has loaded them by
+    # the time the build is done (joined here), before the engine makes a decision
+    lines = _probe(BUILD.format(mutants=1, ckpt=tmp_path / "run", wanted=SCIPY))
+    assert lines[-2] == f"after build: {sorted(SCIPY)}"
+
+
+def test_the_chance_tail_is_scipys_number() -> None:
+    from scipy.special import ndtr
+
+    from gigaevo.memory.v2.causal import chance
+
+    assert 2.0 * float(ndtr(-10.0)) == chance._TAIL  # bit for bit: no module-level scipy
+
+
+COUNT = """
+import runpy, sys
+from hydra._internal.hydra import Hydra
+calls = []
+compose = Hydra.compose_config
+def counted(self, *args, **kwargs):
+    calls.append(kwargs.get("run_mode"))
+    return compose(self, *args, **kwargs)
+Hydra.compose_config = counted
+sys.argv = {argv!r}
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+finally:
+    print("compositions:", len(calls))
+"""
+
+
+@pytest.mark.parametrize(
+    ("overrides", "compositions", "jobs"),
+    [
+        ([], 1, 1),
+        (["-m", "seed=0,1"], 1, 2),  # the sweep's (its jobs' configs come from the sweeper)
+        (["hydra.mode=MULTIRUN", "seed=0,1"], 2, 2),  # the mode is read first: twice
+    ],
+)
+def test_hydra_composes_the_config_once_unless_the_mode_may_be_configured(
+    tmp_path: Path, overrides: list[str], compositions: int, jobs: int
+) -> None:
+    argv = [
+        str(ROOT / "run.py"), *overrides, "problem=rastrigin", "max_mutants=0",
+        "progress=false", "memory=none", "evaluator.max_workers=1",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+    ]  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", COUNT.format(argv=argv)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == f"compositions: {compositions}"
+    summaries = list(tmp_path.rglob("summary.json"))
+    assert len(summaries) == jobs
+
+
+@pytest.mark.parametrize(
+    ("text", "sets"),
+    [
+        ("hydra:\n  run:\n    dir: x\n  mode: MULTIRUN\n", True),
+        ("hydra:\n  run:\n    dir: x\nmutator:\n  mode: diff\n", False),
+        ("# @package hydra\nmode: RUN\n", True),
+        ("# @package _global_\nhydra:\n  mode: MULTIRUN\n", True),
+        ("hydra: {mode: MULTIRUN}\n", True),
+        ("# @package _global_\nmax_mutants: 30\n# hydra:\n#   mode: x\n", False),
+        ("defaults:\n  - override hydra.mode: x\n", True),  # named: never guessed at
+    ],
+)
+def test_which_config_files_may_set_the_hydra_mode(text: str, sets: bool) -> None:
+    assert _sets_hydra_mode(text) is sets
+
+
+def test_the_mode_may_be_configured_by_overrides_or_another_config_source() -> None:
+    assert not _mode_may_be_configured(CONFIG_DIR, ["seed=1", "hydra.run.dir=x"])
+    for args in (["hydra.mode=MULTIRUN"], ["+hydra.mode=RUN"], ["-cn", "other"], ["-cd=x"]):
+        assert _mode_may_be_configured(CONFIG_DIR, args), args
+
+
+REMOTE = """
+import sys, threading
+from tests.conftest import compose_config
+from gigaevo.pipeline.build import ConfigError, build_run
+cfg = compose_config(["problem=rastrigin", "max_mutants=0", "checkpoint_dir={ckpt}",
+                      "progress=false", "evaluator.max_workers=1",
+                      "llm=openai_compatible", "llm.api_base=http://127.0.0.1:9/v1", {extra}])
+try:
+    build_run(cfg, show_progress=False).close()
+except ConfigError as exc:
+    print("refused:", exc)
+for thread in threading.enumerate():
+    if thread.name == "gigaevo-import":
+        thread.join(timeout=60)
+        print("import thread alive:", thread.is_alive())
+print("httpx", "httpx" in sys.modules, "sklearn", "sklearn" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("extra", ['"seed=0"', '"llm.timeout_s=-1"'], ids=["built", "refused"])
+def test_the_vectoriser_waits_for_a_first_call_and_is_dropped_without_one(
+    tmp_path: Path, extra: str
+) -> None:
+    # memory=v2's card embedder needs scikit-learn's vectoriser once cards exist; it is
+    # imported behind the first request, and never when the run ends (or is refused)
+    # before any: the process then exits at once instead of waiting for the import
+    lines = _probe(REMOTE.format(ckpt=tmp_path / "run", extra=extra))
+    assert lines[-2:] == ["import thread alive: False", "httpx True sklearn False"]
+    assert lines[0].startswith("refused: llm.timeout_s") == (extra == '"llm.timeout_s=-1"')
