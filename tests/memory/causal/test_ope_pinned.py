@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gigaevo.memory.v2.causal import DesignError
-from gigaevo.memory.v2.causal.ope import gate_value
+from gigaevo.memory.v2.causal.ope import gate_value, itt_summary
 
 
 def test_a_gate_value_of_no_rows_is_refused_by_name() -> None:
@@ -34,3 +34,18 @@ def test_mismatched_columns_and_run_ids_are_refused_by_name() -> None:
         gate_value(1.0, [1, 0], [0.5], [0.1], [0.3], [0.8])
     with pytest.raises(DesignError, match=r"^runs must have one id per row$"):
         gate_value(1.0, [1], [0.5], [0.1], [0.3], [0.8], runs=["a", "b"])
+
+
+def test_a_single_small_weight_still_has_an_effective_sample_of_one() -> None:
+    # pi = 0.5 on a treated row offered at e = 0.8: w = 0.625, ESS = w^2 / w^2 = 1
+    gv = gate_value(0.5, [1], [0.5], [0.1], [0.3], [0.8])
+    assert gv.max_weight == pytest.approx(0.625) and gv.ess == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(("beyond", "at"), [(1e-9, 1e-6), (1 - 1e-9, 1 - 1e-6)])
+def test_the_ips_cross_check_clips_offer_probabilities_on_both_sides(
+    beyond: float, at: float
+) -> None:
+    rows = ([1, 0], [1.0, 0.5], [0.0, 0.0], [0.0, 0.0])
+    clipped = itt_summary(*rows, [beyond, beyond])
+    assert clipped.ips == pytest.approx(itt_summary(*rows, [at, at]).ips, rel=1e-12)
