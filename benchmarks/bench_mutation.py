@@ -163,6 +163,7 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
 # mutant active (mutmut's fork server preloads only the third-party modules the tests
 # import), instead of forking from a process that imported the unmutated module once
 FRESH_IMPORT = frozenset({"chance", "outcome", "outcomes"})
+FRESH_IMPORT_SECONDS = 30.0
 COPIED = ("gigaevo", "tests", "config", "run.py", "pyproject.toml")
 PRELOAD = "mutmut-preload.txt"
 SAMPLE = "sample.txt"
@@ -209,6 +210,11 @@ def _mutmut_section(module: str, tree: Path = ROOT) -> str:
             'process_isolation = "forkserver"\n'
             'forkserver_warmup = "import"\n'
             f'preload_modules_file = "{PRELOAD}"\n'
+            # mutmut's limits are (the tests' own time + constant) x 15 wall seconds (x 30 CPU
+            # seconds); the constant (1 s by default) must also cover importing gigaevo and the
+            # tests afresh, tens of seconds under nice -n 19 on a loaded machine: with 1 s every
+            # mutant of such a module timed out
+            f"timeout_constant = {FRESH_IMPORT_SECONDS}\n"
         )
     return text
 

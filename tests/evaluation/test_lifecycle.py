@@ -80,6 +80,8 @@ def test_waiting_callers_are_released_by_close(make_problem: MakeProblem) -> Non
 
 def test_context_manager_and_evaluate_after_close(make_problem: MakeProblem) -> None:
     with SandboxEvaluator(make_problem(), max_workers=1, memory_mb=512) as ev:
+        # private on purpose: the scratch root has no public name; the point is that
+        # closing the evaluator removes it
         scratch = Path(ev._temp_root)
         assert scratch.is_dir()
     assert not scratch.exists()

@@ -43,6 +43,8 @@ def test_a_failed_commit_reports_the_disk_not_the_rollback(tmp_path: Path) -> No
     path = tmp_path / "programs.sqlite3"
     store = ProgramStore(path)
     store.commit(_program(0), "d0", attempt=None, state={"n": 0})
+    # private on purpose: a full disk is injected under the store's own connection (no
+    # public seam reaches SQLite's write path)
     real = store._db
     store._db = _FullDisk(real)  # type: ignore[assignment]
     with pytest.raises(StoreWriteError) as info:
@@ -61,14 +63,15 @@ def test_a_failed_insert_rolls_back_the_whole_commit(tmp_path: Path) -> None:
     with pytest.raises(sqlite3.IntegrityError):  # same ordinal: not a storage error
         store.commit(_program(0), "d0", attempt=None, state={"n": 99})
     assert store.get_meta("state") == {"n": 0} and store.count() == 1
-    assert not store._db.in_transaction
+    assert not store._db.in_transaction  # private on purpose: no transaction left open
     store.close()
 
 
 def test_a_read_only_store_names_its_file(tmp_path: Path) -> None:
     path = tmp_path / "programs.sqlite3"
     store = ProgramStore(path)
-    store._db.execute("PRAGMA query_only=1")  # every write now fails inside SQLite
+    # private on purpose (fault injection): every write now fails inside SQLite
+    store._db.execute("PRAGMA query_only=1")
     with pytest.raises(StoreWriteError) as info:
         store.set_meta("k", 1)
     assert storage_error_line(info.value) == f"{path}: attempt to write a readonly database"

@@ -106,7 +106,9 @@ def test_a_head_whose_rows_stand_is_kept_and_equals_a_fresh_fit(tmp_path: Path) 
     setup.decide()
     moved = reader.heads.current[1]
     assert moved.immediate is not after.immediate
-    heads = reader.heads  # from scratch: no kept head, no cached fit
+    # private on purpose: the kept heads and the fit cache are dropped so that the same
+    # evidence is fitted from scratch, for comparison with the incremental fits above
+    heads = reader.heads
     heads._heads.clear()
     heads.current = heads._inputs = None
     fresh = heads.fitted(moved.space.n_context, reader.store.cards(task_key="toy"))

@@ -151,11 +151,14 @@ def test_only_the_card_whose_rows_favour_it_gets_the_wide_level(extra: int) -> N
     assert head.ok_
     harm, calm = space.lineage_slice("harm").start, space.lineage_slice("calm").start
     assert head.wide_columns_.tolist() == [harm]
+    levels = head.shift_levels
     narrow = PROD.invalidity_lineage_prior_sd**2
-    assert head._v[harm] == pytest.approx(5 * 2.0**2) and head._v[calm] == pytest.approx(narrow)
+    assert levels is not None and levels.wide_variance == pytest.approx(5 * 2.0**2)
+    assert head.prior_variance[calm] == pytest.approx(narrow)  # the narrow level stays
     # the refit's Laplace posterior is the MAP under the chosen levels: the same head fitted
     # with those levels as a single Gaussian prior finds the same coefficients
-    var = head._v.copy()
+    var = np.array(head.prior_variance, dtype=float)
+    var[head.wide_columns_] = levels.wide_variance
     again = LogisticLaplaceHead(head.prior_mean, var, (space.shared_size, 5)).fit(x, d)
     assert np.allclose(again.coef_, head.coef_, atol=1e-5)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gigaevo.memory.v2.causal import DesignError
-from gigaevo.memory.v2.causal.ope import gate_value
+from gigaevo.memory.v2.causal.ope import gate_value, itt_summary
 
 
 def test_a_gate_value_of_no_rows_is_refused_by_name() -> None:
@@ -20,3 +20,32 @@ def test_a_gate_value_of_one_row_is_its_doubly_robust_score() -> None:
     assert gv.value == pytest.approx(0.6) and gv.n == 1 and gv.n_runs == 1 and gv.se is None
     assert gv.max_weight == pytest.approx(1.25) and gv.ess == pytest.approx(1.0)
     assert gv.min_overlap == pytest.approx(0.2)
+
+
+@pytest.mark.parametrize(("pi", "e"), [(1.5, 0.5), (-0.1, 0.5), (0.5, 1.0), (0.5, 0.0)])
+def test_a_gate_outside_zero_one_or_an_offer_at_zero_or_one_is_refused(pi: float, e: float) -> None:
+    with pytest.raises(DesignError, match=r"^pi must lie in \[0, 1\] and e in \(0, 1\)$"):
+        gate_value(pi, [1], [0.5], [0.1], [0.3], [e])
+    gate_value(min(max(pi, 0.0), 1.0), [1], [0.5], [0.1], [0.3], [0.5])  # the edges of pi are fine
+
+
+def test_mismatched_columns_and_run_ids_are_refused_by_name() -> None:
+    with pytest.raises(DesignError, match=r"^OPE columns must have equal length$"):
+        gate_value(1.0, [1, 0], [0.5], [0.1], [0.3], [0.8])
+    with pytest.raises(DesignError, match=r"^runs must have one id per row$"):
+        gate_value(1.0, [1], [0.5], [0.1], [0.3], [0.8], runs=["a", "b"])
+
+
+def test_a_single_small_weight_still_has_an_effective_sample_of_one() -> None:
+    # pi = 0.5 on a treated row offered at e = 0.8: w = 0.625, ESS = w^2 / w^2 = 1
+    gv = gate_value(0.5, [1], [0.5], [0.1], [0.3], [0.8])
+    assert gv.max_weight == pytest.approx(0.625) and gv.ess == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(("beyond", "at"), [(1e-9, 1e-6), (1 - 1e-9, 1 - 1e-6)])
+def test_the_ips_cross_check_clips_offer_probabilities_on_both_sides(
+    beyond: float, at: float
+) -> None:
+    rows = ([1, 0], [1.0, 0.5], [0.0, 0.0], [0.0, 0.0])
+    clipped = itt_summary(*rows, [beyond, beyond])
+    assert clipped.ips == pytest.approx(itt_summary(*rows, [at, at]).ips, rel=1e-12)

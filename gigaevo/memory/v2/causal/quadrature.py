@@ -96,18 +96,18 @@ def _breakpoints(
     hi: float,
     modes: list[float],
     heights: list[float],
-    h_batch: BatchKernel | None = None,
-    ends: tuple[float, float] | None = None,
+    h_batch: BatchKernel | None,
+    ends: tuple[float, float],
 ) -> np.ndarray:
     """Both ends, the 1 % cut points, the modes and, for every mode, the points where h falls
     ``DROP_LEVELS`` below it (towards each end where it falls that far), to 1e-10.
 
     The level crossings are found together (``_crossings``), so a batched kernel costs
-    about one call per step for all of them; ``ends`` are h(lo), h(hi) when known.
+    about one call per step for all of them; ``ends`` are h(lo), h(hi) (the mode scan's).
     """
     span = hi - lo
     points = {lo, hi, lo + EDGE_FRACTION * span, hi - EDGE_FRACTION * span, *modes}
-    h_lo, h_hi = ends if ends is not None else (h(lo), h(hi))
+    h_lo, h_hi = ends
     inner, outer, known = [], [], []
     for mode, height in zip(modes, heights, strict=True):
         for drop in DROP_LEVELS:
