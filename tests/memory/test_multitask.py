@@ -120,7 +120,7 @@ def test_a_bank_written_before_trials_existed_still_loads(bank: Path) -> None:
 def stamp_worker(bank: str, run_id: str, n: int, start: Any) -> None:
     """Stamp ``n`` trials (and re-stamp each previous one) onto two shared cards."""
     store = open_store(Path(bank))
-    start.wait()
+    start.wait(timeout=240)  # a partner that never starts breaks the barrier, not this process
     for i in range(n):
         t = UseTrial(f"{run_id}-d{i}", run_id, "toy", i % 2, i % 3 == 0)
         assert stamp_trial(store, ("ins-a", "ins-b")[i % 2], t) == "stamped"
@@ -139,9 +139,15 @@ def test_two_processes_stamping_lose_no_trial(bank: Path) -> None:
     ]
     for p in procs:
         p.start()
-    for p in procs:
-        p.join(timeout=120)
-        assert p.exitcode == 0
+    try:
+        for p in procs:  # spawned: each imports the stack afresh (minutes at load 35)
+            p.join(timeout=300)
+            assert p.exitcode == 0
+    finally:
+        for p in procs:  # never leave a stamper behind a failed assertion
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=10)
     cards = {c.id: c for c in read_bank(bank / BANK_FILE).cards}
     assert set(cards) == {"ins-a", "ins-b"}
     ids = [t.decision_id for c in cards.values() for t in c.use_trials]
