@@ -230,3 +230,29 @@ def test_pencil_stack_and_covariances_equal_the_cholesky_factors() -> None:
     b = block_arm_latents(slow, z0, z1, 256, np.random.default_rng(7))
     for u, v in zip(a, b, strict=True):
         np.testing.assert_allclose(u, v, rtol=0, atol=1e-12)
+
+
+def test_projector_keeps_a_bounded_lineage_cache_with_the_same_moments(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A fit kept over many decisions summarises a new card at almost every one: the
+    # per-lineage covariance blocks are a cache of the most recently used lineages only
+    # (unbounded, it held about 150 KiB per card at 1,000 cards), and a block evicted and
+    # rebuilt gives the same moments.
+    from gigaevo.memory.v2.causal import projection
+
+    monkeypatch.setattr(projection, "LINEAGE_CACHE", 4)
+    space = DesignSpace(4, tuple(f"L{i:02d}" for i in range(20)))
+    imm, _, _ = _heads(space, 2)
+    proj = projector(imm, space)
+    ctx = np.r_[1.0, -0.3, 0.5, 0.2]
+    z0 = space.row(ctx, 0)
+    first = {}
+    for lineage in space.lineages[:10]:
+        first[lineage] = proj.moments(lineage, z0, space.row(ctx, 1, lineage, "insight"))
+        assert len(proj._blocks) <= 4  # the bound itself is the point of this test
+    assert list(proj._blocks) == list(space.lineages[6:10])  # the most recently used
+    for lineage in space.lineages[:10]:  # rebuilt after eviction, or read from the cache
+        means, covs = proj.moments(lineage, z0, space.row(ctx, 1, lineage, "insight"))
+        np.testing.assert_array_equal(means, first[lineage][0])
+        np.testing.assert_allclose(covs, first[lineage][1], rtol=1e-12, atol=1e-15)

@@ -11,6 +11,7 @@ block-arrowhead node (its Schur factors), so the cost does not grow with the ban
 from __future__ import annotations
 
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -23,6 +24,9 @@ from gigaevo.memory.v2.causal.errors import DesignError
 from gigaevo.memory.v2.causal.features import DesignSpace
 from gigaevo.memory.v2.causal.invalidity import LogisticLaplaceHead
 from gigaevo.memory.v2.causal.spectral import PencilNodes, PencilPosterior
+
+# Lineages whose covariance blocks a projector keeps (the most recently used ones).
+LINEAGE_CACHE = 64
 
 
 def card_columns(space: DesignSpace, lineage: str) -> np.ndarray:
@@ -60,7 +64,10 @@ class MixtureProjector:
     z_0 and z_1 touch only the shared columns and one lineage block, so each node needs the
     covariance on those P_s + C columns: a slice of a dense node, or from the Schur factors
     of a block-arrowhead node (S^-1 is computed once per node and reused for every card).
-    Covariances are cached per lineage, so the contexts and RAG states of a card share them.
+    Covariances are cached per lineage, so the contexts and RAG states of a card share them;
+    the cache keeps the ``LINEAGE_CACHE`` lineages used last (one entry is K (P_s + C)^2
+    numbers, about 150 KiB at 1,000 cards, and a fit kept for many decisions summarises a
+    new card at almost every one: unbounded, it held every card's block).
     """
 
     def __init__(self, head: BayesianLinearHead, space: DesignSpace) -> None:
@@ -68,23 +75,26 @@ class MixtureProjector:
         self.weights = np.asarray(head.weights_, dtype=float)
         self.means = np.asarray(head.component_means_, dtype=float)
         self.components: tuple[Any, ...] = head.components_
-        self._blocks: dict[str, np.ndarray] = {}  # lineage -> (K, P_s + C, P_s + C)
+        self._blocks: OrderedDict[str, np.ndarray] = OrderedDict()  # lineage -> (K, P_s+C, P_s+C)
         self._shared_inv: np.ndarray | None = None  # (K, P_s, P_s): S^-1 of block nodes
 
     def _covs(self, lineage: str, cols: np.ndarray) -> np.ndarray:
         """Covariances of every node on ``cols`` (the card's columns), cached per lineage."""
-        if lineage not in self._blocks:
-            if _pencil_nodes(self.components) is not None:
-                self._blocks[lineage] = self._pencil_covs(lineage)
-            elif all(isinstance(p, BlockPosterior) for p in self.components):
-                self._blocks[lineage] = self._block_covs(lineage)
-            elif all(isinstance(p, ConditionalPosterior) for p in self.components):
-                self._blocks[lineage] = np.array(
-                    [p.cov[np.ix_(cols, cols)] for p in self.components]
-                )
-            else:
-                raise TypeError("unsupported posterior components")
-        return self._blocks[lineage]
+        if lineage in self._blocks:
+            self._blocks.move_to_end(lineage)
+            return self._blocks[lineage]
+        if _pencil_nodes(self.components) is not None:
+            covs = self._pencil_covs(lineage)
+        elif all(isinstance(p, BlockPosterior) for p in self.components):
+            covs = self._block_covs(lineage)
+        elif all(isinstance(p, ConditionalPosterior) for p in self.components):
+            covs = np.array([p.cov[np.ix_(cols, cols)] for p in self.components])
+        else:
+            raise TypeError("unsupported posterior components")
+        self._blocks[lineage] = covs
+        while len(self._blocks) > LINEAGE_CACHE:
+            self._blocks.popitem(last=False)
+        return covs
 
     def _block_covs(self, lineage: str) -> np.ndarray:
         """Covariance on (shared, lineage block) from each node's Schur factors, vectorised.
