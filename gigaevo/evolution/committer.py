@@ -485,12 +485,11 @@ class IslandsText:
                 text = json.dumps(model.archive(i).to_dict(), sort_keys=True)
                 self._texts[i] = (version, text)
             parts.append(text)
-        axes = json.dumps(model.space.to_dicts(), sort_keys=True)
-        body = (
-            f'{{"capacity_per_island": {json.dumps(model.capacity_per_island)}, '
-            f'"descriptors": {axes}, "islands": [{", ".join(parts)}], '
-            f'"n_islands": {json.dumps(model.n_islands)}'
+        islands = f"[{', '.join(parts)}]"
+        # the rest of the state from to_dict itself, laid out as json.dumps(sort_keys=True)
+        fields = (
+            f"{json.dumps(key)}: "
+            f"{islands if key == 'islands' else json.dumps(value, sort_keys=True)}"
+            for key, value in sorted(model.to_dict(archives=False).items())
         )
-        if model.space.adaptive:
-            body += f', "space": {json.dumps(model.space.state_dict(), sort_keys=True)}'
-        return body + "}"
+        return f"{{{', '.join(fields)}}}"

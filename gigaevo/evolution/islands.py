@@ -159,12 +159,16 @@ class IslandModel:
     def __contains__(self, program_id: object) -> bool:
         return any(program_id in a for a in self._archives)
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly state: island count, capacity, archives, the axes and their live ranges."""
+    def to_dict(self, archives: bool = True) -> dict[str, Any]:
+        """JSON-friendly state: island count, capacity, archives, the axes and their live ranges.
+
+        ``archives=False`` leaves ``"islands"`` None, for a caller that encodes the
+        archives itself (the committer's ``IslandsText``).
+        """
         d: dict[str, Any] = {
             "n_islands": self.n_islands,
             "capacity_per_island": self.capacity_per_island,
-            "islands": [a.to_dict() for a in self._archives],
+            "islands": [a.to_dict() for a in self._archives] if archives else None,
             "descriptors": self.space.to_dicts(),  # for readers (dashboard); not read back
         }
         if self.space.adaptive:
