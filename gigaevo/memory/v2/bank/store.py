@@ -362,9 +362,8 @@ class LocalMemoryStore:
             return False
         removed = [cid for cid in revised if cid not in working]
         kept = [cid for cid in self._cards if cid in working]
-        if len(kept) + len(working.keys() - self._cards.keys()) != len(working) or list(
-            working
-        ) != kept + [cid for cid in working if cid not in self._cards]:
+        new = [cid for cid in working if cid not in self._cards]
+        if list(working) != kept + new:
             return False  # the replay (in place, new ones last) would not give this order
         set_pairs: dict[str, tuple[Card, str]] = {}
         for cid in revised:
@@ -373,8 +372,9 @@ class LocalMemoryStore:
                 continue
             record = self._record(card)
             known = self._lines.get(cid)
-            fresh = known is None or known[0] is not record
-            set_pairs[cid] = (record, card_line(record)) if fresh or known is None else known
+            if known is None or known[0] is not record:  # a record not yet rendered
+                known = (record, card_line(record))
+            set_pairs[cid] = known
         texts = [ln for _, ln in set_pairs.values()]
         line = batch_line(self._base.write_id, header, texts, removed)
         if self._revisions.size + len(line) > self._signature.size:
