@@ -8,17 +8,20 @@ listens on 127.0.0.1::
 Every answer is a SEARCH/REPLACE diff of the parent program in the prompt
 (gigaevo's "## Parent program" block; for another framework's prompt, the block
 ``_latency_server.program_to_improve`` finds), drawn from a seeded generator
-of the server seed, the request's ``seed`` field, the prompt's digest and how
-many times this contestant sent that (seed, prompt) before: the same prompt
-and attempt seed give the same answer whatever the arrival order.
+of the server seed, the request's ``seed`` field, the digest of that parent
+program (not of the whole prompt: ids, inspirations and feedback do not
+re-seed, though the answer reads them) and how many times this contestant
+sent that (seed, parent) before: the same prompt and attempt seed give the
+same answer whatever the arrival order.
 
 **Paired contestants.** A client names itself in the path,
 ``http://127.0.0.1:<port>/c/<contestant>/v1`` (plain ``/v1`` is the contestant
 ""). The repeat count is kept per contestant and the contestant's name is
-not part of the seed, so two contestants that send the same request get the
-same answer (common random numbers: configurations that make the same
-choices see the same answers, and two runs of one configuration give the
-same history), and a contestant's repeats do not shift another's draws.
+not part of the seed, so two contestants that ask about the same parent with
+the same attempt seed draw the same random numbers (common random numbers:
+configurations that make the same choices see the same answers, and two runs
+of one configuration give the same history), and a contestant's repeats do
+not shift another's draws.
 A latency of a log-normal law (median ``--median`` s, log-sd ``--sigma``; one
 answer in fifty stalls ten times longer) from a separate stream of the same
 seeds delays each answer; it never changes the content.
@@ -362,7 +365,8 @@ class SearchServer:
         self.http.request_queue_size = 128
 
     def reply(self, body: dict[str, Any], contestant: str = "") -> tuple[float, str]:
-        """(latency, answer text) for one request body from ``contestant``.
+        """(latency, answer text) for one request body from ``contestant``, seeded by the
+        attempt seed and the parent program's digest.
 
         The same request again from the same contestant (a fixed seed, a retry)
         samples afresh; from another contestant it is answered as the first time
@@ -370,7 +374,8 @@ class SearchServer:
         """
         prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
         call_seed = int(body.get("seed") or 0) % 2**63
-        digest = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:8], "big")
+        keyed = _parent(prompt) or prompt  # the program asked about, not the prompt's wrapping
+        digest = int.from_bytes(hashlib.sha256(keyed.encode()).digest()[:8], "big")
         with self._lock:
             key = (contestant, call_seed, digest)
             repeat = self._seen.get(key, 0)

@@ -25,8 +25,12 @@ prompt, latencies are log-normal with a stall now and then.
 does not seed on the name, so contestants that send the same request (ours
 and a variant, on their first mutants and wherever their choices agree) get
 the same answer, and a run gives the same curve whether it runs alone or
-beside others, first or last. Differences between contestants are then
-differences of their choices, compared on common random numbers.
+beside others, first or last. The server seeds on the attempt seed and the
+parent program (not the prompt's other parts), and the hill-climb's step i
+uses the seed of ours' attempt i, so ours with one island, one mutation in
+flight and always the best as parent makes the hill-climb's moves.
+Differences between contestants are then differences of their choices,
+compared on common random numbers.
 
 Contestants:
 
@@ -40,10 +44,11 @@ Contestants:
 - **main** (with ``--baseline DIR``, a checkout of another version, e.g.
   ``git archive main | tar -x -C /tmp/base``): that checkout's ``run.py``;
 - **(1+1) hill-climb**: the current best program is sent in the same prompt
-  (``build_messages``, no inspirations); the child replaces it when it is
-  valid and strictly better. With ``--hill-feedback`` also a hill-climb
-  whose prompt carries the failures of the current parent's last three
-  failed children, as ours does (``hill+fb``);
+  (``build_messages``, no inspirations) with the seed of ours' attempt of the
+  same number; the child replaces it when it is valid and strictly better.
+  With ``--hill-feedback`` also a hill-climb whose prompt carries the
+  failures of the current parent's last three failed children, as ours
+  does (``hill+fb``);
 - **OpenEvolve** (``--openevolve PY``: a python with openevolve 0.4.0) on the
   same seed program, its evaluator calling this problem's validator;
   circle packing only.
@@ -156,7 +161,7 @@ def hill_climb(url: str, problem: Problem, seed: int, n: int, feedback: bool) ->
                 metrics=metrics,
                 parent=parent,
                 inspirations=(),
-                seed=derive_seed(seed, "hill_climb", i),
+                seed=derive_seed(seed, "mutate", i),  # ours' attempt i: shared draws
                 feedback=ParentFeedback(failures=tuple(failures[:3])),
             )
             messages = [

@@ -163,6 +163,28 @@ def test_contestants_are_paired_on_common_random_numbers(server: ModuleType) -> 
         search.http.server_close()
 
 
+def test_answers_are_seeded_by_the_parent_not_the_prompt_wrapping(server: ModuleType) -> None:
+    """Two prompts about the same parent that differ elsewhere (the parent's id and
+    fitness) draw the same answers for the same attempt seeds; another parent does not."""
+    search = server.SearchServer(seed=5, median=0.0)
+    try:
+
+        def replies(text: str, contestant: str) -> list[str]:
+            bodies = [
+                {"messages": [{"role": "user", "content": text}], "seed": s} for s in range(5)
+            ]
+            return [search.reply(b, contestant)[1] for b in bodies]
+
+        here = _prompt()
+        renamed = here.replace("id: p;", "id: q7;").replace("fitness: 1.08", "fitness: 1.1")
+        other = here.replace(SEED, SEED.replace("0.", "0.0", 1))
+        assert renamed != here and other != here
+        assert replies(here, "a") == replies(renamed, "b")
+        assert replies(here, "c") != replies(other, "d")
+    finally:
+        search.http.server_close()
+
+
 def test_a_move_the_feedback_lists_as_failed_is_not_made_again(server: ModuleType) -> None:
     numbers = server._numbers(SEED)
     kept = numbers[-1]
