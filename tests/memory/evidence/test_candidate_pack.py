@@ -66,7 +66,9 @@ def _subset_decision(
 
 def _body(tmp_path: Path, attempt: int) -> dict:
     with raw_ledger(tmp_path) as conn:
-        (body,) = conn.execute("SELECT body FROM decisions WHERE attempt = ?", (attempt,)).fetchone()
+        (body,) = conn.execute(
+            "SELECT body FROM decisions WHERE attempt = ?", (attempt,)
+        ).fetchone()
     return json.loads(body)
 
 

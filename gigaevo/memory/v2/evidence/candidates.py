@@ -525,8 +525,9 @@ def unpack(text: str, universe_ids: Sequence[str]) -> CandidateTable:
         raise PackError(f"{len(ids)} candidate ids for {n} candidates")
     rho = r.floats(n)
     safe = bytes(
-        np.unpackbits(np.frombuffer(r.take((n + 7) // 8), dtype=np.uint8), count=n,
-                      bitorder="little")
+        np.unpackbits(
+            np.frombuffer(r.take((n + 7) // 8), dtype=np.uint8), count=n, bitorder="little"
+        )
     )
     offer = r.f64() if r.u8() else None
     offer_x: dict[int, float | None] = {}
@@ -547,9 +548,7 @@ def unpack(text: str, universe_ids: Sequence[str]) -> CandidateTable:
         raise PackError(f"{r.left()} bytes after the packed candidate table")
     if offer is None and (oj is None or cj is None) and n:
         raise PackError("joint masses are needed when there is no common offer")
-    return CandidateTable._make(
-        shared_ids(ids), rho, safe, offer, offer_x, oj, cj, rag, extra
-    )
+    return CandidateTable._make(shared_ids(ids), rho, safe, offer, offer_x, oj, cj, rag, extra)
 
 
 def _universe_mask(ids: Sequence[str], universe_ids: Sequence[str]) -> bytes | None:
