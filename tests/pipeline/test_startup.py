@@ -6,6 +6,7 @@ makes it: which modules load, when, and how many times Hydra composes.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -172,3 +173,101 @@ def test_the_vectoriser_waits_for_a_first_call_and_is_dropped_without_one(
     lines = _probe(REMOTE.format(ckpt=tmp_path / "run", extra=extra))
     assert lines[-2:] == ["import thread alive: False", "httpx True sklearn False"]
     assert lines[0].startswith("refused: llm.timeout_s") == (extra == '"llm.timeout_s=-1"')
+
+
+def test_how_many_workers_start_before_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gigaevo.pipeline.cli import early_workers
+
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    assert early_workers([], CONFIG_DIR) == 2  # config/evaluator/sandbox.yaml's default
+    assert early_workers(["seed=3", "evaluator.max_workers=5"], CONFIG_DIR) == 5
+    assert early_workers(["-m", "seed=0,1", "+evaluator.max_workers=1"], CONFIG_DIR) == 1
+    for args in (
+        ["--help"],
+        ["--cfg", "job"],
+        ["-c=job"],
+        ["--info"],
+        ["evaluator.max_workers=1,2", "-m"],  # a sweep over it: no guess
+        ["evaluator=other"],
+        ["hydra/launcher=joblib", "-m"],  # jobs in other processes
+        ["evaluator.max_workers=0"],
+    ):
+        assert early_workers(args, CONFIG_DIR) == 0, args
+    monkeypatch.setattr("os.cpu_count", lambda: 1)
+    assert early_workers(["evaluator.max_workers=4"], CONFIG_DIR) == 1  # one per core
+    assert early_workers([], CONFIG_DIR / "nowhere") == 0
+
+
+EARLY = """
+import gc, os, runpy, sys
+from hydra._internal.hydra import Hydra
+import gigaevo.evaluation.sandbox as sandbox
+from gigaevo.evolution.engine import EvolutionEngine
+seen = {{}}
+compose = Hydra.compose_config
+def composing(self, *args, **kwargs):
+    early = sandbox._early
+    seen.setdefault("early at composition", None if early is None else len(early.launched))
+    return compose(self, *args, **kwargs)
+Hydra.compose_config = composing
+adopt = sandbox._take_early_workers
+def taking(count):
+    taken = adopt(count)
+    if taken is not None and count:  # (count 0: discard_early_workers)
+        seen["adopted"] = [p.pid for p in taken[1]]
+    return taken
+sandbox._take_early_workers = taking
+run = EvolutionEngine.run
+def running(self):
+    seen["collecting in the run"] = gc.isenabled()
+    seen["frozen in the run"] = gc.get_freeze_count() > 0
+    seen["workers in the run"] = sorted(self.evaluator.worker_pids)
+    return run(self)
+EvolutionEngine.run = running
+sys.argv = {argv!r}
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+except SystemExit as exc:
+    seen["exit"] = exc.code
+seen["collecting after"] = gc.isenabled()
+seen["frozen after"] = gc.get_freeze_count()
+mine = f"gigaevo-sandbox-{{os.getpid()}}-"
+seen["roots left"] = [n for n in os.listdir("/tmp") if n.startswith(mine)]
+print(seen)
+"""
+
+
+def _early(tmp_path: Path, *args: str) -> dict:
+    argv = [str(ROOT / "run.py"), *args]
+    out = subprocess.run(
+        [sys.executable, "-c", EARLY.format(argv=argv)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    import ast
+
+    return ast.literal_eval(out.stdout.strip().splitlines()[-1])
+
+
+def test_the_run_adopts_workers_started_before_the_config(tmp_path: Path) -> None:
+    seen = _early(
+        tmp_path, "problem=rastrigin", "max_mutants=3", "progress=false", "memory=none",
+        "evaluator.max_workers=1", f"checkpoint_dir={tmp_path / 'run'}",
+    )  # fmt: skip
+    assert seen["early at composition"] == 1
+    assert seen["adopted"] == seen["workers in the run"] and len(seen["adopted"]) == 1
+    assert seen["collecting in the run"] and seen["frozen in the run"]
+    assert seen["collecting after"] and seen["frozen after"] == 0
+    assert seen["roots left"] == []
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["n_mutants"] == 3
+
+
+def test_workers_started_for_a_refused_command_are_killed(tmp_path: Path) -> None:
+    seen = _early(tmp_path, "problem=rastrigin", "max_mutant=3", "evaluator.max_workers=1")
+    assert seen["exit"] == 2  # the typo is refused; its early worker was never adopted
+    assert seen["early at composition"] == 1 and "adopted" not in seen
+    assert seen["roots left"] == [] and seen["collecting after"]
