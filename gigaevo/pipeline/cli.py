@@ -12,6 +12,7 @@ run folder behind. ``resume=true`` continues a run killed at any moment (see
 from __future__ import annotations
 
 import gc
+import inspect
 import logging
 import os
 import re
@@ -155,9 +156,10 @@ def _start_collecting() -> None:
     ``main_entry`` turns it off for the start-up: importing the engine and
     composing the config allocate hundreds of thousands of long-lived objects
     and few cycles, and the collections they trigger took 7 to 9 % of the
-    start-up's CPU time (an offline start-up, memory=v2). Frozen (``gc.freeze``), those objects are left out of the run's
-    collections; ``run_job`` unfreezes them when the run ends, so that a sweep's
-    next job can collect what the last one left.
+    start-up's CPU time (an offline start-up, memory=v2). Frozen (``gc.freeze``),
+    those objects are left out of the run's collections; ``run_job`` unfreezes
+    them when the run ends, so that a sweep's next job can collect what the last
+    one left.
     """
     if _gc_state.pop("paused", False):
         gc.freeze()
@@ -181,6 +183,8 @@ _MODE = re.compile(r"^\s*mode\s*:")
 def _sets_hydra_mode(text: str) -> bool:
     """Whether a YAML config file may set ``hydra.mode`` (a ``mode`` key anywhere in its
     top-level ``hydra:`` block, at the top of a ``@package hydra`` file, or the dotted name)."""
+    if "mode" not in text:
+        return False
     if "hydra.mode" in text:
         return True
     lines = text.splitlines()
@@ -219,6 +223,11 @@ def _mode_may_be_configured(config_dir: Path, args: list[str]) -> bool:
     return False
 
 
+# the Hydra releases whose ``_run_hydra`` asks ``Hydra.get_mode`` once, before composing
+# the job's config, and takes None for "unset" (hydra/_internal/utils.py, 1.3.x)
+_GET_MODE_READ_IN = ("1.3.",)
+
+
 @contextmanager
 def _one_composition(config_dir: Path, args: list[str]) -> Iterator[None]:
     """Compose the config once instead of twice when nothing but ``-m`` sets ``hydra.mode``.
@@ -228,17 +237,34 @@ def _one_composition(config_dir: Path, args: list[str]) -> Iterator[None]:
     default), about a tenth of a second of start-up. When ``-m`` is given the mode
     is a sweep whatever a config says, and when no override and no config file of
     ours can set it, the answer is "unset" (then ``-m`` decides); in both cases
-    Hydra's question is answered here without composing. Otherwise, or when Hydra
-    has no such method, Hydra composes as usual.
+    Hydra's question is answered here without composing.
+
+    This replaces a method of Hydra's private ``hydra._internal.hydra.Hydra`` for
+    the duration of ``@hydra.main``: Hydra has no public way to skip that first
+    composition. ``@hydra.main`` always calls ``get_mode`` (no option, callback or
+    plugin runs before it), and the public Compose API (``hydra.compose``) composes
+    once but gives up what ``@hydra.main`` does for a run: the sweeps and their
+    launchers, the run folder and its logging ("Compose API" in Hydra's docs).
+    So the replacement is applied only where it was read to be right: a Hydra
+    release in ``_GET_MODE_READ_IN`` whose ``Hydra.get_mode`` takes
+    ``(config_name, overrides)``. Otherwise (another release, another signature,
+    no such class or method) Hydra runs untouched and composes twice, as does a
+    command whose mode may be configured (``_mode_may_be_configured``);
+    tests/pipeline/test_startup.py checks both the single composition and this
+    fallback.
     """
+    sweep = any(a in ("-m", "--multirun") for a in args)
+    if not sweep and _mode_may_be_configured(config_dir, args):
+        yield
+        return
     try:
+        import hydra
         from hydra._internal.hydra import Hydra
     except ImportError:  # another Hydra: nothing to skip
         yield
         return
     original = getattr(Hydra, "get_mode", None)
-    sweep = any(a in ("-m", "--multirun") for a in args)
-    if original is None or (not sweep and _mode_may_be_configured(config_dir, args)):
+    if not _get_mode_replaceable(str(getattr(hydra, "__version__", "")), original):
         yield
         return
 
@@ -250,6 +276,18 @@ def _one_composition(config_dir: Path, args: list[str]) -> Iterator[None]:
         yield
     finally:
         Hydra.get_mode = original  # type: ignore[method-assign]
+
+
+def _get_mode_replaceable(version: str, method: Any) -> bool:
+    """Whether ``Hydra.get_mode`` of this Hydra release is the one ``_one_composition``
+    answers for: a release it was read in, and the parameters it was read with."""
+    if not version.startswith(_GET_MODE_READ_IN) or not callable(method):
+        return False
+    try:
+        params = list(inspect.signature(method).parameters)
+    except (TypeError, ValueError):
+        return False
+    return params == ["self", "config_name", "overrides"]
 
 
 def _task_overrides() -> list[str] | None:

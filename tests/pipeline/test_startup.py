@@ -78,7 +78,9 @@ def test_the_chance_tail_is_scipys_number() -> None:
 
 COUNT = """
 import runpy, sys
+import hydra
 from hydra._internal.hydra import Hydra
+hydra.__version__ = {version!r} or hydra.__version__
 calls = []
 compose = Hydra.compose_config
 def counted(self, *args, **kwargs):
@@ -94,15 +96,18 @@ finally:
 
 
 @pytest.mark.parametrize(
-    ("overrides", "compositions", "jobs"),
+    ("overrides", "compositions", "jobs", "version"),
     [
-        ([], 1, 1),
-        (["-m", "seed=0,1"], 1, 2),  # the sweep's (its jobs' configs come from the sweeper)
-        (["hydra.mode=MULTIRUN", "seed=0,1"], 2, 2),  # the mode is read first: twice
+        ([], 1, 1, ""),
+        (["-m", "seed=0,1"], 1, 2, ""),  # the sweep's (its jobs' configs come from the sweeper)
+        (["hydra.mode=MULTIRUN", "seed=0,1"], 2, 2, ""),  # the mode is read first: twice
+        # a Hydra release whose get_mode was not read: left alone, it composes twice
+        ([], 2, 1, "1.4.0"),
+        (["-m", "seed=0,1"], 2, 2, "1.4.0"),
     ],
 )
 def test_hydra_composes_the_config_once_unless_the_mode_may_be_configured(
-    tmp_path: Path, overrides: list[str], compositions: int, jobs: int
+    tmp_path: Path, overrides: list[str], compositions: int, jobs: int, version: str
 ) -> None:
     argv = [
         str(ROOT / "run.py"), *overrides, "problem=rastrigin", "max_mutants=0",
@@ -110,7 +115,7 @@ def test_hydra_composes_the_config_once_unless_the_mode_may_be_configured(
         f"hydra.sweep.dir={tmp_path / 'sweep'}",
     ]  # fmt: skip
     out = subprocess.run(
-        [sys.executable, "-c", COUNT.format(argv=argv)],
+        [sys.executable, "-c", COUNT.format(argv=argv, version=version)],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -142,6 +147,41 @@ def test_the_mode_may_be_configured_by_overrides_or_another_config_source() -> N
     assert not _mode_may_be_configured(CONFIG_DIR, ["seed=1", "hydra.run.dir=x"])
     for args in (["hydra.mode=MULTIRUN"], ["+hydra.mode=RUN"], ["-cn", "other"], ["-cd=x"]):
         assert _mode_may_be_configured(CONFIG_DIR, args), args
+
+
+def test_get_mode_is_replaced_only_where_it_was_read() -> None:
+    import hydra
+    from hydra._internal.hydra import Hydra
+
+    from gigaevo.pipeline.cli import _get_mode_replaceable
+
+    assert hydra.__version__.startswith("1.3.")  # the release read (see _one_composition)
+    assert _get_mode_replaceable(hydra.__version__, Hydra.get_mode)
+
+    def renamed(self: object, config_name: str, overrides: list[str], strict: bool) -> None: ...
+
+    assert not _get_mode_replaceable("1.4.0", Hydra.get_mode)
+    assert not _get_mode_replaceable(hydra.__version__, renamed)  # another signature
+    assert not _get_mode_replaceable(hydra.__version__, None)  # no such method
+
+
+def test_hydra_is_left_alone_when_the_mode_may_be_configured(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hydra._internal.hydra import Hydra
+
+    from gigaevo.pipeline.cli import _one_composition
+
+    original = Hydra.get_mode
+    with _one_composition(CONFIG_DIR, ["seed=1"]):
+        assert Hydra.get_mode is not original
+        assert Hydra.get_mode(object(), "config", []) is None  # "unset": -m decides
+    assert Hydra.get_mode is original
+    with _one_composition(CONFIG_DIR, ["hydra.mode=MULTIRUN"]):
+        assert Hydra.get_mode is original
+    monkeypatch.setattr("hydra.__version__", "1.4.0")
+    with _one_composition(CONFIG_DIR, ["-m", "seed=0,1"]):
+        assert Hydra.get_mode is original
 
 
 REMOTE = """
