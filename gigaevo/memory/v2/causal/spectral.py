@@ -361,6 +361,7 @@ class PencilNodes:
         n_act, c, ps = len(pencil.active), pencil.width, pencil.p_shared
         self._vq = pencil._vq
         self._r = pencil._r.reshape(n_act, c, ps)
+        self._at: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # node -> its inverse blocks
 
     @cached_property
     def factors(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -384,6 +385,24 @@ class PencilNodes:
         d_inv = vqf @ self._vq.transpose(0, 2, 1)
         t = (vqf @ self._r) * self.w[:, None, None, None]
         return d_inv, t
+
+    def inverse_blocks_at(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``inverse_blocks`` of the nodes ``nodes`` only, (len(nodes), A, ...) each: a
+        decision's worlds visit part of the K nodes, and only those are formed (kept per node
+        for the later decisions of the fit)."""
+        full = self.__dict__.get("inverse_blocks")
+        if full is not None:
+            return full[0][nodes], full[1][nodes]
+        miss = np.array([k for k in nodes if int(k) not in self._at], dtype=int)
+        if len(miss):
+            n_act, c = len(self.active), self.width
+            vqf = self._vq * self.f[miss].reshape(len(miss), n_act, 1, c)
+            d_inv = vqf @ self._vq.transpose(0, 2, 1)
+            t = (vqf @ self._r) * self.w[miss, None, None, None]
+            for i, k in enumerate(miss):
+                self._at[int(k)] = (d_inv[i], t[i])
+        parts = [self._at[int(k)] for k in nodes]
+        return np.array([p[0] for p in parts]), np.array([p[1] for p in parts])
 
 
 class PencilPosterior(BlockPosterior):
