@@ -76,7 +76,9 @@ class MixtureProjector:
         self.weights = np.asarray(head.weights_, dtype=float)
         self.means = np.asarray(head.component_means_, dtype=float)
         self.components: tuple[Any, ...] = head.components_
-        self._blocks: OrderedDict[str, np.ndarray] = OrderedDict()  # lineage -> (K, P_s+C, P_s+C)
+        # lineage -> (K, P_s+C, P_s+C) covariances, or for one pencil's nodes its blocks'
+        # (D_l^-1 (K, C, C), T_l (K, C, P_s)), or its prior variances (C,) when it has no rows
+        self._blocks: OrderedDict[str, Any] = OrderedDict()
         self._shared_inv: np.ndarray | None = None  # (K, P_s, P_s): S^-1 of block nodes
 
     def _covs(self, lineage: str, cols: np.ndarray) -> np.ndarray:
@@ -156,18 +158,56 @@ class MixtureProjector:
             out[:, ps:, ps:] = np.diag(prior)
         return out
 
+    def _pencil_blocks(self, lineage: str, nodes: PencilNodes) -> Any:
+        """The lineage's (D_l^-1, T_l) of every node, or its prior variances when it has no
+        rows, cached per lineage as ``_covs`` is."""
+        if lineage in self._blocks:
+            self._blocks.move_to_end(lineage)
+            return self._blocks[lineage]
+        ps, c = nodes.p_shared, nodes.width
+        block = (self.space.lineage_slice(lineage).start - ps) // c
+        at = int(np.searchsorted(nodes.active, block))
+        if at < len(nodes.active) and nodes.active[at] == block:
+            out: Any = nodes.block_at(at)  # (K, C, C), (K, C, P_s)
+        else:  # a lineage without rows keeps its prior block
+            out = self.components[0].prior_sd[ps + block * c : ps + (block + 1) * c] ** 2
+        self._blocks[lineage] = out
+        while len(self._blocks) > LINEAGE_CACHE:
+            self._blocks.popitem(last=False)
+        return out
+
     def moments(
         self, lineage: str, z0: np.ndarray, z1: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Per node: means (K, 2) and covariances (K, 2, 2) of (z_0'beta, z_1'beta)."""
+        """Per node: means (K, 2) and covariances (K, 2, 2) of (z_0'beta, z_1'beta).
+
+        For one pencil's nodes the 2 x 2 forms come without the (P_s + C)^2 covariance:
+        with s = [a, b] on (shared, lineage block) columns, s Sigma_k s' =
+        (a - b T_l) S^-1 (a - b T_l)' + b D_l^-1 b' (Sigma_k's blocks: S^-1, -S^-1 T_l',
+        D_l^-1 + T_l S^-1 T_l').
+        """
         cols = card_columns(self.space, lineage)
         rows = np.vstack([z0, z1])
         if np.any(np.delete(rows, cols, axis=1) != 0.0):
             raise ValueError("design rows touch columns outside the card's blocks")
         s = rows[:, cols]
         means = self.means[:, cols] @ s.T
-        covs = s @ (self._covs(lineage, cols) @ s.T)  # (K, 2, 2): s Sigma_k s'
-        return means, covs
+        nodes = _pencil_nodes(self.components)
+        if nodes is None:
+            covs = s @ (self._covs(lineage, cols) @ s.T)  # (K, 2, 2): s Sigma_k s'
+            return means, covs
+        ps = nodes.p_shared
+        a, b = s[:, :ps], s[:, ps:]
+        part = self._pencil_blocks(lineage, nodes)
+        if isinstance(part, tuple):
+            d_inv, t = part
+            e = a - b @ t  # (K, 2, P_s)
+            covs = (b @ d_inv) @ b.T
+        else:
+            e = np.broadcast_to(a, (len(nodes.w), *a.shape))
+            covs = np.broadcast_to((b * part) @ b.T, (len(nodes.w), 2, 2))
+        g = nodes.inv_s @ e.transpose(0, 2, 1)  # L_S^-1 e', S^-1 = L_S^-T L_S^-1
+        return means, covs + g.transpose(0, 2, 1) @ g
 
     def draw(
         self, lineage: str, z0: np.ndarray, z1: np.ndarray, n: int, rng: np.random.Generator
@@ -176,8 +216,11 @@ class MixtureProjector:
         means, covs = self.moments(lineage, z0, z1)
         ks = rng.choice(len(self.weights), size=n, p=self.weights)
         xi = rng.standard_normal((n, 2))
-        roots = chol2x2(covs)
-        return means[ks] + np.einsum("nij,nj->ni", roots[ks], xi)
+        roots = chol2x2(covs)  # lower: (r00, 0; r10, r11)
+        out = means[ks]
+        out[:, 0] += roots[ks, 0, 0] * xi[:, 0]
+        out[:, 1] += roots[ks, 1, 0] * xi[:, 0] + roots[ks, 1, 1] * xi[:, 1]
+        return out
 
 
 def draw_arm_pairs(

@@ -393,6 +393,22 @@ class PencilNodes:
         full = self.__dict__.get("inverse_blocks")
         if full is not None:
             return full[0][nodes], full[1][nodes]
+        self._form(nodes)
+        parts = [self._at[int(k)] for k in nodes]
+        return np.array([p[0] for p in parts]), np.array([p[1] for p in parts])
+
+    def block_at(self, at: int) -> tuple[np.ndarray, np.ndarray]:
+        """(D_l^-1 (K, C, C), T_l (K, C, P_s)) of the active block at position ``at``, every
+        node (a retirement projection of one card)."""
+        full = self.__dict__.get("inverse_blocks")
+        if full is not None:
+            return full[0][:, at], full[1][:, at]
+        self._form(np.arange(len(self.w)))
+        parts = [self._at[k] for k in range(len(self.w))]
+        return np.array([p[0][at] for p in parts]), np.array([p[1][at] for p in parts])
+
+    def _form(self, nodes: np.ndarray) -> None:
+        """Form and keep the inverse blocks of the nodes ``nodes`` not formed yet."""
         miss = np.array([k for k in nodes if int(k) not in self._at], dtype=int)
         if len(miss):
             n_act, c = len(self.active), self.width
@@ -401,8 +417,6 @@ class PencilNodes:
             t = (vqf @ self._r) * self.w[miss, None, None, None]
             for i, k in enumerate(miss):
                 self._at[int(k)] = (d_inv[i], t[i])
-        parts = [self._at[int(k)] for k in nodes]
-        return np.array([p[0] for p in parts]), np.array([p[1] for p in parts])
 
 
 class PencilPosterior(BlockPosterior):
