@@ -46,6 +46,7 @@ import math
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -328,9 +329,18 @@ def run(folder: Path, names: list[str], budget: float, max_children: int) -> flo
     cmd = ["nice", "-n", str(NICE), mutmut, "run", "--max-children", str(max_children), *names]
     started = time.monotonic()
     with (folder / "mutmut.log").open("a") as log:
+        # its own session: when the budget is spent the whole group goes (mutmut's fork
+        # server and its workers too, which otherwise outlive it and keep testing mutants)
+        proc = subprocess.Popen(cmd, cwd=folder, stdout=log, stderr=log, start_new_session=True)
         try:
-            subprocess.run(cmd, cwd=folder, stdout=log, stderr=log, timeout=budget, check=False)
+            proc.wait(timeout=budget)
         except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
             print(f"    budget of {budget:.0f} s spent: remaining mutants not checked")
     return time.monotonic() - started
 
