@@ -379,7 +379,8 @@ def retired_fields(
     sweep: str | None = None,
 ) -> dict[str, Any]:
     """Fields of one retirement's event: the exact deleted ids, why the other verdicts
-    were kept, and the ``sweep`` id that keys it (fresh when not given)."""
+    were kept, and the ``sweep`` id that keys it (the evictor's; a random one when not
+    given)."""
     return {
         "retired_card_ids": list(retired_card_ids),
         "evidence_version": evidence_version,
