@@ -8,22 +8,14 @@ snapshot hashes, in universe order); a decision body holds the universe hash
 (``universe_ref``), which its own SHA-256 covers. Every referenced body is
 checked against its key when first read; a mismatch or a missing row raises
 ``LedgerIntegrityError`` naming it.
-
-A universe that differs from the previous one this session wrote by a few cards is
-stored as a difference from it (``{"base": <its hash>, "ops": [[i, j, [hashes]], ...]}``:
-the base's hashes ``[i:j]`` replaced by those listed, positions ascending), when that is
-under half the full list and the chain is under ``DELTA_DEPTH`` links; each session's
-first universe is stored whole. At 1,000 cards a full universe is ~67 KB (a hash per
-card), a card added or re-texted ~0.2 KB.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 import sqlite3
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from gigaevo.memory.v2.errors import CardFormatError
 from gigaevo.memory.v2.evidence.errors import LedgerIntegrityError
@@ -31,7 +23,6 @@ from gigaevo.memory.v2.evidence.rows import CardSnapshot, canonical_json, sha256
 from gigaevo.memory.v2.records import from_json, to_json
 
 _CHUNK = 500  # hashes per "IN (...)" query, under SQLite's bound-parameter limit
-DELTA_DEPTH = 32  # links of a universe difference chain before a whole list again
 
 
 class EncodedUniverse(NamedTuple):
@@ -53,9 +44,6 @@ class UniverseStore:
 
     def __init__(self) -> None:
         self._last: tuple[tuple[CardSnapshot, ...], EncodedUniverse] | None = None
-        self._last_hashes: list[str] = []  # the snapshot hashes of ``_last``
-        self._depth: dict[str, int] = {}  # chain length of the universes encoded here
-        self._hash_lists: dict[str, list[str]] = {}  # read back and checked, by hash
         self._snap_rows: dict[CardSnapshot, tuple[str, str]] = {}  # of the last universe
         self._stored: set[str] = set()  # universe and snapshot hashes known committed
         self._universes: dict[str, tuple[CardSnapshot, ...]] = {}  # read back and checked
@@ -79,18 +67,9 @@ class UniverseStore:
                 body = canonical_json(to_json(snap))
                 row = (sha256_hex(body), body)
             rows[snap] = row
-        hashes = [rows[s][0] for s in universe]
-        body, depth = canonical_json(hashes), 0
-        if last is not None and last[1].sha in self._stored:  # a committed base only
-            base = last[1].sha
-            if self._depth.get(base, 0) < DELTA_DEPTH:
-                ops = _difference(self._last_hashes, hashes)
-                delta = canonical_json({"base": base, "ops": ops})
-                if 2 * len(delta) < len(body):
-                    body, depth = delta, self._depth.get(base, 0) + 1
+        body = canonical_json([rows[s][0] for s in universe])
         encoded = EncodedUniverse(sha256_hex(body), body, tuple(rows.values()))
-        self._depth[encoded.sha] = depth
-        self._last, self._snap_rows, self._last_hashes = (universe, encoded), rows, hashes
+        self._last, self._snap_rows = (universe, encoded), rows
         return encoded
 
     def write(self, conn: sqlite3.Connection, encoded: EncodedUniverse) -> None:
@@ -118,7 +97,6 @@ class UniverseStore:
         """Forget what was read back (``verify`` then re-checks every referenced row)."""
         self._universes = {}
         self._snapshots = {}
-        self._hash_lists = {}
         self.refs = {}
         self.card_ids = {}
 
@@ -133,32 +111,14 @@ class UniverseStore:
         if known is not None:
             return known
         uwhere = f"universes#{ref[:16]} (universe of {where})"
-        hashes = self._hashes(conn, ref, uwhere, 0)
+        found = conn.execute("SELECT body FROM universes WHERE sha256 = ?", (ref,)).fetchone()
+        if found is None:
+            raise LedgerIntegrityError(f"ledger row {uwhere}: missing")
+        hashes = _hash_list(found[0], ref, uwhere)
         self._read_snapshots(conn, [h for h in set(hashes) if h not in self._snapshots], uwhere)
         universe = tuple(self._snapshots[h] for h in hashes)
         self._universes[ref] = universe
         return universe
-
-    def _hashes(self, conn: sqlite3.Connection, ref: str, where: str, depth: int) -> list[str]:
-        """The snapshot hashes of universe ``ref`` (a difference applied to its base),
-        every row of the chain checked against its hash once."""
-        known = self._hash_lists.get(ref)
-        if known is not None:
-            return known
-        if depth > DELTA_DEPTH:
-            raise LedgerIntegrityError(f"ledger row {where}: difference chain too long")
-        found = conn.execute("SELECT body FROM universes WHERE sha256 = ?", (ref,)).fetchone()
-        if found is None:
-            raise LedgerIntegrityError(f"ledger row {where}: missing")
-        data = _checked_body(found[0], ref, where)
-        if isinstance(data, dict):
-            bwhere = f"universes#{str(data.get('base'))[:16]} (base of {where})"
-            base = self._hashes(conn, str(data.get("base")), bwhere, depth + 1)
-            hashes = apply_difference(base, data, where)
-        else:
-            hashes = data
-        self._hash_lists[ref] = hashes
-        return hashes
 
     def _read_snapshots(self, conn: sqlite3.Connection, wanted: Sequence[str], where: str) -> None:
         for start in range(0, len(wanted), _CHUNK):
@@ -180,49 +140,14 @@ class UniverseStore:
             raise LedgerIntegrityError(f"ledger row snapshots#{gone[0][:16]} (in {where}): missing")
 
 
-def _checked_body(body: str, ref: str, where: str) -> list[str] | dict[str, Any]:
-    """A universe body checked against its hash: a list of snapshot hashes, or a
-    difference (an object with ``base`` and ``ops``)."""
+def _hash_list(body: str, ref: str, where: str) -> list[str]:
+    """The snapshot hashes of a universe body, checked against the universe hash."""
     if sha256_hex(body) != ref:
         raise LedgerIntegrityError(f"ledger row {where}: content hash mismatch (tampered)")
     try:
-        data = json.loads(body)
+        hashes = json.loads(body)
     except ValueError as exc:
         raise LedgerIntegrityError(f"ledger row {where}: {exc}") from exc
-    if isinstance(data, dict) and set(data) == {"base", "ops"} and isinstance(data["base"], str):
-        return data
-    if not isinstance(data, list) or not all(isinstance(h, str) for h in data):
+    if not isinstance(hashes, list) or not all(isinstance(h, str) for h in hashes):
         raise LedgerIntegrityError(f"ledger row {where}: expected a list of snapshot hashes")
-    return data
-
-
-def _difference(old: list[str], new: list[str]) -> list[list[Any]]:
-    """The ops turning ``old`` into ``new``: [i, j, hashes] replaces ``old[i:j]``."""
-    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
-    return [[i1, i2, new[j1:j2]] for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"]
-
-
-def apply_difference(base: list[str], data: dict[str, Any], where: str) -> list[str]:
-    """``base`` with the ops of a universe difference applied.
-
-    Raises:
-        LedgerIntegrityError: ops that are not [i, j, [hashes]] with ascending,
-            non-overlapping positions inside ``base``.
-    """
-    out: list[str] = []
-    at = 0
-    ops = data.get("ops")
-    if not isinstance(ops, list):
-        raise LedgerIntegrityError(f"ledger row {where}: ops must be a list")
-    for op in ops:
-        ok = isinstance(op, list) and len(op) == 3
-        i, j, hashes = op if ok else (None, None, None)
-        ok = ok and all(isinstance(x, int) and not isinstance(x, bool) for x in (i, j))
-        ok = ok and at <= i <= j <= len(base)  # type: ignore[operator]
-        ok = ok and isinstance(hashes, list) and all(isinstance(h, str) for h in hashes)
-        if not ok:
-            raise LedgerIntegrityError(f"ledger row {where}: bad difference op {op!r}")
-        out += base[at:i]
-        out += hashes
-        at = j
-    return out + base[at:]
+    return hashes
