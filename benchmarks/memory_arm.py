@@ -136,6 +136,8 @@ class MemoryArm(Policy):
         self.exploration: dict[str, float] = {}
         self.safe: dict[str, list[bool]] = {}
         self.retired: list[tuple[int, str]] = []
+        self.log: list[dict[str, Any]] = []  # one entry per decision (``decision_log``)
+        self._last: dict[str, Any] = {}
         self._live = set(self.index)
         self._wrap_selection()
 
@@ -147,6 +149,7 @@ class MemoryArm(Policy):
         arm = self
 
         def select(decision_id: str, fit: HeadFit, x: np.ndarray, *args: Any) -> Any:
+            eligible = args[1] if len(args) > 1 else ()
             if arm.variant == "no-lineage":
                 fit = dataclasses.replace(fit, lineage=None)
             if arm.variant == "no-clip":
@@ -155,18 +158,37 @@ class MemoryArm(Policy):
             else:
                 sel = original(decision_id, fit, x, *args)
             arm._last_x = x
-            arm._note(sel)
+            arm._note(sel, [c.id for c in eligible])
             return sel
 
         reader._select = select  # type: ignore[method-assign]
 
-    def _note(self, sel: Any) -> None:
+    def _note(self, sel: Any, eligible: list[str]) -> None:
         prop = sel.proposal
         safe = set(prop.card_ids)
+        harm = self.world.cards[self.world.harmful()].card_id
+        rho = dict(zip(prop.card_ids, prop.rho, strict=True))
+        chi = dict(zip(prop.card_ids, prop.chi, strict=True))
+        self._last = {
+            "rho0": float(prop.rho0),
+            "safe": sum(1 << self.index[c] for c in safe),
+            "eligible": sum(1 << self.index[c] for c in eligible),
+            "harm_rho": float(rho.get(harm, 0.0)),
+            "harm_chi": float(chi.get(harm, 0.0)),
+            "reason": sel.abstain_reason,
+        }
         for cid in self._live:
             self.safe.setdefault(cid, []).append(cid in safe)
         for cid, chi in zip(prop.card_ids, prop.chi, strict=True):
             self.exploration[cid] = self.exploration.get(cid, 0.0) + self.offer * self.epsilon * chi
+
+    def decision_log(self) -> dict[str, np.ndarray]:
+        """Per round: rho_0, safe and eligible sets (bit j = world card j), the harmful card's
+        rho and chi, and the abstention reason ("" when the policy ran)."""
+        keys = ("rho0", "safe", "eligible", "harm_rho", "harm_chi", "reason")
+        blank = {"rho0": np.nan, "safe": 0, "eligible": 0, "harm_rho": np.nan,
+                 "harm_chi": np.nan, "reason": "not selected"}  # fmt: skip
+        return {k: np.array([entry.get(k, blank[k]) for entry in self.log]) for k in keys}
 
     def safe_share(self, card_id: str) -> float:
         flags = self.safe.get(card_id, [])
@@ -178,7 +200,9 @@ class MemoryArm(Policy):
             TASK, t, parent.pid, parent.fitness, parent.island, parent.cell, parent.b,
             t / self.rounds,
         )  # fmt: skip
+        self._last = {}
         decision = self.mem.decide(ctx)
+        self.log.append(self._last)
         pid = decision.record.get("proposed_id")
         if not isinstance(pid, str):
             return None, False
