@@ -48,6 +48,9 @@ Variants of memory v2 (``--variants``, comma-separated; ``v2`` is production):
                 "Delayed-lineage head" clips at 0)
   no-lineage    the delayed-lineage head left out of the decisions
   model-priors  memory-model.md's invalidity priors (0.15 / 0.20 / 0.60) instead of the defaults
+Each may be followed by settings ":key=value;...": a bare key is memory.posterior_config's
+(``v2:invalidity_lineage_prior_sd=0.6``), a dotted one any memory group's
+(``v2:excluder.kind=none``, ``v2:causal.epsilon=0.1``).
 """
 
 from __future__ import annotations

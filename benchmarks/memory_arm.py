@@ -113,9 +113,14 @@ class MemoryArm(Policy):
                 **settings["posterior_config"],
                 **MODEL_INVALIDITY_PRIORS,
             }
-        for item in filter(None, overrides.split(";")):  # "key=value;...": posterior_config
+        for item in filter(None, overrides.split(";")):
+            # "key=value": memory.posterior_config.key; "group.key=value": memory.group.key
             key, _, value = item.partition("=")
-            settings["posterior_config"][key] = None if value == "none" else float(value)
+            group, _, key = key.rpartition(".")
+            node = settings[group or "posterior_config"]
+            if key not in node:
+                raise ValueError(f"unknown memory setting {group or 'posterior_config'}.{key}")
+            node[key] = _parse(value)
         self.offer = float(settings["causal"]["offer_probability"])
         self.epsilon = float(settings["causal"]["epsilon"])
         bank_cards(world, directory)
@@ -303,6 +308,19 @@ class MemoryArm(Policy):
 
     def close(self) -> None:
         self.mem.close()
+
+
+def _parse(value: str) -> Any:
+    """An override's value: none -> None, a number, true / false, else the string."""
+    if value.lower() in ("none", "null"):
+        return None
+    if value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    return int(number) if number.is_integer() and "." not in value else number
 
 
 def _decision_id(mem: CardBankMemory, attempt: int) -> str:
