@@ -114,13 +114,14 @@ class MemoryArm(Policy):
                 **MODEL_INVALIDITY_PRIORS,
             }
         for item in filter(None, overrides.split(";")):
-            # "key=value": memory.posterior_config.key; "group.key=value": memory.group.key
+            # "key=value": memory.posterior_config.key (none: None); "group.key=value":
+            # memory.group.key (null: None)
             key, _, value = item.partition("=")
             group, _, key = key.rpartition(".")
             node = settings[group or "posterior_config"]
             if key not in node:
                 raise ValueError(f"unknown memory setting {group or 'posterior_config'}.{key}")
-            node[key] = _parse(value)
+            node[key] = None if value == "none" and not group else _parse(value)
         self.offer = float(settings["causal"]["offer_probability"])
         self.epsilon = float(settings["causal"]["epsilon"])
         bank_cards(world, directory)
@@ -311,8 +312,8 @@ class MemoryArm(Policy):
 
 
 def _parse(value: str) -> Any:
-    """An override's value: none -> None, a number, true / false, else the string."""
-    if value.lower() in ("none", "null"):
+    """An override's value: null -> None, a number, true / false, else the string."""
+    if value.lower() == "null":
         return None
     if value.lower() in ("true", "false"):
         return value.lower() == "true"
