@@ -93,7 +93,7 @@ from card_world import (  # noqa: E402
 )
 from memory_arm import Coverage, MemoryArm  # noqa: E402
 
-OFFER = 0.7  # memory.causal.offer_probability (checked against the composed config)
+OFFER = 0.7  # memory.causal.offer_probability (tests/analysis/test_bench_card_world.py checks it)
 NOISY_SE = 0.02
 
 
@@ -173,6 +173,9 @@ def run_one(args: tuple[str, str, str, int, int, str]) -> Trace:
     k = len(world.cards)
     factories: dict[str, Callable[[], Policy]] = {
         "Thompson, withholding": lambda: Thompson(k, seed, withhold=1.0 - OFFER),
+        "Thompson, withholding, excluder": lambda: Thompson(
+            k, seed, withhold=1.0 - OFFER, exclude=True
+        ),
         "Thompson": lambda: Thompson(k, seed),
         "epsilon-greedy": lambda: EpsilonGreedy(k, seed),
         "never offer": lambda: Never(),
@@ -191,7 +194,14 @@ def run_one(args: tuple[str, str, str, int, int, str]) -> Trace:
 
 
 KINDS = ("abstained", "withheld", "delivered")
-BASELINES = ("Thompson, withholding", "Thompson", "epsilon-greedy", "never offer", "uniform")
+BASELINES = (
+    "Thompson, withholding",
+    "Thompson, withholding, excluder",
+    "Thompson",
+    "epsilon-greedy",
+    "never offer",
+    "uniform",
+)
 
 
 def t_interval(values: list[float]) -> tuple[float, float]:

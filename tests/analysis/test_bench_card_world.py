@@ -118,3 +118,44 @@ def test_oracle_has_zero_regret_and_the_baselines_order_as_expected(
         # showing the harmful card a sixth of the time costs more than showing nothing
         assert uniform.regret.sum() > never.regret.sum()
         assert uniform.harmful_delivered > 0
+
+
+@pytest.fixture(scope="module")
+def arm() -> ModuleType:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        return _load("memory_arm")
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+def test_baselines_use_the_composed_offer_probability_and_excluder_depth(
+    cw: ModuleType, bench: ModuleType, arm: ModuleType
+) -> None:
+    settings = arm.production_settings()
+    assert settings["causal"]["offer_probability"] == bench.OFFER
+    assert settings["excluder"] == {"kind": "lineage", "max_depth": cw.EXCLUDER_DEPTH}
+
+
+def test_thompson_with_the_excluder_never_proposes_a_card_cited_on_recent_ancestors(
+    cw: ModuleType,
+) -> None:
+    world = cw.worlds()["mixed"]
+    k, seed = len(world.cards), 3
+    pop = cw.Population.seeded()
+    policy = cw.Thompson(k, seed, withhold=0.3, exclude=True)
+    skipped = 0
+    for t in range(300):
+        r = cw.round_numbers(seed, t)
+        parent = pop.parent(t, r)
+        proposed, delivered = policy.choose(t, parent, r)
+        assert proposed is None or proposed not in parent.recent
+        skipped += any(j is not None for j in parent.recent)
+        card = proposed if delivered else None
+        out = cw.mutate(world, parent, t, r, card)
+        assert out.child.recent[0] == (card if out.cited else None)
+        assert out.child.recent[1:] == parent.recent[: cw.EXCLUDER_DEPTH - 1]
+        if not out.invalid:
+            pop.add(out.child)
+        policy.update(card, -parent.fitness if out.invalid else float(out.y))
+    assert skipped > 50  # the constraint was exercised
