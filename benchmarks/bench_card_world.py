@@ -117,6 +117,8 @@ class Trace:
     proposed: np.ndarray | None = None
     delivered: np.ndarray | None = None
     best: np.ndarray | None = None
+    # per round, the regret of every action (no card, card 0, ...): (rounds, K + 1)
+    action_regret: np.ndarray | None = None
     # memory v2 per round (``MemoryArm.log``): rho_0, |A|, the harmful card's rho, chi, safe flag
     decisions: dict[str, np.ndarray] = field(default_factory=dict)
 
@@ -131,6 +133,7 @@ def play(world: World, policy: Policy, seed: int, rounds: int) -> Trace:
     trace.proposed = np.full(rounds, -1, dtype=np.int16)
     trace.delivered = np.zeros(rounds, dtype=bool)
     trace.best = np.full(rounds, -1, dtype=np.int16)
+    trace.action_regret = np.zeros((rounds, len(world.cards) + 1), dtype=np.float32)
     for t in range(rounds):
         r = round_numbers(seed, t)
         parent = pop.parent(t, r)
@@ -144,6 +147,7 @@ def play(world: World, policy: Policy, seed: int, rounds: int) -> Trace:
         values = [world.deliver_value(f, b, j) for j in [None, *range(len(world.cards))]]
         regret[t] = max(values) - world.deliver_value(f, b, card)
         trace.best[t] = int(np.argmax(values)) - 1
+        trace.action_regret[t] = max(values) - np.asarray(values)
         trace.proposed[t] = -1 if proposed is None else proposed
         trace.delivered[t] = card is not None
         trace.abstain += proposed is None
