@@ -52,6 +52,37 @@ def worker_command() -> list[str]:
     return [sys.executable, "-I", "-c", bootstrap]
 
 
+def launch_worker(log_path: Path) -> subprocess.Popen[bytes]:
+    """Start one worker interpreter (``worker_command``), its stderr appended to ``log_path``.
+
+    The process imports the worker module and then waits for its config frame:
+    nothing about the problem or the limits is needed to start it, so the
+    evaluator may send the config later (``WorkerProcess.spawn``).
+
+    Raises:
+        SandboxError: the log cannot be opened or the interpreter cannot be started.
+    """
+    try:
+        log = open(log_path, "ab")  # noqa: SIM115 (closed below, after the fork)
+    except OSError as exc:
+        raise SandboxError(f"cannot prepare a sandbox worker: {exc}") from exc
+    with log:
+        try:
+            return subprocess.Popen(
+                worker_command(),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                env=sandbox_environment(WORKER_HOME),
+                cwd="/",
+                start_new_session=True,
+                close_fds=True,
+                bufsize=0,
+            )
+        except OSError as exc:
+            raise SandboxError(f"cannot start a sandbox worker: {exc}") from exc
+
+
 class WorkerProcess:
     """One ``python -m gigaevo.evaluation.worker`` process and its pipes.
 
@@ -81,32 +112,21 @@ class WorkerProcess:
         """
         return None if self._proc is None else self._proc.pid
 
-    def spawn(self) -> None:
+    def spawn(self, launched: subprocess.Popen[bytes] | None = None) -> None:
         """Start the process and send its config (does not wait for ``ready``).
+
+        ``launched``: a process that ``launch_worker`` started earlier, with this
+        handle's ``log_path``, and that has read nothing yet (``start_workers_early``):
+        it is adopted instead of starting one.
 
         Raises:
             SandboxError: the interpreter could not be started.
         """
         try:  # a program may have removed the scratch root (without namespaces): recreate it
             os.makedirs(self.config["work_dir"], mode=0o700, exist_ok=True)
-            log = open(self.log_path, "ab")  # noqa: SIM115 (closed below, after the fork)
         except OSError as exc:
             raise SandboxError(f"cannot prepare a sandbox worker: {exc}") from exc
-        with log:
-            try:
-                self._proc = subprocess.Popen(
-                    worker_command(),
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=log,
-                    env=sandbox_environment(WORKER_HOME),
-                    cwd="/",
-                    start_new_session=True,
-                    close_fds=True,
-                    bufsize=0,
-                )
-            except OSError as exc:
-                raise SandboxError(f"cannot start a sandbox worker: {exc}") from exc
+        self._proc = launch_worker(self.log_path) if launched is None else launched
         # If the worker already died, wait_ready reports why.
         with contextlib.suppress(PipeClosedError):
             write_frame(self._stdin_fd(), {"config": self.config})

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
 import re
+import subprocess
 import tempfile
 import threading
 import time
 import warnings
 import weakref
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -19,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 from gigaevo.evaluation.base import EvaluationResult
 from gigaevo.evaluation.isolation import can_switch_uid, set_non_dumpable
 from gigaevo.evaluation.layers import dedicated_uids, describe_gaps
-from gigaevo.evaluation.pool import SandboxError, WorkerLostError, WorkerProcess
+from gigaevo.evaluation.limits import kill_group
+from gigaevo.evaluation.pool import SandboxError, WorkerLostError, WorkerProcess, launch_worker
 from gigaevo.evaluation.scratch import remove_tree
 from gigaevo.evaluation.trusted import TrustedFile
 from gigaevo.util import pid_alive
@@ -93,6 +97,91 @@ def _remove_quietly(path: str) -> None:
     """Remove the evaluator's directory; what a child left there must not fail the run."""
     with contextlib.suppress(OSError):
         remove_tree(path)
+
+
+@dataclass
+class _EarlyWorkers:
+    """Workers started before their evaluator (``start_workers_early``)."""
+
+    pid: int  # the process that started them: a forked child must not adopt them
+    root: str  # their scratch root, adopted by the evaluator with them
+    launched: list[subprocess.Popen[bytes]]
+
+
+_early_lock = threading.Lock()
+_early: _EarlyWorkers | None = None
+
+
+def start_workers_early(count: int) -> bool:
+    """Start ``count`` sandbox workers now; the next ``SandboxEvaluator`` adopts them.
+
+    Most of a worker's start is its interpreter and imports, which need nothing
+    of the run: ``run.py`` starts the workers before Hydra composes the config,
+    so that they start on the other core while the engine loads, and the
+    evaluator then sends them their config (problem, limits, isolation) as it
+    would to workers it had just started. A started worker only waits for that
+    config; the process is the one the evaluator would start (same command,
+    allow-listed environment, working directory and session). The evaluator
+    adopts as many as it needs in the process that started them; the rest, and
+    all of them when no evaluator comes, are killed (``discard_early_workers``,
+    also at exit; a worker whose engine died reads the end of its pipe and exits).
+
+    Best effort: returns False, with nothing started, when a worker cannot be
+    started (the evaluator then starts its own and reports the failure).
+    """
+    global _early
+    if count < 1:
+        return False
+    with _early_lock:
+        if _early is not None:
+            return False
+        try:
+            set_non_dumpable()  # as the evaluator does before its workers start
+            root = tempfile.mkdtemp(prefix=f"{ROOT_PREFIX}{os.getpid()}-")
+        except OSError:
+            return False
+        launched: list[subprocess.Popen[bytes]] = []
+        try:
+            for i in range(count):
+                launched.append(launch_worker(Path(root) / f"worker-{i}.log"))
+        except SandboxError:
+            _kill_launched(launched)
+            _remove_quietly(root)
+            return False
+        _early = _EarlyWorkers(os.getpid(), root, launched)
+    atexit.register(discard_early_workers)
+    return True
+
+
+def _take_early_workers(count: int) -> tuple[str, list[subprocess.Popen[bytes]]] | None:
+    """The early workers' root and up to ``count`` of them; the others are killed."""
+    global _early
+    with _early_lock:
+        early = _early
+        if early is None or early.pid != os.getpid():
+            return None
+        _early = None
+    _kill_launched(early.launched[count:])
+    return early.root, early.launched[:count]
+
+
+def discard_early_workers() -> None:
+    """Kill the early workers no evaluator adopted and remove their root (idempotent)."""
+    taken = _take_early_workers(0)
+    if taken is not None:
+        _remove_quietly(taken[0])
+
+
+def _kill_launched(launched: list[subprocess.Popen[bytes]]) -> None:
+    for proc in launched:
+        if proc.poll() is None:
+            kill_group(proc.pid)  # it leads its own session and group
+        with contextlib.suppress(OSError):
+            proc.kill()
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                stream.close()
 
 
 class SandboxEvaluator:
@@ -208,7 +297,9 @@ class SandboxEvaluator:
         self._cond = threading.Condition()
         self._closed = False
         sweep_abandoned_roots()
-        self._temp_root = tempfile.mkdtemp(prefix=f"{ROOT_PREFIX}{os.getpid()}-")
+        early = _take_early_workers(max_workers)  # started by run.py before the config
+        root, launched = early if early is not None else (None, [])
+        self._temp_root = root or tempfile.mkdtemp(prefix=f"{ROOT_PREFIX}{os.getpid()}-")
         self._workers = [
             WorkerProcess(self._worker_config(i, uid), Path(self._temp_root) / f"worker-{i}.log")
             for i, uid in enumerate(child_uids)
@@ -216,10 +307,11 @@ class SandboxEvaluator:
         self._idle = list(self._workers)
         self._finalizer = weakref.finalize(self, _shutdown, self._workers, self._temp_root)
         try:
-            for worker in self._workers:
-                worker.spawn()
+            for i, worker in enumerate(self._workers):
+                worker.spawn(launched[i] if i < len(launched) else None)
             ready = [worker.wait_ready(STARTUP_TIMEOUT_S) for worker in self._workers]
         except SandboxError:
+            _kill_launched(launched[sum(w.pid is not None for w in self._workers) :])
             self.close()
             raise
         self.isolation = dict(self._workers[0].layers)

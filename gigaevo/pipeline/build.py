@@ -48,6 +48,7 @@ from gigaevo.llm import (
 from gigaevo.memory.base import MemoryProvider, MemoryRuntime, MemoryUsageError
 from gigaevo.pipeline.noise import resolve_noise
 from gigaevo.pipeline.options import ConfigError, check_node, naming, qualify
+from gigaevo.pipeline.runs import STORE_FILE
 from gigaevo.problems import Problem, ProblemError, load_problem
 from gigaevo.scratchpad import (
     CorruptScratchpadError,
@@ -59,7 +60,6 @@ from gigaevo.util import atomic_write_text, remove_stale_temp_files
 
 log = logging.getLogger("gigaevo")
 
-STORE_FILE = "programs.sqlite3"
 __all__ = ["STORE_FILE", "BuiltRun", "ConfigError", "build_run", "run_from_config"]
 
 

@@ -25,9 +25,9 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, read_write
 
-from gigaevo.pipeline.build import STORE_FILE
 from gigaevo.util import atomic_write_json, atomic_write_text
 
+STORE_FILE = "programs.sqlite3"  # the run's program store (gigaevo.pipeline.build)
 COMMAND_FILE = "command.json"
 SUMMARY_FILE = "summary.json"
 CONFIG_FILE = "config.yaml"
