@@ -275,7 +275,7 @@ def _one_composition(config_dir: Path, args: list[str]) -> Iterator[None]:
     try:
         yield
     finally:
-        Hydra.get_mode = original  # type: ignore[method-assign]
+        Hydra.get_mode = original  # type: ignore[method-assign,assignment]
 
 
 def _get_mode_replaceable(version: str, method: Any) -> bool:
