@@ -11,7 +11,9 @@ b ~ U[0, 1]^2 binned 3 x 3 into cells; the valid gain is 0.06 (1 - f)^2 - 0.015 
 0.01 sin(2 pi b_1)(1 - f) + effect + (0.02 + 0.04 (1 - f)) N(0, 1), clipped to the
 feasible interval (not linear in memory v2's features, heteroscedastic); 6 % of children
 are invalid (14 % where b_2 > 0.6), whatever the card. The cards: ``helpful`` (+0.05),
-``neutral`` (0) and ``drag`` (-0.05, harms gains only, no invalidity).
+``neutral`` (0) and ``drag`` (-0.05, harms gains only, no invalidity); on request
+``slight`` (+0.01: helpful, but only about twice the practical threshold theta, the
+hardest card to keep).
 
 Each seed is judged once, after its 600 rows, exactly as a sweep judges a card
 (``causal.retirement``: heads gate, support from the card's latest cited row per
@@ -60,7 +62,8 @@ from gigaevo.memory.v2.read.heads import invalidity_prior, shift_levels  # noqa:
 from gigaevo.memory.v2.settings import PosteriorSettings  # noqa: E402
 
 CARD = "card"
-EFFECTS = {"helpful": 0.05, "neutral": 0.0, "drag": -0.05}
+EFFECTS = {"helpful": 0.05, "neutral": 0.0, "drag": -0.05, "slight": 0.01}
+DEFAULT_CARDS = "helpful,neutral,drag"  # "slight" (+0.01, about twice theta) on request
 REWARD = RewardDefinition(0.0, 1.0)
 
 
@@ -172,7 +175,9 @@ def main() -> None:
         "memory-model.md's priors)",
     )
     parser.add_argument("--omegas", default="0,0.15")
-    parser.add_argument("--cards", default=",".join(EFFECTS), help="cards to judge")
+    parser.add_argument(
+        "--cards", default=DEFAULT_CARDS, help=f"cards to judge, among {', '.join(EFFECTS)}"
+    )
     parser.add_argument(
         "--every",
         type=int,
