@@ -6,7 +6,7 @@ Usage (mutmut lives in a scratch venv, never in the project's dependencies):
         > /tmp/mutmut-venv/lib/python3.11/site-packages/project-deps.pth
     /tmp/mutmut-venv/bin/python benchmarks/bench_mutation.py retirement chance \\
         [--workdir /tmp/gigaevo-mutation] [--budget-s 2400] [--max-children 1] [--survivors]
-        [--sample 40 --seed 1] [--resume] [--tree OLD_CHECKOUT] [--recheck-timeouts]
+        [--sample 40 --seed 1] [--resume] [--tree OLD_CHECKOUT] [--recheck-timeouts] [--nice 19]
 
 The ``.pth`` line lets the scratch venv import the project's dependencies (numpy, scipy,
 hydra, ...) without the project's editable install, so the tests import the mutated copy
@@ -15,7 +15,8 @@ of ``gigaevo`` that mutmut writes under ``<workdir>/<module>/mutants/``.
 For each module named (see ``MODULES``; ``all`` runs every one in order) the job copies the
 tree into ``<workdir>/<module>``, configures mutmut to mutate that one file and to select
 tests among the module's own test files (mutmut then runs, per mutant, only the tests that
-reach the mutated function), runs ``nice -n 19 mutmut run`` under a wall-clock budget and
+reach the mutated function), runs ``nice -n 19 mutmut run`` (``--nice``) under a wall-clock
+budget and
 prints killed / survived / timeout / no-tests counts and the score killed / (killed +
 survived + no tests), all mutants counted (equivalent ones are listed by hand in
 BENCHMARKS.md). ``--survivors`` re-runs only the survivors of a previous run in the same
@@ -45,6 +46,7 @@ import math
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -294,11 +296,14 @@ def statuses(folder: Path, module: str) -> dict[str, str]:
     return found
 
 
+NICE = 19  # the niceness of mutmut and its workers (``--nice``)
+
+
 def draw_sample(folder: Path, module: str, size: int, seed: int) -> list[str]:
     """A seeded uniform sample of ``size`` of the module's mutants (written to sample.txt):
     its kill rate is an unbiased estimate of the module's score, at a fraction of the time."""
     subprocess.run(
-        ["nice", "-n", "19", sys.executable, "-c", GENERATE],
+        ["nice", "-n", str(NICE), sys.executable, "-c", GENERATE],
         cwd=folder, stdout=subprocess.DEVNULL, check=True,
     )  # fmt: skip
     (folder / SAMPLE).unlink(missing_ok=True)
@@ -321,12 +326,21 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
 
 def run(folder: Path, names: list[str], budget: float, max_children: int) -> float:
     mutmut = shutil.which("mutmut", path=str(Path(sys.executable).parent)) or "mutmut"
-    cmd = ["nice", "-n", "19", mutmut, "run", "--max-children", str(max_children), *names]
+    cmd = ["nice", "-n", str(NICE), mutmut, "run", "--max-children", str(max_children), *names]
     started = time.monotonic()
     with (folder / "mutmut.log").open("a") as log:
+        # its own session: when the budget is spent the whole group goes (mutmut's fork
+        # server and its workers too, which otherwise outlive it and keep testing mutants)
+        proc = subprocess.Popen(cmd, cwd=folder, stdout=log, stderr=log, start_new_session=True)
         try:
-            subprocess.run(cmd, cwd=folder, stdout=log, stderr=log, timeout=budget, check=False)
+            proc.wait(timeout=budget)
         except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
             print(f"    budget of {budget:.0f} s spent: remaining mutants not checked")
     return time.monotonic() - started
 
@@ -348,6 +362,7 @@ def report(module: str, found: dict[str, str], seconds: float, folder: Path) -> 
 
 
 def main() -> None:
+    global NICE
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("modules", nargs="+", choices=[*MODULES, "all"])
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/gigaevo-mutation"))
@@ -369,13 +384,21 @@ def main() -> None:
         "--sample", type=int, default=0, help="check only a seeded random sample of N mutants"
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of --sample")
+    parser.add_argument(
+        "--nice",
+        type=int,
+        default=NICE,
+        help="niceness of mutmut (19: only CPU nobody else wants; 10 on a machine whose other "
+        "jobs run at 0, where 19 starves the fresh-import modules)",
+    )
     args = parser.parse_args()
+    NICE = args.nice
     modules = list(MODULES) if "all" in args.modules else args.modules
     load = os.getloadavg()
     print(
         f"mutmut 3.8.1 over the memory's statistical core: modules={','.join(modules)}, "
         f"max_children={args.max_children}, budget={args.budget_s:.0f} s per module, "
-        f"survivors_only={args.survivors}, sample={args.sample or 'all'}, "
+        f"survivors_only={args.survivors}, sample={args.sample or 'all'}, nice {NICE}, "
         f"load average {load[0]:.2f}"
     )
     for module in modules:

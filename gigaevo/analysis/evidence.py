@@ -14,7 +14,9 @@ are expanded back to the version-1 shape, and a referenced row that is missing
 or fails its hash flags the decision (``sha_ok`` False). From schema version 3
 the fitted row ids may be held by reference (``fitted_rows_ref``: a chain of
 ``fit_sets`` rows); they are not expanded (the frame drops them) but every link
-of the chain is checked the same way.
+of the chain is checked the same way. A decision over many cards holds its
+candidates packed (``candidate_pack``, decoded by the ledger's own codec against
+the universe's card ids); a pack that does not decode flags the decision.
 """
 
 from __future__ import annotations
@@ -274,7 +276,21 @@ def _expand(data: dict[str, Any], universes: _Universes) -> bool:
         data["universe"], ok = universes.resolve(str(data.pop("universe_ref")))
     if "fitted_rows_ref" in data:
         ok = universes.fits_ok(str(data.pop("fitted_rows_ref"))) and ok
-    columns = data.pop("candidate_columns", None)
+    packed = data.pop("candidate_pack", None)
+    if packed is not None:
+        # imported here: the memory package is heavy and only packed rows need its codec
+        from gigaevo.memory.v2.evidence.candidates import PackError, unpack
+
+        snaps = data.get("universe") or []
+        ids = [s.get("card_id") if isinstance(s, dict) else None for s in snaps]
+        try:
+            columns = unpack(packed, ids).columns() if isinstance(packed, str) else None
+        except PackError:
+            columns = None
+        ok = ok and columns is not None and "candidate_columns" not in data
+        data.pop("candidate_columns", None)
+    else:
+        columns = data.pop("candidate_columns", None)
     if isinstance(columns, dict):
         names = list(columns)
         lists = [v if isinstance(v, list) else [] for v in columns.values()]

@@ -199,12 +199,3 @@ class ProgramTable:
             out.append(child)
             child = self.next_sibling[child]
         return out[::-1]
-
-    def nbytes(self) -> int:
-        """Approximate bytes held (arrays, ids and the id index)."""
-        arrays: list[array[Any]] = [self.ordinal, self.mutant, self.valid, self.fitness]
-        arrays += [self.island]
-        arrays += [self.parent, self.generation, self.status, self.reason, self.tactic]
-        arrays += [self.first_child, self.next_sibling]
-        per_id = 49 + 16 + 100  # str of 16 ASCII chars, list slot, dict entry
-        return sum(a.itemsize * len(a) for a in arrays) + per_id * len(self.ids)

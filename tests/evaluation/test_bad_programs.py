@@ -54,10 +54,11 @@ def test_hanging_program_times_out(shared_evaluator: SandboxEvaluator) -> None:
     elapsed = time.monotonic() - started
     assert not result.valid
     assert result.reason == "timeout after 1 s"
-    # the program never ends: the bounds only need to show that the 1 s limit cut it, with
-    # room for a loaded machine (speed is measured in benchmarks/, not here)
-    assert 0.9 <= result.run_seconds < 10.0
-    assert elapsed < 30.0
+    # the program never ends, so the reason alone shows that the 1 s limit cut it; it ran
+    # at least that long (a lower bound a loaded machine cannot break), and the call took
+    # at least as long as the program (no upper bound: speed is measured in benchmarks/)
+    assert result.run_seconds >= 0.9
+    assert elapsed >= result.run_seconds
 
 
 def test_allocating_ten_gigabytes_hits_the_memory_limit(
@@ -65,8 +66,9 @@ def test_allocating_ten_gigabytes_hits_the_memory_limit(
 ) -> None:
     result = shared_evaluator.evaluate("def solve():\n    return [len(bytearray(10 * 2**30))]\n")
     assert not result.valid
+    # the memory limit, not the 1 s time limit, ended it (no wall-clock bound: see above)
     assert result.reason is not None and "memory limit" in result.reason
-    assert result.run_seconds < 0.5
+    assert "timeout" not in result.reason
 
 
 def test_numpy_allocation_hits_the_memory_limit(shared_evaluator: SandboxEvaluator) -> None:

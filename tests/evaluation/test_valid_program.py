@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from gigaevo.evaluation import EvaluationResult, Evaluator, SandboxEvaluator
 
 from .helpers import program
@@ -15,14 +17,17 @@ def test_valid_program_returns_metrics(shared_evaluator: SandboxEvaluator) -> No
             return [1.5, 2.5, 3]
         """
     )
+    started = time.monotonic()
     result = shared_evaluator.evaluate(code)
+    round_trip = time.monotonic() - started
     assert isinstance(result, EvaluationResult)
     assert result.valid, result.reason
     assert result.reason is None
     assert result.metrics == {"score": 7.0, "count": 3.0}
     assert "hello from the child" in result.stdout_tail
-    assert 0.0 <= result.run_seconds < 1.0
-    assert 0.0 <= result.overhead_seconds < 1.0
+    # the two parts of the round trip (no bound on their size: speed is benchmarks' business)
+    assert result.run_seconds >= 0.0 and result.overhead_seconds >= 0.0
+    assert result.run_seconds + result.overhead_seconds <= round_trip
 
 
 def test_numpy_values_and_tuples_are_converted(shared_evaluator: SandboxEvaluator) -> None:
@@ -48,10 +53,15 @@ def test_numpy_array_return(shared_evaluator: SandboxEvaluator) -> None:
 
 def test_run_seconds_is_the_programs_own_time(shared_evaluator: SandboxEvaluator) -> None:
     code = "import time\ndef solve():\n    time.sleep(0.2)\n    return [1]\n"
+    started = time.monotonic()
     result = shared_evaluator.evaluate(code)
+    round_trip = time.monotonic() - started
     assert result.valid, result.reason
-    assert 0.19 <= result.run_seconds < 0.5
-    assert result.overhead_seconds < 0.2
+    # the sleep is in the program's time, and the overhead is the rest of the round trip
+    # (relations that hold at any load; the overhead's size is measured in bench_sandbox.py)
+    assert result.run_seconds >= 0.19
+    assert result.overhead_seconds >= 0.0
+    assert result.run_seconds + result.overhead_seconds <= round_trip
 
 
 def test_satisfies_the_evaluator_protocol(shared_evaluator: SandboxEvaluator) -> None:

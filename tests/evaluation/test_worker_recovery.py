@@ -137,12 +137,10 @@ def test_watchdog_kills_a_silent_worker(make_problem: MakeProblem) -> None:
         watchdog_grace_s=0.5,
     ) as ev:
         (old_pid,) = ev.worker_pids
-        started = time.monotonic()
         result = ev.evaluate("def solve():\n    return [-1]\n")
-        elapsed = time.monotonic() - started
         assert not result.valid
+        # the validator sleeps 60 s: only the watchdog gives this reason (no wall-clock bound)
         assert result.reason is not None and "did not answer within 1 s" in result.reason
-        assert elapsed < 30.0  # the validator sleeps 60 s: the watchdog cut it (loose for load)
         (new_pid,) = ev.worker_pids
         assert new_pid != old_pid and not is_alive(old_pid)
         assert ev.evaluate("def solve():\n    return [1, 2]\n").metrics == {"score": 2.0}

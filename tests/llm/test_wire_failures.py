@@ -48,7 +48,9 @@ def test_a_trickled_body_is_cut_at_the_total_deadline(
         elapsed = time.monotonic() - started
         assert server.behaviours() == ["trickle", "diff"]
     assert "SEARCH" in response.text
-    assert 1.0 <= elapsed < 10.0  # cut at 1 s; generous for a loaded machine (~70 s uncut)
+    # uncut, the trickle would end in ~70 s with its own answer and no second request: the
+    # second behaviour answering shows the cut; it came no earlier than the deadline
+    assert elapsed >= 1.0
 
 
 def test_a_trickled_body_fails_the_call_once_retries_are_spent(
@@ -62,8 +64,10 @@ def test_a_trickled_body_fails_the_call_once_retries_are_spent(
         with pytest.raises(LLMCallError) as caught:
             router.complete(PROMPT, seed=1)
         elapsed = time.monotonic() - started
+    # uncut, each trickle would end in ~70 s with an answer: a Timeout on both attempts is the
+    # cut (no upper wall-clock bound), after at least the two deadlines of 0.5 s
     assert caught.value.kind == "Timeout" and caught.value.attempts == 2
-    assert 1.0 <= elapsed < 10.0  # two deadlines of 0.5 s; ~70 s each uncut
+    assert elapsed >= 1.0
 
 
 def test_nothing_listening_stops_after_three_requests(
@@ -142,11 +146,12 @@ def test_abort_cancels_calls_in_flight(api_key: str, client: str) -> None:
         deadline = time.monotonic() + 20
         while len(server.requests) < 3 and time.monotonic() < deadline:
             time.sleep(0.02)
-        started = time.monotonic()
         assert abort_calls() == 3
         for t in threads:
-            t.join(timeout=10)
-        assert time.monotonic() - started < 5.0
+            t.join(timeout=60)
+        # the server answers after 30 s: the three CallAborted errors below show that the
+        # abort, not the answer, ended the calls (no wall-clock bound on how soon)
+        assert not any(t.is_alive() for t in threads)
     assert len(errors) == 3
     assert [(e.kind, e.retryable, e.attempts) for e in errors] == [("CallAborted", False, 1)] * 3
 

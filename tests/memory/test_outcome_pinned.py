@@ -124,6 +124,13 @@ def test_clip_strips_newlines_and_cuts_with_a_note() -> None:
     assert clip("\nabcdefgh\n", 4) == "abcd\n... (4 more characters cut)"
 
 
+def test_clip_strips_only_newlines() -> None:
+    # indentation and other characters at the ends are the program's text: kept
+    assert clip("\n    x = 1  \n", 20) == "    x = 1  "
+    assert clip("\tXX\n", 10) == "\tXX"
+    assert clip("XabcX", 10) == "XabcX"
+
+
 def test_numbers_keep_ten_significant_digits() -> None:
     assert number(1.0) == "1"
     assert number(1 / 3) == "0.3333333333"

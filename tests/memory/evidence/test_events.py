@@ -92,3 +92,46 @@ def test_recover_appends_exactly_the_events_a_kill_lost_after_their_commit(
     other = make_decision(9, run_id="other-run")  # another run's rows are not this run's events
     ledger.append_decision(other)
     assert MemoryEvents(tmp_path, run_id="run").recover(ledger) == 0
+
+
+def test_recover_reads_only_the_tail_after_its_mark(
+    tmp_path: Path, ledger: SelectionEvidence
+) -> None:
+    """After a ``recover`` the file's head is taken as complete (its mark): blanking it
+    changes nothing, while the lines lost after the mark are recovered exactly."""
+    decisions = [replace(make_decision(a), created_at=10.0 * a) for a in range(8)]
+    events = MemoryEvents(tmp_path, run_id="run")
+    for d in decisions[:5]:
+        ledger.append_decision(d)
+        events.assignment(d)
+        t = replace(make_terminal(d), created_at=d.created_at + 5)
+        ledger.append_terminal(t)
+        events.outcome(t, attempt=d.attempt)
+    assert MemoryEvents(tmp_path, run_id="run").recover(ledger) == 0  # marks the file
+    path = tmp_path / EVENTS_FILE
+    head = path.stat().st_size
+    session = MemoryEvents(tmp_path, run_id="run")
+    session.recover(ledger)
+    for d in decisions[5:]:
+        ledger.append_decision(d)
+        session.assignment(d)
+        t = replace(make_terminal(d), created_at=d.created_at + 5)
+        ledger.append_terminal(t)
+        session.outcome(t, attempt=d.attempt)
+    session.assignment(decisions[0])  # a resumed attempt before the mark: not again
+    whole = path.read_text()
+    lines = whole.splitlines(keepends=True)
+    # the head blanked (a reader of the whole file would re-append its 10 events), and
+    # the last outcome lost to a kill
+    path.write_text(" " * (head - 1) + "\n" + "".join(lines[10:-1]))
+    resumed = MemoryEvents(tmp_path, run_id="run")
+    assert resumed.recover(ledger) == 1
+    got = [(r["event"], r["decision_id"]) for r in read_events(path)]
+    want = [(k, d.decision_id) for d in decisions[5:] for k in ("assignment", "outcome")]
+    assert got == want
+    resumed.outcome(make_terminal(decisions[2]), attempt=2)  # before the mark: not again
+    assert len(read_events(path)) == len(want)
+    # a mark the file no longer matches (shorter file) is ignored: the whole file is read
+    path.write_text("".join(lines[:4]))
+    assert MemoryEvents(tmp_path, run_id="run").recover(ledger) == 12
+    assert len(read_events(path)) == 16

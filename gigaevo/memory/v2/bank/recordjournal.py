@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from gigaevo.memory.v2.bank.cards import Card
-from gigaevo.memory.v2.errors import CardFormatError, CorruptBankError
+from gigaevo.memory.v2.bank.jsonltail import JsonlTail
+from gigaevo.memory.v2.errors import CardFormatError
 from gigaevo.memory.v2.records import from_json
 
 RECORDS_FILE = "cards.records.jsonl"
@@ -74,16 +75,17 @@ def batch_line(base: str, header: Any, set_lines: Iterable[str], removed: Iterab
 class RecordJournal:
     """The journal of one bank, read incrementally and appended under the bank lock.
 
+    Reset rule: a journal replaced, shrunk, or holding a line on another base since the
+    last read makes ``read`` return None (the caller reloads from ``cards.json``).
+
     Args:
         bank_dir: the directory of ``cards.json``.
     """
 
     def __init__(self, bank_dir: Path) -> None:
         self.path = Path(bank_dir) / RECORDS_FILE
-        self._inode: int | None = None
-        self._offset = 0  # end of the last complete line read
+        self._tail = JsonlTail(self.path, "card revision")
         self._size = 0  # bytes of lines that apply to the base (what compaction weighs)
-        self._lines = 0
 
     @property
     def size(self) -> int:
@@ -92,11 +94,8 @@ class RecordJournal:
 
     def changed(self) -> bool:
         """Whether the file differs from what was read (one ``stat``)."""
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return self._inode is not None and self._offset > 0
-        return st.st_ino != self._inode or st.st_size != self._offset
+        t = self._tail
+        return t.changed(gone=t.inode is not None and t.offset > 0)
 
     def read(
         self, base: str, known: Mapping[str, tuple[Card, str]], *, restart: bool
@@ -111,28 +110,26 @@ class RecordJournal:
         Raises:
             CorruptBankError: a complete line on ``base`` does not parse.
         """
+        t = self._tail
         if restart:
-            self._inode, self._offset, self._size, self._lines = None, 0, 0, 0
-        try:
-            f = open(self.path, "rb")  # noqa: SIM115 - closed below
-        except FileNotFoundError:
-            if restart or self._offset == 0:
-                return []
+            t.reset()
+            self._size = 0
+
+        def moved(st: os.stat_result) -> bool:
+            replaced = st.st_ino != t.inode and not (t.inode is None and t.offset == 0)
+            return not restart and (replaced or st.st_size < t.offset)
+
+        found = t.read(moved)
+        if found is None:
+            return [] if restart or t.offset == 0 else None
+        if found[0]:
             return None
-        with f:
-            st = os.fstat(f.fileno())
-            moved = st.st_ino != self._inode and not (self._inode is None and self._offset == 0)
-            if not restart and (moved or st.st_size < self._offset):
-                return None
-            self._inode = st.st_ino
-            f.seek(self._offset)
-            chunk = f.read()
-        end = chunk.rfind(b"\n") + 1  # a torn last line is left for a writer to cut
+        lines = found[1]
         by_line = {line: card for card, line in known.values()}
         batches: list[Batch] = []
-        for raw in chunk[:end].split(b"\n")[:-1]:
-            self._lines += 1
-            where = f"{self.path} line {self._lines}"
+        for raw in lines:
+            t.lines += 1
+            where = f"{self.path} line {t.lines}"
             try:
                 data = json.loads(raw)
                 if not isinstance(data, dict) or set(data) != _BATCH_KEYS:
@@ -143,46 +140,31 @@ class RecordJournal:
                     return None
                 batches.append(_batch(data, by_line, where))
             except (ValueError, CardFormatError) as exc:
-                reason = " ".join(str(exc).split())[:300]
-                raise CorruptBankError(
-                    f"{where} is not a card revision ({reason}); it is left untouched: "
-                    "repair it or move it away"
-                ) from exc
+                raise t.corrupt(exc) from exc
             self._size += len(raw) + 1
-        self._offset += end
+        t.advance(lines)
         return batches
 
     def append(self, line: str) -> None:
         """Append one transaction's line durably (the caller holds the bank lock and has
         read the journal to its end). Lines on another base (a compaction killed before it
         emptied the journal) and a line torn by a killed writer are cut first."""
+        t = self._tail
+
+        def keep(st: os.stat_result) -> int:
+            if st.st_ino != t.inode or self._size == 0:
+                return 0  # a new file, or nothing read applies to the base: stale lines go
+            return t.offset
+
         data = line.encode("utf-8")
-        with open(self.path, "a+b") as f:
-            st = os.fstat(f.fileno())
-            keep = self._offset if st.st_ino == self._inode else 0
-            if self._size == 0:
-                keep = 0  # nothing read applies to the base: stale lines go
-            if st.st_size != keep:
-                f.truncate(keep)
-            f.seek(keep)
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-            self._inode = st.st_ino
-        self._offset = keep + len(data)
+        t.append(data, keep)
         self._size += len(data)
-        self._lines += 1
+        t.lines += 1
 
     def clear(self) -> None:
         """Empty the journal after a compaction (the caller holds the bank lock)."""
-        try:
-            with open(self.path, "r+b") as f:
-                f.truncate(0)
-                os.fsync(f.fileno())
-                self._inode = os.fstat(f.fileno()).st_ino
-        except FileNotFoundError:
-            self._inode = None
-        self._offset = self._size = self._lines = 0
+        self._tail.clear()
+        self._size = 0
 
 
 def _batch(data: dict[str, Any], by_line: Mapping[str, Card], where: str) -> Batch:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gigaevo.memory.v2.bank.cards import MAX_USE_TRIALS, Card, UseTrial
+from gigaevo.memory.v2.bank.jsonltail import JsonlTail
 from gigaevo.memory.v2.errors import CardFormatError, CorruptBankError
 from gigaevo.memory.v2.records import from_json, to_json
 from gigaevo.util import atomic_write_text
@@ -72,6 +73,9 @@ class TrialEntry:
 class TrialJournal:
     """The parsed journal of one bank, read incrementally (see the module docstring).
 
+    Reset rule: a journal replaced or shrunk since the last read is read again from its
+    start (``refresh_cards`` then returns None: every card must be merged again).
+
     Args:
         bank_dir: the directory of ``cards.json``.
     """
@@ -79,22 +83,16 @@ class TrialJournal:
     def __init__(self, bank_dir: Path) -> None:
         self.path = Path(bank_dir) / JOURNAL_FILE
         self.by_card: dict[str, list[TrialEntry]] = {}  # the newest MAX_USE_TRIALS per card
-        self._inode: int | None = None
-        self._offset = 0  # end of the last complete line read
-        self._lines = 0
+        self._tail = JsonlTail(self.path, "trial")
 
     @property
     def signature(self) -> tuple[int | None, int]:
         """(inode, bytes of complete lines read): what a reader has seen."""
-        return self._inode, self._offset
+        return self._tail.inode, self._tail.offset
 
     def changed(self) -> bool:
         """Whether the file differs from what was read (one ``stat``)."""
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return self._inode is not None
-        return st.st_ino != self._inode or st.st_size != self._offset
+        return self._tail.changed(gone=self._tail.inode is not None)
 
     def refresh(self) -> bool:
         """Read the complete lines appended since the last read (all of them when the file
@@ -109,68 +107,63 @@ class TrialJournal:
     def refresh_cards(self) -> set[str] | None:
         """``refresh``; the ids of the cards with new lines, or None when the journal was
         replaced (every card must be merged again)."""
-        try:
-            f = open(self.path, "rb")  # noqa: SIM115 - closed below
-        except FileNotFoundError:
-            if self._inode is None:
+        t = self._tail
+        replaced: list[bool] = []
+
+        def moved(st: os.stat_result) -> bool:
+            if st.st_ino != t.inode or st.st_size < t.offset:
+                self._reset(st.st_ino)  # read the new file from its start
+                replaced.append(True)
+            return False
+
+        found = t.read(moved)
+        if found is None:
+            if t.inode is None:
                 return set()
             self._reset(None)
             return None
-        with f:
-            st = os.fstat(f.fileno())
-            reset = st.st_ino != self._inode or st.st_size < self._offset
-            if reset:
-                self._reset(st.st_ino)
-            f.seek(self._offset)
-            chunk = f.read()
-        end = chunk.rfind(b"\n") + 1  # a torn last line is left for a writer to cut
+        lines = found[1]
         touched: set[str] = set()
-        for raw in chunk[:end].decode("utf-8", "replace").splitlines():
-            self._lines += 1
+        for raw in lines:
+            t.lines += 1
             try:
-                entry = TrialEntry.parse(raw, f"{self.path}:{self._lines}")
+                entry = TrialEntry.parse(raw.decode("utf-8", "replace"), f"{self.path}:{t.lines}")
             except (ValueError, CardFormatError) as exc:
-                reason = " ".join(str(exc).split())[:300]
-                raise CorruptBankError(
-                    f"{self.path} line {self._lines} is not a trial ({reason}); it is left "
-                    "untouched: repair it or move it away"
-                ) from exc
+                raise t.corrupt(exc) from exc
             self._take(entry)
             touched.add(entry.card)
-        self._offset += end
-        return None if reset else touched
+        t.advance(lines)
+        return None if replaced else touched
 
     def append(self, entries: Iterable[TrialEntry]) -> None:
         """Append ``entries`` durably (the caller holds the bank lock and has refreshed)."""
         data = "".join(e.line() for e in entries).encode("utf-8")
         if not data:
             return
-        with open(self.path, "a+b") as f:
-            st = os.fstat(f.fileno())
-            if st.st_ino != self._inode:  # created now, or replaced under us: read it all
+        t = self._tail
+
+        def keep(st: os.stat_result) -> int:
+            if st.st_ino != t.inode:  # created now, or replaced under us: read it all
                 self._reset(st.st_ino)
                 if st.st_size:
                     raise CorruptBankError(f"{self.path} changed under the bank lock")
-            if st.st_size > self._offset:  # a line torn by a killed writer: cut it
-                f.truncate(self._offset)
-            f.seek(self._offset)
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            return t.offset  # a line torn by a killed writer beyond it is cut
+
+        t.append(data, keep)
         for raw in data.decode("utf-8").splitlines():
-            self._lines += 1
-            self._take(TrialEntry.parse(raw, f"{self.path}:{self._lines}"))
-        self._offset += len(data)
+            t.lines += 1
+            self._take(TrialEntry.parse(raw, f"{self.path}:{t.lines}"))
 
     def rewrite(self, entries: Iterable[TrialEntry]) -> None:
         """Replace the journal with ``entries`` atomically (the caller holds the bank lock)."""
         entries = list(entries)
         atomic_write_text(self.path, "".join(e.line() for e in entries))
-        self._reset(os.stat(self.path).st_ino)
+        st = os.stat(self.path)
+        self._reset(st.st_ino)
         for e in entries:
             self._take(e)
-        self._lines = len(entries)
-        self._offset = os.stat(self.path).st_size
+        self._tail.lines = len(entries)
+        self._tail.offset = st.st_size
 
     def merge(self, card: Card) -> Card:
         """``card`` (a ``cards.json`` record) with its journal trials and revision."""
@@ -186,7 +179,8 @@ class TrialJournal:
             del kept[: len(kept) - MAX_USE_TRIALS]
 
     def _reset(self, inode: int | None) -> None:
-        self.by_card, self._inode, self._offset, self._lines = {}, inode, 0, 0
+        self.by_card = {}
+        self._tail.reset(inode)
 
 
 def merged(card: Card, entries: list[TrialEntry]) -> Card:

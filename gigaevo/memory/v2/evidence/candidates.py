@@ -14,7 +14,12 @@ rho*(1 - e), the RAG labels as one byte a card, and the rarely set fields
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
+import math
 import struct
+import zlib
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -420,3 +425,190 @@ def _common_offer(offers: Sequence[float | None], safe: bytes) -> float | None:
                 return float(o)
             first = float(o) if first is None else first
     return first
+
+
+# ---- packed form (schema version 3, bodies with ``candidate_pack``) -------------------
+#
+# A decision over J cards logs J candidates; as JSON columns that is ~120 bytes a card
+# (118 KiB a decision at 1,000 cards), most of the ledger. The packed form keeps every
+# field bit for bit in a few bytes a card: the ids as a bitmap over the decision's
+# universe (when the candidates are a subsequence of it; else listed), the masses as
+# float64, the flags as bits, the offer and the joints implicit when they follow from
+# rho and the common e (as in ``CandidateTable``), the sparse fields as (index, value)
+# pairs; zlib-compressed (cards never proposed share one mass, which compresses well)
+# and base64-encoded. Layout, little-endian, after zlib:
+#
+#   u8 version (1) | u32 J | u8 id mode: 1 -> u32 U + ceil(U/8) bytes mask over the
+#   universe, 0 -> u32 L + L bytes of the JSON list of ids | J f64 rho | ceil(J/8) bytes
+#   safe bits | u8 has e [+ f64 e] | u32 K + K x (u32 i, u8 is None, f64 offer) |
+#   u8 has joints [+ J f64] (offer, then control) | u8 has rag [+ J bytes] |
+#   per sparse field in SPARSE order: u32 K + K x (u32 i, f64 value)
+
+PACK_VERSION = 1
+_U8, _U32, _F64 = struct.Struct("<B"), struct.Struct("<I"), struct.Struct("<d")
+_OFFER_X, _SPARSE_X = struct.Struct("<IBd"), struct.Struct("<Id")
+
+
+class PackError(ValueError):
+    """A packed candidate table that does not decode (truncated, ragged, out of range)."""
+
+
+def pack(table: CandidateTable, universe_ids: Sequence[str]) -> str:
+    """The packed text (base64 of zlib) of ``table`` for a decision over ``universe_ids``."""
+    out = bytearray(_U8.pack(PACK_VERSION) + _U32.pack(len(table._ids)))
+    mask = _universe_mask(table._ids, universe_ids)
+    if mask is None:
+        listed = json.dumps(list(table._ids), separators=(",", ":")).encode()
+        out += _U8.pack(0) + _U32.pack(len(listed)) + listed
+    else:
+        out += _U8.pack(1) + _U32.pack(len(universe_ids)) + mask
+    out += table._rho.astype("<f8").tobytes()
+    out += np.packbits(np.frombuffer(table._safe, dtype=np.uint8), bitorder="little").tobytes()
+    out += _U8.pack(table._offer is not None)
+    if table._offer is not None:
+        out += _F64.pack(table._offer)
+    out += _U32.pack(len(table._offer_x))
+    for i, o in sorted(table._offer_x.items()):
+        out += _OFFER_X.pack(i, o is None, 0.0 if o is None else o)
+    for joint in (table._oj, table._cj):
+        out += _U8.pack(joint is not None)
+        if joint is not None:
+            out += joint.astype("<f8").tobytes()
+    out += _U8.pack(table._rag is not None)
+    if table._rag is not None:
+        out += table._rag
+    for name in SPARSE:
+        values = table._extra.get(name, {})
+        out += _U32.pack(len(values))
+        for i, v in sorted(values.items()):
+            out += _SPARSE_X.pack(i, v)
+    return base64.b64encode(zlib.compress(bytes(out), 6)).decode("ascii")
+
+
+def unpack(text: str, universe_ids: Sequence[str]) -> CandidateTable:
+    """The table ``pack`` wrote (ids taken from ``universe_ids``, so shared with it).
+
+    Raises:
+        PackError: not base64 / zlib, an unknown version, a truncated or over-long
+            body, a mask that does not fit the universe, a non-finite float, an
+            index or RAG code out of range.
+    """
+    try:
+        raw = zlib.decompress(base64.b64decode(text.encode("ascii"), validate=True))
+    except (binascii.Error, zlib.error, UnicodeEncodeError, AttributeError) as exc:
+        raise PackError(f"not a packed candidate table ({exc})") from None
+    r = _Reader(raw)
+    version = r.u8()
+    if version != PACK_VERSION:
+        raise PackError(f"packed candidate table version {version}, expected {PACK_VERSION}")
+    n = r.u32()
+    mode = r.u8()
+    ids: list[str]
+    if mode == 1:
+        u = r.u32()
+        if u != len(universe_ids):
+            raise PackError(f"mask over {u} cards, the universe has {len(universe_ids)}")
+        bits = np.unpackbits(
+            np.frombuffer(r.take((u + 7) // 8), dtype=np.uint8), count=u, bitorder="little"
+        )
+        ids = [universe_ids[i] for i in np.flatnonzero(bits).tolist()]
+    elif mode == 0:
+        try:
+            ids = json.loads(r.take(r.u32()).decode())
+        except ValueError as exc:
+            raise PackError(f"candidate ids do not parse ({exc})") from None
+        if not isinstance(ids, list) or not all(isinstance(c, str) for c in ids):
+            raise PackError("candidate ids are not a list of strings")
+    else:
+        raise PackError(f"unknown candidate id mode {mode}")
+    if len(ids) != n:
+        raise PackError(f"{len(ids)} candidate ids for {n} candidates")
+    rho = r.floats(n)
+    safe = bytes(
+        np.unpackbits(
+            np.frombuffer(r.take((n + 7) // 8), dtype=np.uint8), count=n, bitorder="little"
+        )
+    )
+    offer = r.f64() if r.u8() else None
+    offer_x: dict[int, float | None] = {}
+    for _ in range(r.u32()):
+        i, none, value = r.unpack(_OFFER_X)
+        offer_x[r.index(i, n)] = None if none else r.finite(value)
+    oj = r.floats(n) if r.u8() else None
+    cj = r.floats(n) if r.u8() else None
+    rag = r.take(n) if r.u8() else None
+    if rag is not None and max(rag, default=0) >= len(RAG_CODES):
+        raise PackError(f"RAG code {max(rag)} out of range")
+    extra: dict[str, dict[int, float]] = {}
+    for name in SPARSE:
+        for _ in range(r.u32()):
+            i, value = r.unpack(_SPARSE_X)
+            extra.setdefault(name, {})[r.index(i, n)] = r.finite(value)
+    if r.left():
+        raise PackError(f"{r.left()} bytes after the packed candidate table")
+    if offer is None and (oj is None or cj is None) and n:
+        raise PackError("joint masses are needed when there is no common offer")
+    return CandidateTable._make(shared_ids(ids), rho, safe, offer, offer_x, oj, cj, rag, extra)
+
+
+def _universe_mask(ids: Sequence[str], universe_ids: Sequence[str]) -> bytes | None:
+    """The bitmap of ``ids`` over ``universe_ids`` when they are a subsequence of it
+    (ascending positions, each id once in the universe), else None."""
+    at: dict[str, int] = {}
+    for i, cid in enumerate(universe_ids):
+        if at.setdefault(cid, i) != i:
+            return None  # an id twice in the universe: positions would be ambiguous
+    pos = np.fromiter((at.get(c, -1) for c in ids), dtype=np.int64, count=len(ids))
+    if len(pos) and (pos[0] < 0 or (np.diff(pos) <= 0).any()):
+        return None
+    bits = np.zeros(len(universe_ids), dtype=np.uint8)
+    bits[pos] = 1
+    return np.packbits(bits, bitorder="little").tobytes()
+
+
+class _Reader:
+    """Sequential reads of a packed table; every read past the end raises ``PackError``."""
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw, self.at = raw, 0
+
+    def take(self, n: int) -> bytes:
+        if n < 0 or self.at + n > len(self.raw):
+            raise PackError("packed candidate table is truncated")
+        out = self.raw[self.at : self.at + n]
+        self.at += n
+        return out
+
+    def unpack(self, fmt: struct.Struct) -> tuple[Any, ...]:
+        return fmt.unpack(self.take(fmt.size))
+
+    def u8(self) -> int:
+        return int(self.unpack(_U8)[0])
+
+    def u32(self) -> int:
+        return int(self.unpack(_U32)[0])
+
+    def f64(self) -> float:
+        return self.finite(self.unpack(_F64)[0])
+
+    def floats(self, n: int) -> np.ndarray:
+        out = np.frombuffer(self.take(8 * n), dtype="<f8").astype(np.float64)
+        if not np.isfinite(out).all():
+            raise PackError("packed candidate table holds a non-finite number")
+        out.flags.writeable = False
+        return out
+
+    @staticmethod
+    def finite(value: float) -> float:
+        if not math.isfinite(value):
+            raise PackError("packed candidate table holds a non-finite number")
+        return float(value)
+
+    @staticmethod
+    def index(i: int, n: int) -> int:
+        if not 0 <= i < n:
+            raise PackError(f"candidate index {i} out of range ({n} candidates)")
+        return int(i)
+
+    def left(self) -> int:
+        return len(self.raw) - self.at

@@ -350,6 +350,34 @@ class SelectionEvidence(LedgerViews):
         rows = (row for row, _ in self._rows("edges").values())
         return tuple(r for r in rows if island is None or r.island == island)
 
+    def since(self, table: str, seq: int) -> list[tuple[int, Any]]:
+        """(sequence number, row) of the rows of ``table`` after ``seq``, oldest first;
+        O(rows after ``seq``) once the cache holds the table (``open`` reads it)."""
+        cache = self._rows(table)
+        out = []
+        for at in reversed(cache):
+            if at <= seq:
+                break
+            out.append((at, cache[at][0]))
+        return out[::-1]
+
+    def seq_of(self, table: str, decision_id: str) -> int | None:
+        """The sequence number of the decision (``decisions``) or terminal (``terminals``)
+        of ``decision_id``, or None (an index lookup; the row is not read)."""
+        if table not in ("decisions", "terminals"):
+            raise ValueError(f"no decision id in table {table!r}")
+        found = (
+            self._db()
+            .execute(f"SELECT seq FROM {table} WHERE decision_id = ?", (decision_id,))
+            .fetchone()
+        )
+        return None if found is None else int(found[0])
+
+    def last_seq(self, table: str) -> int:
+        """The largest sequence number of ``table`` read so far (0 when empty)."""
+        self._rows(table)
+        return self._last[table]
+
     def decision(self, decision_id: str) -> DecisionRow | None:
         """The decision with this id (hash-checked), or None."""
         return self._decision_in(self._db(), decision_id)

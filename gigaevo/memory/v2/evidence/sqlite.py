@@ -11,7 +11,15 @@ from typing import Any, NamedTuple, TypeVar
 import numpy as np
 
 from gigaevo.memory.v2.errors import CardFormatError
-from gigaevo.memory.v2.evidence.candidates import FIELDS, RAG_CODES, SPARSE, CandidateTable
+from gigaevo.memory.v2.evidence.candidates import (
+    FIELDS,
+    RAG_CODES,
+    SPARSE,
+    CandidateTable,
+    PackError,
+    pack,
+    unpack,
+)
 from gigaevo.memory.v2.evidence.errors import LedgerIntegrityError
 from gigaevo.memory.v2.evidence.rows import (
     CardSnapshot,
@@ -34,8 +42,14 @@ R = TypeVar("R")
 # say which form it has), its new rows take the new form. "3": new decision bodies hold
 # their fitted row ids by reference (``fitted_rows_ref``, table ``fit_sets``, see
 # ``fitsets``) unless they are empty or not ascending (then inline, as before); version-1
-# and version-2 files are marked "3" and get the table the same way.
+# and version-2 files are marked "3" and get the table the same way. Within version 3, a
+# decision over ``PACK_FROM`` candidates or more holds them packed (``candidate_pack``, see
+# ``candidates.pack``: ~1 % of the columns' bytes at 1,000 cards) instead of as columns;
+# smaller ones keep the columns (readable, and a few hundred bytes). Both decode; the
+# version is not raised, so ``meta`` does not tell whether a file holds packed rows (a
+# gigaevo older than the packed form refuses such a row as not parsing, naming it).
 SCHEMA_VERSION = "3"
+PACK_FROM = 32
 KNOWN_VERSIONS = ("1", "2", "3")
 TABLES = ("decisions", "terminals", "edges", "lineage")
 CONTENT_TABLES = ("snapshots", "universes", "fit_sets")  # keyed by the SHA-256 of their body
@@ -168,11 +182,17 @@ def encode_decision(
     the candidates by ``candidate_columns``, one list per ``Candidate`` field (every
     field is a JSON scalar, so floats round-trip exactly as in version 1), and the
     fitted row ids by ``fitted_rows_ref`` (the hash of their ``fit_sets`` link) when
-    ``fits_ref`` is given (else they stay inline, as in version 2).
+    ``fits_ref`` is given (else they stay inline, as in version 2). From ``PACK_FROM``
+    candidates on, ``candidate_pack`` (``candidates.pack`` over the universe's card ids)
+    replaces ``candidate_columns``.
     """
     data = to_json(row, exclude=("universe", "candidates", "fitted_row_ids"))
     data["universe_ref"] = universe_ref
-    data["candidate_columns"] = CandidateTable.of(row.candidates).columns()
+    table = CandidateTable.of(row.candidates)
+    if len(table) >= PACK_FROM:
+        data["candidate_pack"] = pack(table, [s.card_id for s in row.universe])
+    else:
+        data["candidate_columns"] = table.columns()
     if fits_ref is None:
         data["fitted_row_ids"] = list(row.fitted_row_ids)
     else:
@@ -215,8 +235,19 @@ def decision_from_body(
             raise CardFormatError(f"{where}.fitted_rows_ref: expected a string instead of ids")
         data["fitted_row_ids"] = parts.fits(fits)
     data["universe"] = parts.universe(ref)
-    columns = data.pop("candidate_columns", None)
-    data["candidates"] = _candidate_table(columns, f"{where}.candidate_columns", parts.card_ids)
+    packed = data.pop("candidate_pack", None)
+    if packed is None:
+        columns = data.pop("candidate_columns", None)
+        data["candidates"] = _candidate_table(columns, f"{where}.candidate_columns", parts.card_ids)
+    elif "candidate_columns" in data:
+        raise CardFormatError(f"{where}: both 'candidate_pack' and 'candidate_columns'")
+    elif not isinstance(packed, str):
+        raise CardFormatError(f"{where}.candidate_pack: expected a string, got {packed!r}")
+    else:
+        try:
+            data["candidates"] = unpack(packed, [s.card_id for s in data["universe"]])
+        except PackError as exc:
+            raise CardFormatError(f"{where}.candidate_pack: {exc}") from None
     return from_json(DecisionRow, data, where), ref, fits
 
 

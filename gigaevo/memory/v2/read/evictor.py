@@ -27,6 +27,7 @@ import json
 import logging
 import re
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -44,7 +45,7 @@ from gigaevo.memory.v2.causal.retirement import (
 )
 from gigaevo.memory.v2.errors import CardFormatError, MemoryConfigError
 from gigaevo.memory.v2.evidence import Observation
-from gigaevo.memory.v2.read.events import retired_event
+from gigaevo.memory.v2.read.events import retired_fields
 from gigaevo.memory.v2.read.reader import CausalReader
 from gigaevo.memory.v2.records import from_json, to_json
 
@@ -189,13 +190,44 @@ class CardAdmissionGate:
 
     def __init__(self, evictor: CausalEvictor) -> None:
         self.evictor = evictor
+        self.sweep = ""  # the retirement's event key (``start``)
+        self.verdicts = 0
+        self.before: Counter[str] = Counter()
+        self.removed: list[str] = []  # ids the gate let go, in the order asked
 
     def __call__(self, card: Card) -> bool:
         ev = self.evictor
         verdict = ev.verdicts.pop(card.id, None)
         reason = self._rescue(card, verdict)
         ev.counts.gate[reason or "deleted"] += 1
+        if not reason:
+            self.removed.append(card.id)
+        self.save()  # inside the bank transaction: the event is saved before the bank is
         return not reason
+
+    def start(self, sweep: str, verdicts: int) -> None:
+        """Begin one retirement (``sweep``: its event's key) and save its event as an intent."""
+        self.sweep, self.verdicts = sweep, verdicts
+        self.before = Counter(self.evictor.counts.gate)
+        self.removed = []
+        self.save()
+
+    def fields(self) -> dict[str, Any]:
+        """The retirement's event so far: the ids deleted and why the others were kept."""
+        kept = self.evictor.counts.gate - self.before
+        kept.pop("deleted", None)
+        return retired_fields(
+            self.removed,
+            evidence_version=self.evictor.version,
+            verdicts=self.verdicts,
+            kept=kept,
+            sweep=self.sweep,
+        )
+
+    def save(self) -> dict[str, Any]:
+        """Save the event so far as an intent witnessed by the ids deleted so far."""
+        events = self.evictor.reader.events
+        return events.intend("retired", self.fields(), {"absent": list(self.removed)})
 
     def _rescue(self, card: Card, verdict: Verdict | None) -> str:
         ev = self.evictor
@@ -258,21 +290,22 @@ class CausalEvictor:
             return []
         judged = sorted(self.verdicts)
         gate = CardAdmissionGate(self)
-        before = Counter(self.counts.gate)
-        removed = self.retire(
-            judged, f"causal retirement (evidence version {self.version[:12]})", gate
-        )
-        self.verdicts.clear()  # one use: whatever the gate did not consume is void
+        events = self.reader.events
+        # the event is an intent from here on, updated by the gate inside the bank
+        # transaction: a kill after the deletion cannot lose it (``MemoryEvents.recover``)
+        gate.start(uuid.uuid4().hex, len(judged))
+        try:
+            removed = self.retire(
+                judged, f"causal retirement (evidence version {self.version[:12]})", gate
+            )
+        except BaseException:
+            events.drop_intent(gate.fields() | {"event": "retired"})
+            raise
+        finally:
+            self.verdicts.clear()  # one use: whatever the gate did not consume is void
         self.counts.retired += len(removed)
-        kept = self.counts.gate - before
-        kept.pop("deleted", None)
-        retired_event(
-            self.reader.events,
-            removed,
-            evidence_version=self.version,
-            verdicts=len(judged),
-            kept=kept,
-        )
+        gate.removed = list(removed)
+        events.emit_intent(gate.save())
         return removed
 
     # -- sweep -----------------------------------------------------------------

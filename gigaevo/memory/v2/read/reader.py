@@ -28,7 +28,7 @@ A head that fails or sits at its boundary makes the decision abstain
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -59,7 +59,7 @@ from gigaevo.memory.v2.evidence import (
     reward_definition,
 )
 from gigaevo.memory.v2.read.applicability import ApplicabilityAssessor, Assessment, RagLabel
-from gigaevo.memory.v2.read.events import MemoryEvents
+from gigaevo.memory.v2.read.events import MemoryEvents, applicability_fields
 from gigaevo.memory.v2.read.heads import HeadFit, HeadFitter
 from gigaevo.memory.v2.read.leases import Lease, SelectionLeases
 from gigaevo.memory.v2.read.snapshots import SnapshotCache, lease_counts
@@ -110,7 +110,8 @@ class CausalReader:
         self.evidence = SelectionEvidence(runtime.checkpoint_dir).open(resume_run=run_id)
         self.leases = SelectionLeases(runtime.bank_dir, run_id=run_id)
         self.events = MemoryEvents(runtime.checkpoint_dir, run_id=run_id)
-        self.events.recover(self.evidence)  # the events a kill lost after their commit
+        # the events a kill lost after their commit (a retirement's: checked against the bank)
+        self.events.recover(self.evidence, card=_newest_card(store))
         self.heads = HeadFitter(
             self.evidence,
             self.causal_reward,
@@ -151,14 +152,18 @@ class CausalReader:
         else:
             if row.proposed_id is not None:
                 self._lease(row, context.attempt)
+        labels = self._applicability_intent(row)  # saved before the commit it witnesses
         try:
             self.evidence.append_decision(row)
         except BaseException:
+            if labels is not None:
+                self.events.drop_intent(labels)
             self.release(context.attempt)
             raise
         self._count(row)
         self.events.assignment(row)
-        self._applicability_event(row)
+        if labels is not None:
+            self.events.emit_intent(labels)
         return self._as_decision(row)
 
     def draft(self, context: MutationContext) -> DecisionRow:
@@ -212,11 +217,12 @@ class CausalReader:
         """The label ``card_id`` is decided under (None when labels are off)."""
         return None if self.assessment is None else self.assessment.label(card_id)
 
-    def _applicability_event(self, row: DecisionRow) -> None:
+    def _applicability_intent(self, row: DecisionRow) -> dict[str, Any] | None:
+        """The applicability event of ``row``, saved as an intent (None: nothing assessed)."""
         a = self.assessment
         if a is None or not a.candidates:
-            return
-        self.events.applicability(
+            return None
+        fields = applicability_fields(
             row.attempt,
             a.labels,
             decision_id=row.decision_id,
@@ -227,6 +233,7 @@ class CausalReader:
             failures=a.failures,
             error=a.error,
         )
+        return self.events.intend("applicability", fields, {"decision_id": row.decision_id})
 
     def _features(self, context: MutationContext) -> np.ndarray:
         ctx = self.settings.context
@@ -427,3 +434,16 @@ class CausalReader:
 def _abstain(reason: str) -> Selection:
     """rho_0 = 1: no card proposed (memory-model.md "Policy")."""
     return Selection(abstain_proposal(), Draw(None, None, 1.0, 1.0), {}, None, reason)
+
+
+def _newest_card(store: LocalMemoryStore) -> Callable[[str], Card | None]:
+    """Card lookup in the newest bank (refreshed on the first lookup only)."""
+    fresh: list[bool] = []
+
+    def card(card_id: str) -> Card | None:
+        if not fresh:
+            store.refresh()
+            fresh.append(True)
+        return store.get(card_id)
+
+    return card
