@@ -396,13 +396,13 @@ class PencilNodes:
 
     def block_at(self, at: int) -> tuple[np.ndarray, np.ndarray]:
         """(D_l^-1 (K, C, C), T_l (K, C, P_s)) of the active block at position ``at``, every
-        node (a retirement projection of one card)."""
+        node (a retirement or summary projection of one card): that block alone, O(K C^3)."""
         full = self.__dict__.get("inverse_blocks")
         if full is not None:
             return full[0][:, at], full[1][:, at]
-        self._form(np.arange(len(self.w)))
-        parts = [self._at[k] for k in range(len(self.w))]
-        return np.array([p[0][at] for p in parts]), np.array([p[1][at] for p in parts])
+        k, c = len(self.w), self.width
+        vqf = self._vq[at] * self.f.reshape(k, len(self.active), c)[:, at, None, :]  # (K, C, C)
+        return vqf @ self._vq[at].T, (vqf @ self._r[at]) * self.w[:, None, None]
 
     def _form(self, nodes: np.ndarray) -> None:
         """Form and keep the inverse blocks of the nodes ``nodes`` not formed yet."""
