@@ -3,10 +3,12 @@ evaluation"; issue 19: the survivors of a whole-module mutation run)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from gigaevo.memory.v2.causal import DesignError
-from gigaevo.memory.v2.causal.ope import gate_value, itt_summary
+from gigaevo.memory.v2.causal.ope import gate_value, itt_summary, offer_gate_report
 
 
 def test_a_gate_value_of_no_rows_is_refused_by_name() -> None:
@@ -49,3 +51,13 @@ def test_the_ips_cross_check_clips_offer_probabilities_on_both_sides(
     rows = ([1, 0], [1.0, 0.5], [0.0, 0.0], [0.0, 0.0])
     clipped = itt_summary(*rows, [beyond, beyond])
     assert clipped.ips == pytest.approx(itt_summary(*rows, [at, at]).ips, rel=1e-12)
+
+
+def test_a_summary_with_both_arms_says_false_not_null_for_insufficient_data() -> None:
+    # ope_summary.json is read in notebooks: a summary with data writes "false", never null
+    rows = ([1, 0, 1, 0], [0.4, 0.1, 0.3, 0.0], [0.3] * 4, [0.1] * 4, [0.7] * 4)
+    assert itt_summary(*rows).insufficient_data is False
+    report = offer_gate_report(*rows)
+    assert json.loads(json.dumps(report))["insufficient_data"] is False
+    empty = itt_summary([1, 1], [0.4, 0.3], [0.3] * 2, [0.1] * 2, [0.7] * 2)
+    assert empty.insufficient_data is True and empty.dr is None
