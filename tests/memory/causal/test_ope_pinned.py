@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from gigaevo.memory.v2.causal import DesignError
@@ -61,3 +62,17 @@ def test_a_summary_with_both_arms_says_false_not_null_for_insufficient_data() ->
     assert json.loads(json.dumps(report))["insufficient_data"] is False
     empty = itt_summary([1, 1], [0.4, 0.3], [0.3] * 2, [0.1] * 2, [0.7] * 2)
     assert empty.insufficient_data is True and empty.dr is None
+
+
+def test_column_vectors_give_the_same_report_as_flat_columns() -> None:
+    # a notebook's df[["z"]].to_numpy() is (n, 1): every column is read flat
+    rng = np.random.default_rng(0)
+    n = 40
+    z = (rng.random(n) < 0.7).astype(float)
+    y, q1, q0 = rng.normal(size=n), 0.1 * rng.normal(size=n), 0.1 * rng.normal(size=n)
+    e = np.full(n, 0.7)
+    runs = [f"r{i % 3}" for i in range(n)]
+    flat = offer_gate_report(z, y, q1, q0, e, runs)
+    assert flat["gates"] is not None
+    columns = [c.reshape(-1, 1) for c in (z, y, q1, q0, e)]
+    assert offer_gate_report(*columns, runs) == flat
