@@ -9,7 +9,12 @@ import numpy as np
 import pytest
 
 from gigaevo.memory.v2.causal import DesignError
-from gigaevo.memory.v2.causal.ope import gate_value, itt_summary, offer_gate_report
+from gigaevo.memory.v2.causal.ope import (
+    PROPENSITY_WARNING_GAP,
+    gate_value,
+    itt_summary,
+    offer_gate_report,
+)
 
 
 def test_a_gate_value_of_no_rows_is_refused_by_name() -> None:
@@ -76,3 +81,14 @@ def test_column_vectors_give_the_same_report_as_flat_columns() -> None:
     assert flat["gates"] is not None
     columns = [c.reshape(-1, 1) for c in (z, y, q1, q0, e)]
     assert offer_gate_report(*columns, runs) == flat
+
+
+def test_the_propensity_warning_needs_a_gap_of_more_than_its_threshold() -> None:
+    # 1 shown row of 16 against e = 1/16 - 0.05, exact in floating point: a gap of exactly
+    # PROPENSITY_WARNING_GAP is not "more than" it (memory-model.md "Off-policy evaluation")
+    n, at = 16, 1 / 16 - PROPENSITY_WARNING_GAP
+    z, y, q = [1] + [0] * (n - 1), [0.5] + [0.1] * (n - 1), [0.0] * n
+    assert abs(1 / n - at) == PROPENSITY_WARNING_GAP
+    assert itt_summary(z, y, q, q, [at] * n).propensity_warning is False
+    beyond = at - 1e-12  # a gap just above the threshold
+    assert itt_summary(z, y, q, q, [beyond] * n).propensity_warning is True
