@@ -283,8 +283,10 @@ def _expand(data: dict[str, Any], universes: _Universes) -> bool:
 
         snaps = data.get("universe") or []
         ids = [s.get("card_id") if isinstance(s, dict) else None for s in snaps]
+        named = [i for i in ids if isinstance(i, str)]
         try:
-            columns = unpack(packed, ids).columns() if isinstance(packed, str) else None
+            whole = isinstance(packed, str) and len(named) == len(ids)
+            columns = unpack(packed, named).columns() if whole else None
         except PackError:
             columns = None
         ok = ok and columns is not None and "candidate_columns" not in data

@@ -106,8 +106,8 @@ def main_entry(hydra_main: Callable[[], None], config_dir: Path) -> None:
 
 # Hydra's own commands: they run no job in this process (another launcher runs its jobs
 # in other processes)
-_NO_JOB_HERE: tuple[str, ...] = ("-h", "--help", "--hydra-help", "--version", "-c", "--cfg")
-_NO_JOB_HERE += ("-i", "--info", "-sc", "--shell-completion", "hydra/launcher")
+_NO_JOB_HERE = {"-h", "--help", "--hydra-help", "--version", "-c", "--cfg", "-i", "--info"}
+_NO_JOB_HERE |= {"-sc", "--shell-completion"}
 _MAX_WORKERS = re.compile(r"^max_workers:\s*(\d+)\s*(?:#.*)?$", re.MULTILINE)
 
 
@@ -123,7 +123,9 @@ def early_workers(args: list[str], config_dir: Path) -> int:
     started by the evaluator.
     """
     keys = {a.split("=", 1)[0].lstrip("+~"): a.split("=", 1)[-1] for a in args}
-    if any(key.startswith(_NO_JOB_HERE) for key in keys) or "evaluator" in keys:
+    if "evaluator" in keys or any(
+        k in _NO_JOB_HERE or k.startswith("hydra/launcher") for k in keys
+    ):
         return 0
     value = keys.get("evaluator.max_workers")
     if value is None:
@@ -275,7 +277,7 @@ def _one_composition(config_dir: Path, args: list[str]) -> Iterator[None]:
     try:
         yield
     finally:
-        Hydra.get_mode = original  # type: ignore[method-assign]
+        Hydra.get_mode = original  # type: ignore[method-assign,assignment]
 
 
 def _get_mode_replaceable(version: str, method: Any) -> bool:

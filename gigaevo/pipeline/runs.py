@@ -258,9 +258,13 @@ class RunFolder:
         if hydra_cfg.hydra.output_subdir is None:  # ours; Hydra writes it when it is set
             meta = out / ".hydra"
             overrides = hydra_cfg.hydra.overrides.task
-            atomic_write_text(meta / "config.yaml", OmegaConf.to_yaml(cfg))
-            atomic_write_text(meta / "hydra.yaml", OmegaConf.to_yaml(hydra_cfg))
-            atomic_write_text(meta / "overrides.yaml", OmegaConf.to_yaml(overrides))
+            # Hydra's record of the session, rewritten at every start and read by nothing of
+            # the run (resume reads command.json and config.yaml): atomic, so never torn, but
+            # not fsynced (Hydra writes it without either): after a power cut a file may be
+            # old or empty until the next start. Their six fsyncs took ~70 ms (load 35).
+            for name, node in (("config", cfg), ("hydra", hydra_cfg), ("overrides", overrides)):
+                text = OmegaConf.to_yaml(node)
+                atomic_write_text(meta / f"{name}.yaml", text, durable=False, synced=False)
         self.run_log = RunLog(out / f"{hydra_cfg.hydra.job.name}.log")
         self.run_log.setFormatter(logging.Formatter(LOG_FORMAT))
         self.buffer.setTarget(self.run_log)

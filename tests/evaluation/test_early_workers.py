@@ -11,6 +11,10 @@ their scratch root, and that a process other than the one that started them
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -123,3 +127,22 @@ def test_a_worker_that_died_early_is_reported_like_one_that_died_at_start(
     problem = make_problem()
     with pytest.raises(sandbox_module.SandboxError, match=str(problem.validator_path)):
         SandboxEvaluator(problem, max_workers=1, memory_mb=512)
+
+
+def test_early_workers_of_a_killed_engine_exit(tmp_path: Path) -> None:
+    # kill -9 before any evaluator: the workers read the end of their config pipe and exit
+    script = (
+        "import os, signal, sys\n"
+        "import gigaevo.evaluation.sandbox as s\n"
+        "s.start_workers_early(2)\n"
+        "print(*[p.pid for p in s._early.launched], flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert out.returncode == -signal.SIGKILL
+    pids = [int(p) for p in out.stdout.split()]
+    assert len(pids) == 2
+    deadline = time.monotonic() + 60
+    while any(is_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(is_alive(pid) for pid in pids)

@@ -222,6 +222,7 @@ def test_how_many_workers_start_before_the_config(monkeypatch: pytest.MonkeyPatc
     assert early_workers([], CONFIG_DIR) == 2  # config/evaluator/sandbox.yaml's default
     assert early_workers(["seed=3", "evaluator.max_workers=5"], CONFIG_DIR) == 5
     assert early_workers(["-m", "seed=0,1", "+evaluator.max_workers=1"], CONFIG_DIR) == 1
+    assert early_workers(["-cn", "config", "-cd", "/x", "seed=1"], CONFIG_DIR) == 2  # not -c
     for args in (
         ["--help"],
         ["--cfg", "job"],

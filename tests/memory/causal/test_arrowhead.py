@@ -196,3 +196,37 @@ def test_single_noise_level_head_equals_dense_fit() -> None:
     np.testing.assert_allclose(block.coef_var_, dense.coef_var_, rtol=1e-8)
     assert block.residual_variance_ == pytest.approx(dense.residual_variance_, rel=1e-9)
     assert block.log_marginal_ == pytest.approx(dense.log_marginal_, rel=1e-11)
+
+
+@pytest.mark.parametrize("seed", [13, 14])
+def test_mean_shift_from_variance_bounds_is_the_full_maximum(seed: int) -> None:
+    """The health check's largest |coarse - fine mean| / sd forms only the lineage blocks
+    whose variance bound could hold it; it equals the maximum over every column formed in
+    full, wherever that maximum lies (shared block, a lineage block with rows, a prior block)."""
+    from dataclasses import replace
+
+    from gigaevo.memory.v2.causal.blr import _mean_shift
+    from gigaevo.memory.v2.causal.spectral import NodeVariances
+
+    space, x, y, _ = _random_design(300, 40, 25, seed=seed)
+    design = BlockDesign.from_dense(x, space.shared_size, space.n_context)
+    v = space.utility_prior_variance()
+    head = BayesianLinearHead(v).fit(design, y, np.full(len(y), 0.15))
+    fine = head._fine
+    assert isinstance(fine.node_var, NodeVariances)
+    full = fine.weights @ fine.node_var.per_node() + fine.spread
+    np.testing.assert_allclose(head.coef_var_, full, rtol=1e-12)
+    rng = np.random.default_rng(seed)
+    ps, c = space.shared_size, space.n_context
+    active = fine.node_var._pencil.active
+    hot = ps + int(active[0]) * c + 2  # a column of a lineage block with rows
+    cold = ps + int(np.setdiff1d(np.arange(len(space.lineages)), active)[0]) * c + 1
+    for where in (None, 3, hot, cold):
+        shift = 1e-6 * rng.uniform(0.0, 1.0, size=space.size) * np.sqrt(full)
+        if where is not None:
+            shift[where] = 5e-6 * np.sqrt(full[where])
+        coarse = replace(fine, mean=fine.mean + shift)
+        want = float(np.max(np.abs(coarse.mean - fine.mean) / np.sqrt(full)))
+        if where is not None:
+            assert want == pytest.approx(5e-6, rel=1e-9)
+        assert _mean_shift(fine, coarse) == pytest.approx(want, rel=1e-12)

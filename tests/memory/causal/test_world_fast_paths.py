@@ -256,3 +256,83 @@ def test_projector_keeps_a_bounded_lineage_cache_with_the_same_moments(
         means, covs = proj.moments(lineage, z0, space.row(ctx, 1, lineage, "insight"))
         np.testing.assert_array_equal(means, first[lineage][0])
         np.testing.assert_allclose(covs, first[lineage][1], rtol=1e-12, atol=1e-15)
+
+
+def test_pencil_stack_draws_form_only_the_visited_nodes() -> None:
+    """The draws of a one-level head form the lineage-block factors of the nodes their worlds
+    visit (``node_blocks``), kept per node: the same draws as the Cholesky-factor stack, and
+    the same again once every node's factors are formed."""
+    from gigaevo.memory.v2.causal.arrowhead import BlockPosterior
+    from gigaevo.memory.v2.causal.projection import BlockStack, block_arm_latents
+
+    space = DesignSpace(4, tuple(f"L{i:02d}" for i in range(20)))
+    imm, _, _ = _heads(space, 8)
+    nodes = imm.components_
+    weights = np.asarray(imm.weights_)
+    plain = [
+        BlockPosterior(p.mean, p.log_evidence, p.chol_d, p.l21, p.chol_s, p.active,
+                       p.prior_sd, p.width, p.precomputed)
+        for p in nodes
+    ]  # fmt: skip
+    lazy = BlockStack.build(nodes, imm.component_means_, weights)
+    slow = BlockStack.build(plain, imm.component_means_, weights)
+    pencil = nodes[0].nodes
+    assert "inverse_blocks" not in pencil.__dict__ and not pencil._at
+    ctx = np.r_[1.0, -0.4, 0.2, 0.7]
+    # cards alone in their block: six with rows (L00..L05), four without
+    alone = (0, 1, 2, 3, 4, 5, 9, 12, 15, 19)
+    cards = [CandidateCard(f"k{i}", space.lineages[i], "insight") for i in alone]
+    z0, z1 = space.row(ctx, 0), card_rows(space, ctx, cards)
+    got = block_arm_latents(lazy, z0, z1, 64, np.random.default_rng(3))
+    visited = np.unique(np.random.default_rng(3).choice(len(weights), size=64, p=weights))
+    assert sorted(pencil._at) == visited.tolist() and len(visited) < len(weights)
+    assert "inverse_blocks" not in pencil.__dict__
+    want = block_arm_latents(slow, z0, z1, 64, np.random.default_rng(3))
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+    d_at, t_at = lazy.node_blocks(visited)
+    d_sl, t_sl = slow.node_blocks(visited)
+    np.testing.assert_allclose(d_at, d_sl, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(t_at, t_sl, rtol=0, atol=1e-12)
+    assert lazy.gram.shape[0] == len(weights)  # every node's factors: node_blocks slices them
+    again = block_arm_latents(lazy, z0, z1, 64, np.random.default_rng(3))
+    for a, b in zip(again, got, strict=True):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+
+
+def test_pencil_moments_equal_the_projected_covariances() -> None:
+    """A one-level head's 2 x 2 arm forms come from (D_l^-1, T_l) and S^-1 without the card's
+    (P_s + C)^2 covariance: the same as s Sigma_k s' from the Cholesky factors' covariance,
+    for lineages with rows and without; the draws follow (r00, 0; r10, r11)."""
+    from gigaevo.memory.v2.causal.arrowhead import BlockPosterior
+    from gigaevo.memory.v2.causal.projection import MixtureProjector, card_columns, chol2x2
+
+    space = DesignSpace(4, tuple(f"L{i:02d}" for i in range(20)))
+    imm, _, _ = _heads(space, 9)
+    plain = [
+        BlockPosterior(p.mean, p.log_evidence, p.chol_d, p.l21, p.chol_s, p.active,
+                       p.prior_sd, p.width, p.precomputed)
+        for p in imm.components_
+    ]  # fmt: skip
+
+    class Plain:
+        weights_, component_means_, components_ = imm.weights_, imm.component_means_, plain
+
+    fast, slow = MixtureProjector(imm, space), MixtureProjector(Plain(), space)  # type: ignore[arg-type]
+    ctx = np.r_[1.0, 0.3, -0.6, 0.4]
+    z0 = space.row(ctx, 0)
+    for lineage in (space.lineages[0], space.lineages[3], space.lineages[17]):  # 17: no rows
+        z1 = space.row(ctx, 1, lineage, "insight")
+        cols = card_columns(space, lineage)
+        s = np.vstack([z0, z1])[:, cols]
+        m_fast, c_fast = fast.moments(lineage, z0, z1)
+        m_slow, c_slow = slow.moments(lineage, z0, z1)
+        np.testing.assert_array_equal(m_fast, m_slow)
+        np.testing.assert_allclose(c_fast, s @ (slow._covs(lineage, cols) @ s.T), atol=1e-13)
+        np.testing.assert_allclose(c_fast, c_slow, rtol=1e-10, atol=1e-14)
+        draws = fast.draw(lineage, z0, z1, 50, np.random.default_rng(4))
+        rng = np.random.default_rng(4)
+        ks = rng.choice(len(imm.weights_), size=50, p=imm.weights_)
+        xi = rng.standard_normal((50, 2))
+        want = m_fast[ks] + np.einsum("nij,nj->ni", chol2x2(c_fast)[ks], xi)
+        np.testing.assert_allclose(draws, want, rtol=0, atol=1e-15)

@@ -25,7 +25,7 @@ from gigaevo.memory.v2.causal.arrowhead import (
 from gigaevo.memory.v2.causal.errors import DesignError
 from gigaevo.memory.v2.causal.levels import LevelPencil
 from gigaevo.memory.v2.causal.quadrature import EDGE_FRACTION, adaptive_gauss_legendre
-from gigaevo.memory.v2.causal.spectral import DensePencil, NoisePencil
+from gigaevo.memory.v2.causal.spectral import DensePencil, NodeVariances, NoisePencil
 from gigaevo.memory.v2.causal.suffstats import FitStatistics
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -290,7 +290,8 @@ class BayesianLinearHead:
         self.log_sd_nodes_, self.weights_ = fine.taus, fine.weights
         self.component_means_ = fine.means
         self._components = fine.components
-        self.coef_mean_, self.coef_var_, self.coef_cov_ = fine.mean, fine.var, fine.cov
+        self._fine = fine
+        self.coef_mean_, self.coef_cov_ = fine.mean, fine.cov
         self.residual_variance_ = fine.sigma2
         self.log_marginal_ = fine.log_mass
         self.health_ = _health(fine, coarse, nodes.modes_converged, nodes.depth_limit_hit, lo, hi)
@@ -323,6 +324,13 @@ class BayesianLinearHead:
                 return _conditional(stats, prior_var, math.exp(tau))
 
         return _NodeSolver(solve, mu0)
+
+    @property
+    def coef_var_(self) -> np.ndarray:
+        """Marginal posterior variances of the mixture (P,), formed when first read."""
+        var = self._fine.var
+        assert var is not None  # the fine mixture is always built in full
+        return var
 
     @property
     def components_(self) -> tuple[_Component, ...]:
@@ -427,10 +435,14 @@ class _PencilSolver(_BatchEvidence):
 
     def nodes(
         self, taus: np.ndarray, full: bool
-    ) -> tuple[list[_Component], np.ndarray, np.ndarray | None]:
-        """(components, centred means (K, P), marginal variances (K, P) when ``full``)."""
+    ) -> tuple[list[_Component], np.ndarray, np.ndarray | NodeVariances | None]:
+        """(components, centred means (K, P), marginal variances (K, P) when ``full``: for
+        one noise level a ``NodeVariances``, formed as far as the mixture asks)."""
         if not full:
             return [], self._block.means(np.exp(taus)), None
+        if isinstance(self._block, NoisePencil):
+            posts, means, lazy = self._block.lazy_posteriors(np.exp(taus))
+            return list(posts), means, lazy
         posts, means, var = self._block.posteriors(np.exp(taus))
         return list(posts), means, var
 
@@ -461,15 +473,27 @@ class _DenseSolver(_BatchEvidence):
 
 @dataclass(frozen=True)
 class _Mixture:
+    """The sigma mixture; ``var`` = sum_k w_k var_k + sum_k w_k (m_k - mean)^2, formed from
+    ``node_var`` when first read (None unless built in full)."""
+
     taus: np.ndarray
     weights: np.ndarray
     components: list[_Component]
     means: np.ndarray
     mean: np.ndarray
-    var: np.ndarray | None
+    node_var: np.ndarray | NodeVariances | None
+    spread: np.ndarray  # sum_k w_k (m_k - mean)^2, (P,)
     cov: np.ndarray | None
     sigma2: float
     log_mass: float
+
+    @cached_property
+    def var(self) -> np.ndarray | None:
+        if self.node_var is None:
+            return None
+        if isinstance(self.node_var, NodeVariances):
+            return self.node_var.weighted(self.weights) + self.spread
+        return self.weights @ self.node_var + self.spread
 
 
 def _mixture(
@@ -490,13 +514,40 @@ def _mixture(
     means = centred + solver.mu0
     mean = w @ means
     dev = means - mean
-    var = None if node_var is None else w @ node_var + w @ dev**2
     cov = None
     if full and all(isinstance(p, ConditionalPosterior) for p in posts):
         covs = np.array([p.cov for p in posts])  # type: ignore[attr-defined]
         cov = np.einsum("k,kij->ij", w, covs) + (dev.T * w) @ dev
     sigma2 = float(w @ np.exp(2.0 * taus))
-    return _Mixture(taus, w, posts, means, mean, var, cov, sigma2, log_mass)
+    return _Mixture(taus, w, posts, means, mean, node_var, w @ dev**2, cov, sigma2, log_mass)
+
+
+def _mean_shift(fine: _Mixture, coarse: _Mixture) -> float:
+    """max_i |coarse mean_i - fine mean_i| / sd_i, sd from the fine mixture.
+
+    With a ``NodeVariances`` the variances of most lineage blocks are not formed: a lower
+    bound of each variance gives an upper bound of each ratio; the largest exact ratio on the
+    columns where the bound is exact (shared and prior blocks) is a floor, and only the
+    blocks holding a column whose bound exceeds that floor are formed exactly. Every column
+    left out has a ratio at most its bound, at most the floor: the maximum is exact.
+    """
+    diff = np.abs(coarse.mean - fine.mean)
+    if not len(diff):
+        return 0.0
+    nv = fine.node_var
+    if not isinstance(nv, NodeVariances) or not np.all(np.isfinite(diff)):
+        assert fine.var is not None  # the fine mixture is always built in full
+        return float(np.max(diff / np.sqrt(fine.var)))
+    low, exact = nv.weighted_lower(fine.weights)
+    bound = diff / np.sqrt(low + fine.spread)
+    floor = float(np.max(bound[exact]))  # the shared block is always exact
+    late = np.flatnonzero(~exact & ~(bound <= floor))  # a NaN bound is formed exactly
+    if len(late):
+        pos = np.unique(nv.block_of_columns(late))
+        cols = nv.block_columns(pos)  # (len(pos), C)
+        var = nv.weighted_blocks(fine.weights, pos) + fine.spread[cols]
+        floor = float(np.max(np.r_[floor, (diff[cols] / np.sqrt(var)).ravel()]))
+    return floor
 
 
 def _health(
@@ -507,9 +558,7 @@ def _health(
     m_hi = float(np.sum(fine.weights[fine.taus >= hi - edge]))
     mass_err = abs(math.expm1(coarse.log_mass - fine.log_mass))
     var_err = abs(coarse.sigma2 - fine.sigma2) / fine.sigma2
-    assert fine.var is not None  # the fine mixture is always built in full
-    sd = np.sqrt(fine.var)
-    shift = float(np.max(np.abs(coarse.mean - fine.mean) / sd)) if len(sd) else 0.0
+    shift = _mean_shift(fine, coarse)
     ok = converged and not depth_hit and mass_err <= 1e-5 and var_err <= 1e-3 and shift <= 1e-3
     return FitHealth(
         ok=bool(ok),

@@ -14,6 +14,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, TypeVar
 
 import numpy as np
@@ -75,7 +76,9 @@ class MixtureProjector:
         self.weights = np.asarray(head.weights_, dtype=float)
         self.means = np.asarray(head.component_means_, dtype=float)
         self.components: tuple[Any, ...] = head.components_
-        self._blocks: OrderedDict[str, np.ndarray] = OrderedDict()  # lineage -> (K, P_s+C, P_s+C)
+        # lineage -> (K, P_s+C, P_s+C) covariances, or for one pencil's nodes its blocks'
+        # (D_l^-1 (K, C, C), T_l (K, C, P_s)), or its prior variances (C,) when it has no rows
+        self._blocks: OrderedDict[str, Any] = OrderedDict()
         self._shared_inv: np.ndarray | None = None  # (K, P_s, P_s): S^-1 of block nodes
 
     def _covs(self, lineage: str, cols: np.ndarray) -> np.ndarray:
@@ -155,18 +158,56 @@ class MixtureProjector:
             out[:, ps:, ps:] = np.diag(prior)
         return out
 
+    def _pencil_blocks(self, lineage: str, nodes: PencilNodes) -> Any:
+        """The lineage's (D_l^-1, T_l) of every node, or its prior variances when it has no
+        rows, cached per lineage as ``_covs`` is."""
+        if lineage in self._blocks:
+            self._blocks.move_to_end(lineage)
+            return self._blocks[lineage]
+        ps, c = nodes.p_shared, nodes.width
+        block = (self.space.lineage_slice(lineage).start - ps) // c
+        at = int(np.searchsorted(nodes.active, block))
+        if at < len(nodes.active) and nodes.active[at] == block:
+            out: Any = nodes.block_at(at)  # (K, C, C), (K, C, P_s)
+        else:  # a lineage without rows keeps its prior block
+            out = self.components[0].prior_sd[ps + block * c : ps + (block + 1) * c] ** 2
+        self._blocks[lineage] = out
+        while len(self._blocks) > LINEAGE_CACHE:
+            self._blocks.popitem(last=False)
+        return out
+
     def moments(
         self, lineage: str, z0: np.ndarray, z1: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Per node: means (K, 2) and covariances (K, 2, 2) of (z_0'beta, z_1'beta)."""
+        """Per node: means (K, 2) and covariances (K, 2, 2) of (z_0'beta, z_1'beta).
+
+        For one pencil's nodes the 2 x 2 forms come without the (P_s + C)^2 covariance:
+        with s = [a, b] on (shared, lineage block) columns, s Sigma_k s' =
+        (a - b T_l) S^-1 (a - b T_l)' + b D_l^-1 b' (Sigma_k's blocks: S^-1, -S^-1 T_l',
+        D_l^-1 + T_l S^-1 T_l').
+        """
         cols = card_columns(self.space, lineage)
         rows = np.vstack([z0, z1])
         if np.any(np.delete(rows, cols, axis=1) != 0.0):
             raise ValueError("design rows touch columns outside the card's blocks")
         s = rows[:, cols]
         means = self.means[:, cols] @ s.T
-        covs = s @ (self._covs(lineage, cols) @ s.T)  # (K, 2, 2): s Sigma_k s'
-        return means, covs
+        nodes = _pencil_nodes(self.components)
+        if nodes is None:
+            covs = s @ (self._covs(lineage, cols) @ s.T)  # (K, 2, 2): s Sigma_k s'
+            return means, covs
+        ps = nodes.p_shared
+        a, b = s[:, :ps], s[:, ps:]
+        part = self._pencil_blocks(lineage, nodes)
+        if isinstance(part, tuple):
+            d_inv, t = part
+            e = a - b @ t  # (K, 2, P_s)
+            covs = (b @ d_inv) @ b.T
+        else:
+            e = np.broadcast_to(a, (len(nodes.w), *a.shape))
+            covs = np.broadcast_to((b * part) @ b.T, (len(nodes.w), 2, 2))
+        g = nodes.inv_s @ e.transpose(0, 2, 1)  # L_S^-1 e', S^-1 = L_S^-T L_S^-1
+        return means, covs + g.transpose(0, 2, 1) @ g
 
     def draw(
         self, lineage: str, z0: np.ndarray, z1: np.ndarray, n: int, rng: np.random.Generator
@@ -175,8 +216,11 @@ class MixtureProjector:
         means, covs = self.moments(lineage, z0, z1)
         ks = rng.choice(len(self.weights), size=n, p=self.weights)
         xi = rng.standard_normal((n, 2))
-        roots = chol2x2(covs)
-        return means[ks] + np.einsum("nij,nj->ni", roots[ks], xi)
+        roots = chol2x2(covs)  # lower: (r00, 0; r10, r11)
+        out = means[ks]
+        out[:, 0] += roots[ks, 0, 0] * xi[:, 0]
+        out[:, 1] += roots[ks, 1, 0] * xi[:, 0] + roots[ks, 1, 1] * xi[:, 1]
+        return out
 
 
 def draw_arm_pairs(
@@ -204,15 +248,45 @@ class BlockStack:
             (one matrix-vector product for every node).
         gram: (K, A, C, C) L_l^-T L_l^-1, so |a|^2 = u' gram u.
         lineage_means: (K B, C) the nodes' means of every lineage block, contiguous.
+
+    A stack of one pencil's nodes (``from_pencil``) forms ``gram`` and ``coupling`` only when
+    read; the draws take the nodes their worlds visit (``node_blocks``).
     """
 
     components: tuple[BlockPosterior, ...]
     means: np.ndarray
     weights: np.ndarray
     inv_s: np.ndarray
-    coupling: np.ndarray
-    gram: np.ndarray
     lineage_means: np.ndarray
+    factors: tuple[np.ndarray, np.ndarray] | PencilNodes  # (coupling, gram) or the pencil's
+
+    @cached_property
+    def coupling(self) -> np.ndarray:
+        if not isinstance(self.factors, PencilNodes):
+            return self.factors[0]
+        nodes = self.factors
+        if not len(nodes.active):
+            return np.zeros((nodes.width, 0))
+        t = nodes.inverse_blocks[1]  # (K, A, C, P_s)
+        return np.ascontiguousarray(t.transpose(2, 0, 3, 1)).reshape(nodes.width, -1)
+
+    @cached_property
+    def gram(self) -> np.ndarray:
+        if not isinstance(self.factors, PencilNodes):
+            return self.factors[1]
+        nodes = self.factors
+        if not len(nodes.active):
+            return np.zeros((len(self.components), 0, nodes.width, nodes.width))
+        return nodes.inverse_blocks[0]
+
+    def node_blocks(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(``gram`` (n, A, C, C), T' = the coupling's (n, A, C, P_s)) of the nodes ``nodes``:
+        for a block part u, sd^2 = u' gram u and the shift l21_l a = (u @ T')."""
+        if isinstance(self.factors, PencilNodes):
+            return self.factors.inverse_blocks_at(nodes)
+        k, c, ps = len(self.weights), self.gram.shape[-1], self.inv_s.shape[1]
+        t = self.coupling.reshape(c, k, ps, -1)[:, nodes].transpose(1, 3, 0, 2)
+        return self.gram[nodes], t
 
     @classmethod
     def build(
@@ -236,7 +310,7 @@ class BlockStack:
             gram = np.zeros((len(components), 0, c, c))
         return cls(
             tuple(components), np.asarray(means, dtype=float), np.asarray(weights, dtype=float),
-            inv_s, coupling, gram, np.ascontiguousarray(means[:, ps:]).reshape(-1, c),
+            inv_s, np.ascontiguousarray(means[:, ps:]).reshape(-1, c), (coupling, gram),
         )  # fmt: skip
 
     @classmethod
@@ -249,17 +323,12 @@ class BlockStack:
     ) -> BlockStack:
         """The stack of one pencil's nodes: ``gram`` is D_l^-1 and the coupling T_l' (T_l =
         D_l^-1 G_l), both from the pencil's eigenbasis (``PencilNodes.inverse_blocks``),
-        the same matrices as ``build`` forms from the Cholesky factors, to rounding."""
+        the same matrices as ``build`` forms from the Cholesky factors, to rounding; both
+        formed when first read, and per visited node for the draws (``node_blocks``)."""
         ps, c = nodes.p_shared, nodes.width
-        if len(nodes.active):
-            gram, t = nodes.inverse_blocks  # (K, A, C, C), (K, A, C, P_s)
-            coupling = np.ascontiguousarray(t.transpose(2, 0, 3, 1)).reshape(c, -1)
-        else:
-            coupling = np.zeros((c, 0))
-            gram = np.zeros((len(components), 0, c, c))
         return cls(
             tuple(components), np.asarray(means, dtype=float), np.asarray(weights, dtype=float),
-            nodes.inv_s, coupling, gram, np.ascontiguousarray(means[:, ps:]).reshape(-1, c),
+            nodes.inv_s, np.ascontiguousarray(means[:, ps:]).reshape(-1, c), nodes,
         )  # fmt: skip
 
 
@@ -334,24 +403,26 @@ def block_arm_latents(
     nodes, counts = np.unique(ks, return_counts=True)
     order = np.argsort(ks, kind="stable")  # worlds grouped by node: contiguous slices
     bounds = np.r_[0, np.cumsum(counts)]
-    mean_blocks = stack.lineage_means  # (K B, C): node k's block l in row k B + l
-    # per node, for the cards alone in their block: centre u'm_l, shift l21_l a, sd |a|;
-    # the block parts u take a few distinct values (kind and RAG state), so each distinct u
-    # is contracted with every block at once and the cards' columns are taken afterwards
-    centre = np.empty((k_nodes, len(single)))
-    sd = np.broadcast_to(prior_sd_single, (k_nodes, len(single))).copy()
+    n_nodes = len(nodes)  # only the nodes the worlds visit are projected (row i: node nodes[i])
+    mean_blocks = stack.lineage_means.reshape(k_nodes, -1, c)  # node k's block l: [k, l]
+    # per visited node, for the cards alone in their block: centre u'm_l, shift l21_l a,
+    # sd |a|; the block parts u take a few distinct values (kind and RAG state), so each
+    # distinct u is contracted with the cards' blocks at once
+    centre = np.empty((n_nodes, len(single)))
+    sd = np.broadcast_to(prior_sd_single, (n_nodes, len(single))).copy()
     groups, group_of = _distinct_rows(u_single)
     hot_groups = []  # (hot card indices among the singles, their shifts)
+    visited = stack.node_blocks(nodes) if np.any(hot) else None  # (n, A, C, C), (n, A, C, P_s)
     for g, u in enumerate(groups):
         idx = np.flatnonzero(group_of == g)
-        centre[:, idx] = (mean_blocks @ u).reshape(k_nodes, -1)[:, block_single[idx]]
+        centre[:, idx] = mean_blocks[nodes[:, None], block_single[idx]] @ u
         idx_hot = idx[hot[idx]]
         if len(idx_hot):
+            assert visited is not None
             pa = pos_single[idx_hot]
-            shift = (u @ stack.coupling).reshape(k_nodes, ps, len(active))[:, :, pa]
-            hot_groups.append((idx_hot, shift))  # shift: (K, P_s, hot cards of the group)
-            k_a = stack.gram.shape[:2]
-            sd[:, idx_hot] = np.sqrt((stack.gram.reshape(-1, c) @ u).reshape(*k_a, c) @ u)[:, pa]
+            shift = (u @ visited[1][:, pa]).transpose(0, 2, 1)  # (n, P_s, hot cards)
+            hot_groups.append((idx_hot, shift))
+            sd[:, idx_hot] = np.sqrt((visited[0][:, pa] @ u) @ u)
     # worlds are handled grouped by node (contiguous slices; the xi are iid, so they can be
     # used in that order) and put back in the order of ks at the end
     beta_s = np.empty((n, ps))
@@ -359,7 +430,7 @@ def block_arm_latents(
     if len(single) == len(lin):  # every card alone in its block (the usual bank): per node,
         # z_1j'theta = z_1j's m_s + u'm_l + d_s'(s_1j - shift_j) + |a_j| xi_j
         shared_t = np.ascontiguousarray(z1.shared.T)
-        base = means[:, :ps] @ shared_t + centre  # (K, J)
+        base = means[nodes, :ps] @ shared_t + centre  # (visited nodes, J)
         for i, k in enumerate(nodes):
             sl = slice(bounds[i], bounds[i + 1])
             ds = xi_s[sl] @ stack.inv_s[k]  # L_S^-T xi_s in row form
@@ -368,17 +439,17 @@ def block_arm_latents(
             if hot_groups:  # s_1j - shift_j: the shift l21_l a_j only on the cards with rows
                 slope = shared_t.copy()
                 for idx_hot, shift in hot_groups:
-                    slope[:, idx_hot] -= shift[k]
+                    slope[:, idx_hot] -= shift[i]
             out = eta1[sl]
             np.matmul(ds, slope, out=out)
-            out += base[k]
+            out += base[i]
             noise = xi_1[sl]
-            noise *= sd[k]
+            noise *= sd[i]
             out += noise
     else:
         lift = np.empty((n, len(single)))  # lineage-block part of z_1j'theta, single cards
         beta_v = np.empty((n, len(vec_blocks), c))
-        shift = np.zeros((k_nodes, ps, len(single)))
+        shift = np.zeros((n_nodes, ps, len(single)))
         for idx_hot, group_shift in hot_groups:
             shift[:, :, idx_hot] = group_shift
         for i, k in enumerate(nodes):
@@ -386,7 +457,7 @@ def block_arm_latents(
             post, mean = posts[k], means[k]
             ds = xi_s[sl] @ stack.inv_s[k]
             beta_s[sl] = mean[:ps] + ds
-            lift[sl] = centre[k] + xi_1[sl] * sd[k] - ds @ shift[k]
+            lift[sl] = centre[i] + xi_1[sl] * sd[i] - ds @ shift[i]
             if len(vec_blocks):
                 beta_v[sl] = _vector_blocks(post, mean, ds, xi_v[sl], col[vec_blocks], pos_vec)
         eta1[:] = beta_s @ z1.shared.T

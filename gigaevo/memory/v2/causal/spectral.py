@@ -32,6 +32,7 @@ from gigaevo.memory.v2.causal.arrowhead import (
 
 __all__ = [
     "DensePencil",
+    "NodeVariances",
     "NoisePencil",
     "PencilNodes",
     "PencilPosterior",
@@ -144,19 +145,26 @@ class NoisePencil:
             (K ``PencilPosterior`` sharing one ``PencilNodes`` (their lineage-block factors
             formed when first read), means (K, P), marginal variances (K, P)).
         """
+        posts, mean, lazy = self.lazy_posteriors(sigmas)
+        return posts, mean, lazy.per_node()
+
+    def lazy_posteriors(
+        self, sigmas: np.ndarray
+    ) -> tuple[list[BlockPosterior], np.ndarray, NodeVariances]:
+        """``posteriors`` with the marginal variances left to a ``NodeVariances``: a mixture
+        needs only their weighted sum, and its health check often only a bound of it."""
         sigmas = np.asarray(sigmas, dtype=float)
         w, f, chol_s, t = self._schur(sigmas)
         log_ev = self._log_evidence(sigmas, w, f, chol_s, t)
         mean = self._means(w, f, chol_s, t)
         inv_s = lower_inverse(chol_s)  # (K, P_s, P_s), S^-1 = inv_s' inv_s
-        var = self._variances(w, f, inv_s)
         nodes = PencilNodes(self, w, f, inv_s)
         prior_sd = np.sqrt(self.prior_var)
         posts: list[BlockPosterior] = [
             PencilPosterior(mean[i], float(log_ev[i]), chol_s[i], self.active, prior_sd, nodes, i)
             for i in range(len(w))
         ]
-        return posts, mean, var
+        return posts, mean, NodeVariances(self, w, f, inv_s)
 
     def _variances(self, w: np.ndarray, f: np.ndarray, inv_s: np.ndarray) -> np.ndarray:
         """diag(Lambda^-1) per sigma, (K, P).
@@ -164,24 +172,96 @@ class NoisePencil:
         Shared block: diag(S^-1). Lineage block l: diag(D_l^-1) + diag(Y Y') with
         Y = T L_S^-T and T = D_l^-1 G_l = V^1/2 Q diag(w f) R_l.
         """
-        k, ps, c, n_act = len(w), self.p_shared, self.width, len(self.active)
+        k, ps, n_act = len(w), self.p_shared, len(self.active)
         var = np.tile(self.prior_var, (k, 1))
         var[:, :ps] = np.sum(inv_s * inv_s, axis=1)
         if not n_act:
             return var
-        fa = f.reshape(k, n_act, c, 1)
-        d_inv = ((self._vq * self._vq) @ fa)[..., 0]  # (K, A, C): diag(D^-1)
+        every = np.arange(n_act)
+        var[:, self.cols] = self._block_diag_inverse(w, f, every) + self._block_yy(
+            w, f, inv_s, every
+        )
+        return var
+
+    def _block_diag_inverse(self, w: np.ndarray, f: np.ndarray, pos: np.ndarray) -> np.ndarray:
+        """diag(D_l^-1) of the active blocks at positions ``pos``, (K, len(pos), C)."""
+        k, c = len(w), self.width
+        fa = f.reshape(k, len(self.active), c, 1)[:, pos]
+        return ((self._vq[pos] * self._vq[pos]) @ fa)[..., 0]
+
+    def _block_yy(
+        self, w: np.ndarray, f: np.ndarray, inv_s: np.ndarray, pos: np.ndarray
+    ) -> np.ndarray:
+        """diag(Y_l Y_l') of the active blocks at positions ``pos``, (K, len(pos), C)."""
+        k, ps, c, n_act = len(w), self.p_shared, self.width, len(self.active)
+        if len(pos) == n_act:
+            r, vq, g = self._r, self._vq, (w[:, None] * f).T
+        else:
+            r = self._r.reshape(n_act, c, ps)[pos].reshape(-1, ps)
+            vq = self._vq[pos]
+            g = (w[:, None] * f.reshape(k, n_act, c)[:, pos].reshape(k, -1)).T
         # R L_S^-T for every sigma as one product (column block k of ``stacked`` is
         # inv_s[k]'), kept with the sigmas inside each row so that every later step works
         # on contiguous (A, C, K P_s) blocks: Y_l = V_l^1/2 Q_l (w f R_l L_S^-T)
         stacked = inv_s.transpose(2, 0, 1).reshape(ps, k * ps)
-        u = (self._r @ stacked).reshape(-1, k, ps)  # (N, K, P_s)
-        u *= (w[:, None] * f).T[:, :, None]
-        y = self._vq @ u.reshape(n_act, c, k * ps)  # (A, C, K P_s)
+        u = (r @ stacked).reshape(-1, k, ps)  # (N, K, P_s)
+        u *= g[:, :, None]
+        y = vq @ u.reshape(len(pos), c, k * ps)  # (A, C, K P_s)
         y *= y
-        yy = (y.reshape(-1, ps) @ np.ones(ps)).reshape(n_act, c, k)  # row sums, (A, C, K)
-        var[:, self.cols] = d_inv + yy.transpose(2, 0, 1)
-        return var
+        yy = (y.reshape(-1, ps) @ np.ones(ps)).reshape(len(pos), c, k)  # row sums, (A, C, K)
+        return yy.transpose(2, 0, 1)
+
+
+class NodeVariances:
+    """The marginal variances diag(Lambda(sigma_k)^-1) of a pencil's K nodes, formed only as
+    far as asked (memory-model.md "Immediate head", mixture moments).
+
+    The mixture needs sum_k w_k diag(Lambda_k^-1) (``weighted``); its health check needs the
+    largest |coarse - fine mean| / sd, for which a lower bound of the variance settles most
+    columns: on a lineage block diag(Lambda_k^-1) = diag(D_l^-1) + diag(Y Y') >= diag(D_l^-1)
+    (``weighted_lower``, exact on the shared and the prior blocks), and only the blocks whose
+    bound could hold the largest ratio are formed exactly (``weighted_blocks``).
+    """
+
+    def __init__(self, pencil: NoisePencil, w: np.ndarray, f: np.ndarray, inv_s: np.ndarray):
+        self._pencil, self._w, self._f, self._inv_s = pencil, w, f, inv_s
+
+    def per_node(self) -> np.ndarray:
+        """diag(Lambda_k^-1) per node, (K, P)."""
+        return self._pencil._variances(self._w, self._f, self._inv_s)
+
+    def weighted(self, weights: np.ndarray) -> np.ndarray:
+        """sum_k weights_k diag(Lambda_k^-1), (P,)."""
+        return weights @ self.per_node()
+
+    def weighted_lower(self, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(a lower bound of ``weighted`` (P,), where it is exact (P,) bool)."""
+        pen, ps = self._pencil, self._pencil.p_shared
+        out = np.array(pen.prior_var, dtype=float)
+        exact = np.ones(len(out), dtype=bool)
+        out[:ps] = weights @ np.sum(self._inv_s * self._inv_s, axis=1)
+        if len(pen.active):
+            every = np.arange(len(pen.active))
+            d_inv = pen._block_diag_inverse(self._w, self._f, every)  # (K, A, C)
+            out[pen.cols] = np.tensordot(weights, d_inv, axes=1)
+            exact[pen.cols] = False
+        return out, exact
+
+    def block_of_columns(self, cols: np.ndarray) -> np.ndarray:
+        """Active-block positions of lineage columns ``cols`` (columns of ``pencil.cols``)."""
+        pen = self._pencil
+        return np.searchsorted(pen.active, (cols - pen.p_shared) // pen.width)
+
+    def block_columns(self, pos: np.ndarray) -> np.ndarray:
+        """The columns of the active blocks at positions ``pos``, (len(pos), C)."""
+        return self._pencil.cols[pos]
+
+    def weighted_blocks(self, weights: np.ndarray, pos: np.ndarray) -> np.ndarray:
+        """sum_k weights_k diag(Lambda_k^-1) on the active blocks at ``pos``, (len(pos), C)."""
+        pen = self._pencil
+        part = pen._block_diag_inverse(self._w, self._f, pos)
+        part = part + pen._block_yy(self._w, self._f, self._inv_s, pos)
+        return np.tensordot(weights, part, axes=1)
 
 
 class DensePencil:
@@ -281,6 +361,7 @@ class PencilNodes:
         n_act, c, ps = len(pencil.active), pencil.width, pencil.p_shared
         self._vq = pencil._vq
         self._r = pencil._r.reshape(n_act, c, ps)
+        self._at: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # node -> its inverse blocks
 
     @cached_property
     def factors(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -304,6 +385,38 @@ class PencilNodes:
         d_inv = vqf @ self._vq.transpose(0, 2, 1)
         t = (vqf @ self._r) * self.w[:, None, None, None]
         return d_inv, t
+
+    def inverse_blocks_at(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``inverse_blocks`` of the nodes ``nodes`` only, (len(nodes), A, ...) each: a
+        decision's worlds visit part of the K nodes, and only those are formed (kept per node
+        for the later decisions of the fit)."""
+        full = self.__dict__.get("inverse_blocks")
+        if full is not None:
+            return full[0][nodes], full[1][nodes]
+        self._form(nodes)
+        parts = [self._at[int(k)] for k in nodes]
+        return np.array([p[0] for p in parts]), np.array([p[1] for p in parts])
+
+    def block_at(self, at: int) -> tuple[np.ndarray, np.ndarray]:
+        """(D_l^-1 (K, C, C), T_l (K, C, P_s)) of the active block at position ``at``, every
+        node (a retirement projection of one card)."""
+        full = self.__dict__.get("inverse_blocks")
+        if full is not None:
+            return full[0][:, at], full[1][:, at]
+        self._form(np.arange(len(self.w)))
+        parts = [self._at[k] for k in range(len(self.w))]
+        return np.array([p[0][at] for p in parts]), np.array([p[1][at] for p in parts])
+
+    def _form(self, nodes: np.ndarray) -> None:
+        """Form and keep the inverse blocks of the nodes ``nodes`` not formed yet."""
+        miss = np.array([k for k in nodes if int(k) not in self._at], dtype=int)
+        if len(miss):
+            n_act, c = len(self.active), self.width
+            vqf = self._vq * self.f[miss].reshape(len(miss), n_act, 1, c)
+            d_inv = vqf @ self._vq.transpose(0, 2, 1)
+            t = (vqf @ self._r) * self.w[miss, None, None, None]
+            for i, k in enumerate(miss):
+                self._at[int(k)] = (d_inv[i], t[i])
 
 
 class PencilPosterior(BlockPosterior):
