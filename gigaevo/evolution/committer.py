@@ -419,7 +419,10 @@ class Committer:
             **self.reporter.summary(k),
             **extra,
         }
-        atomic_write_json(self.dir / "summary.json", summary)
+        # rewritten from the store's counters at every checkpoint and session end: a power
+        # loss that brings back an older copy (the directory is not fsynced) only makes a
+        # resume run the engine, which stops at once on the restored budget and rewrites it
+        atomic_write_json(self.dir / "summary.json", summary, durable=False)
 
 
 def _memory_result(

@@ -511,7 +511,10 @@ def run_from_config(
     built = build_run(cfg, show_progress=show_progress)
     try:
         resolved = OmegaConf.to_yaml(cfg, resolve=True)
-        atomic_write_text(built.checkpoint_dir / "config.yaml", resolved)
+        # rewritten at every start from the command (command.json, durable, identifies the
+        # run): fsynced, so never blank, but the directory is not; a power loss may bring
+        # back the previous session's copy until the next start rewrites it
+        atomic_write_text(built.checkpoint_dir / "config.yaml", resolved, durable=False)
         if on_start is not None:
             on_start()
         counters = built.engine.run()

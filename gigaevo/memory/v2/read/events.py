@@ -250,7 +250,10 @@ class MemoryEvents:
             "decisions": evidence.last_seq("decisions"),
             "terminals": evidence.last_seq("terminals"),
         }
-        atomic_write_json(self.mark_path, mark)
+        # a hint, checked on read against the run and the file's size (anything else
+        # reads as no mark: the whole ledger is scanned): not fsynced, like the events
+        # it describes
+        atomic_write_json(self.mark_path, mark, durable=False, synced=False)
         self._since_mark = 0
         return True
 

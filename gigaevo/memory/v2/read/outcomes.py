@@ -347,7 +347,9 @@ class OutcomeRecorder:
     def write_ope(self) -> Path:
         path = self.ope_path
         summary = self.ope_summary()
-        atomic_write_json(path, summary)
+        # recomputed from the ledger at every close (gigaevo.analysis.memory recomputes a
+        # stale one): no directory fsync
+        atomic_write_json(path, summary, durable=False)
         self.ope_written_at = int(summary["written_at_outcome"])
         return path
 
