@@ -3,7 +3,10 @@
 Usage:
     .venv/bin/python benchmarks/bench_card_world.py [--world mixed] [--seeds 20]
         [--rounds 600] [--measurement deterministic|noisy|unknown] [--variants ...]
-        [--jobs 2] [--quick]
+        [--jobs 2] [--quick] [--first-seed 0] [--save runs.pkl] [--load runs.pkl]
+
+``--save`` keeps every finished (seed, policy) run and is written after each one, so a
+stopped benchmark resumes: the same command again runs only what is missing.
 
 The world (``card_world.py``) is an evolving two-island MAP-Elites population on a [0, 1]
 metric whose gains and invalid rates are step and quadratic functions of the parent's
@@ -45,6 +48,9 @@ Variants of memory v2 (``--variants``, comma-separated; ``v2`` is production):
                 "Delayed-lineage head" clips at 0)
   no-lineage    the delayed-lineage head left out of the decisions
   model-priors  memory-model.md's invalidity priors (0.15 / 0.20 / 0.60) instead of the defaults
+Each may be followed by settings ":key=value;...": a bare key is memory.posterior_config's
+(``v2:invalidity_lineage_prior_sd=0.6``), a dotted one any memory group's
+(``v2:excluder.kind=none``, ``v2:causal.epsilon=0.1``).
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
+import hashlib  # noqa: E402
 import math  # noqa: E402
 import pickle  # noqa: E402
 import shutil  # noqa: E402
@@ -86,7 +93,7 @@ from card_world import (  # noqa: E402
 )
 from memory_arm import Coverage, MemoryArm  # noqa: E402
 
-OFFER = 0.7  # memory.causal.offer_probability (checked against the composed config)
+OFFER = 0.7  # memory.causal.offer_probability (tests/analysis/test_bench_card_world.py checks it)
 NOISY_SE = 0.02
 
 
@@ -106,6 +113,14 @@ class Trace:
     itt: tuple[float, float, float] | None = None  # (estimate, se, truth)
     retired: list[tuple[int, str]] = field(default_factory=list)
     seconds: float = 0.0
+    # per round: proposed card index (-1: abstained), delivered, the oracle's action (-1: none)
+    proposed: np.ndarray | None = None
+    delivered: np.ndarray | None = None
+    best: np.ndarray | None = None
+    # per round, the regret of every action (no card, card 0, ...): (rounds, K + 1)
+    action_regret: np.ndarray | None = None
+    # memory v2 per round (``MemoryArm.log``): rho_0, |A|, the harmful card's rho, chi, safe flag
+    decisions: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def play(world: World, policy: Policy, seed: int, rounds: int) -> Trace:
@@ -115,6 +130,10 @@ def play(world: World, policy: Policy, seed: int, rounds: int) -> Trace:
     regret = np.zeros(rounds)
     harmful = world.harmful()
     trace = Trace(policy.name, regret)
+    trace.proposed = np.full(rounds, -1, dtype=np.int16)
+    trace.delivered = np.zeros(rounds, dtype=bool)
+    trace.best = np.full(rounds, -1, dtype=np.int16)
+    trace.action_regret = np.zeros((rounds, len(world.cards) + 1), dtype=np.float32)
     for t in range(rounds):
         r = round_numbers(seed, t)
         parent = pop.parent(t, r)
@@ -125,8 +144,12 @@ def play(world: World, policy: Policy, seed: int, rounds: int) -> Trace:
             disposition = pop.add(out.child)
             out = type(out)(out.child, False, out.cited, out.y, disposition)
         f, b = parent.fitness, parent.b
-        best = max(world.deliver_value(f, b, j) for j in [None, *range(len(world.cards))])
-        regret[t] = best - world.deliver_value(f, b, card)
+        values = [world.deliver_value(f, b, j) for j in [None, *range(len(world.cards))]]
+        regret[t] = max(values) - world.deliver_value(f, b, card)
+        trace.best[t] = int(np.argmax(values)) - 1
+        trace.action_regret[t] = max(values) - np.asarray(values)
+        trace.proposed[t] = -1 if proposed is None else proposed
+        trace.delivered[t] = card is not None
         trace.abstain += proposed is None
         kind = "abstained" if proposed is None else ("delivered" if delivered else "withheld")
         trace.regret_by[kind] = trace.regret_by.get(kind, 0.0) + float(regret[t])
@@ -142,6 +165,7 @@ def play(world: World, policy: Policy, seed: int, rounds: int) -> Trace:
         trace.coverage = policy.coverage(world, seed)
         trace.itt = policy.itt()
         trace.retired = policy.retired
+        trace.decisions = policy.decision_log()
         policy.close()
     trace.seconds = time.perf_counter() - started
     return trace
@@ -153,6 +177,9 @@ def run_one(args: tuple[str, str, str, int, int, str]) -> Trace:
     k = len(world.cards)
     factories: dict[str, Callable[[], Policy]] = {
         "Thompson, withholding": lambda: Thompson(k, seed, withhold=1.0 - OFFER),
+        "Thompson, withholding, excluder": lambda: Thompson(
+            k, seed, withhold=1.0 - OFFER, exclude=True
+        ),
         "Thompson": lambda: Thompson(k, seed),
         "epsilon-greedy": lambda: EpsilonGreedy(k, seed),
         "never offer": lambda: Never(),
@@ -171,7 +198,14 @@ def run_one(args: tuple[str, str, str, int, int, str]) -> Trace:
 
 
 KINDS = ("abstained", "withheld", "delivered")
-BASELINES = ("Thompson, withholding", "Thompson", "epsilon-greedy", "never offer", "uniform")
+BASELINES = (
+    "Thompson, withholding",
+    "Thompson, withholding, excluder",
+    "Thompson",
+    "epsilon-greedy",
+    "never offer",
+    "uniform",
+)
 
 
 def t_interval(values: list[float]) -> tuple[float, float]:
@@ -256,10 +290,54 @@ def memory_details(name: str, runs: list[Trace], world: World) -> None:
     print(f"    retired: {text or 'none'}; wall {np.mean([t.seconds for t in runs]):.0f} s per run")
 
 
+SAVE_VERSION = 2
+CODE = ("gigaevo/memory", "config/memory", "benchmarks/card_world.py", "benchmarks/memory_arm.py")
+
+
+def code_digest() -> str:
+    """SHA-256 of the code a memory run depends on (a resumed file must match it)."""
+    h = hashlib.sha256()
+    for top in CODE:
+        path = ROOT / top
+        for f in sorted(path.rglob("*")) if path.is_dir() else [path]:
+            if f.is_file() and f.suffix in (".py", ".yaml"):
+                h.update(str(f.relative_to(ROOT)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def load_saved(path: Path) -> dict:
+    """A ``--save`` file: {"version", "world", "rounds", "measurement", "runs": {(seed, policy):
+    Trace}}; the first format (world name, {policy: [Trace per seed]}) is converted."""
+    data = pickle.loads(path.read_bytes())
+    if isinstance(data, tuple):  # the first format: only whole seeds, seed numbers lost
+        world_name, traces = data
+        runs = {(i, n): t for n, ts in traces.items() for i, t in enumerate(ts)}
+        rounds = len(next(iter(runs.values())).regret) if runs else 0
+        return {"version": 1, "world": world_name, "rounds": rounds, "measurement": None,
+                "code": None, "runs": runs}  # fmt: skip
+    return data
+
+
+def save(path: Path, data: dict) -> None:
+    """Write ``data`` atomically (a kill mid-write leaves the previous file)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(pickle.dumps(data))
+    os.replace(tmp, path)
+
+
+def complete(runs: dict[tuple[int, str], Trace], names: list[str]) -> dict[str, list[Trace]]:
+    """Per policy, the traces of the seeds every policy in ``names`` finished (paired reports)."""
+    seeds = sorted({s for s, _ in runs if all((s, n) in runs for n in names)})
+    return {n: [runs[(s, n)] for s in seeds] for n in names}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--world", default="mixed", choices=sorted(worlds()))
     parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument(
+        "--first-seed", type=int, default=0, help="run seeds first-seed .. first-seed + seeds - 1"
+    )
     parser.add_argument("--rounds", type=int, default=600)
     parser.add_argument(
         "--measurement", default="deterministic", choices=("deterministic", "noisy", "unknown")
@@ -267,43 +345,71 @@ def main() -> None:
     parser.add_argument("--variants", default="v2", help="memory v2 variants, comma-separated")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="4 seeds x 200 rounds")
-    parser.add_argument("--save", type=Path, help="pickle the traces here (re-report with --load)")
-    parser.add_argument("--load", type=Path, help="report the traces pickled by --save")
+    parser.add_argument(
+        "--save", type=Path,
+        help="keep every finished (seed, policy) run here, written after each one; an "
+        "existing file of the same world, rounds, measurement and memory code (a digest of "
+        "gigaevo/memory, config/memory and the world) is resumed: its finished runs are not "
+        "run again",
+    )  # fmt: skip
+    parser.add_argument("--load", type=Path, help="report the runs kept by --save")
     args = parser.parse_args()
-    if args.load:
-        world_name, saved = pickle.loads(args.load.read_bytes())
-        report(saved, worlds()[world_name])
-        return
     seeds, rounds = (4, 200) if args.quick else (args.seeds, args.rounds)
-    world = worlds()[args.world]
+    seed_range = range(args.first_seed, args.first_seed + seeds)
     variants = [f"memory {v}" for v in args.variants.split(",") if v]
     names = [*variants, *BASELINES]
+    if args.load:
+        data = load_saved(args.load)
+        kept = list(dict.fromkeys(n for _, n in data["runs"]))  # in the order they finished
+        wanted = [n for n in kept if n.startswith("memory")] + [n for n in BASELINES if n in kept]
+        traces = complete(data["runs"], wanted)
+        print(f"loaded {args.load}: world {data['world']!r}, {data['rounds']} rounds, "
+              f"{len(traces[wanted[0]])} seeds finished by every policy")  # fmt: skip
+        report(traces, worlds()[data["world"]])
+        return
+    world = worlds()[args.world]
+    data = {"version": SAVE_VERSION, "world": args.world, "rounds": rounds,
+            "measurement": args.measurement, "code": code_digest(), "runs": {}}  # fmt: skip
+    if args.save and args.save.exists():
+        old = load_saved(args.save)
+        keys = ("world", "rounds", "measurement", "code")
+        if any(old.get(k) != data[k] for k in keys):
+            print(f"bench_card_world: {args.save} holds world {old['world']!r}, "
+                  f"{old['rounds']} rounds, measurement {old['measurement']}, memory code "
+                  f"{old.get('code')}: not this run (code {data['code']}); choose another "
+                  "--save file", file=sys.stderr)  # fmt: skip
+            sys.exit(2)
+        data = old
+    runs: dict[tuple[int, str], Trace] = data["runs"]
     scratch = "/dev/shm" if Path("/dev/shm").is_dir() else tempfile.gettempdir()
+    work = [
+        (args.world, args.measurement, n, s, rounds, scratch)
+        for s in seed_range
+        for n in names
+        if (s, n) not in runs
+    ]
     print(
         f"card world {world.name!r}: {len(world.cards)} cards "
-        f"({', '.join(c.card_id for c in world.cards)}), {seeds} seeds x {rounds} rounds, "
-        f"measurement {args.measurement}; load {os.getloadavg()[0]:.1f}"
-    )
+        f"({', '.join(c.card_id for c in world.cards)}), seeds {seed_range.start}.."
+        f"{seed_range.stop - 1} x {rounds} rounds, measurement {args.measurement}; "
+        f"{len(names) * seeds - len(work)} of {len(names) * seeds} runs already kept; "
+        f"memory code {data['code']}; "
+        f"load {os.getloadavg()[0]:.1f}", flush=True,
+    )  # fmt: skip
     started = time.perf_counter()
-    work = [
-        (args.world, args.measurement, n, s, rounds, scratch) for s in range(seeds) for n in names
-    ]
-    by_seed: dict[int, dict[str, Trace]] = {}
-    traces: dict[str, list[Trace]] = {n: [] for n in names}
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        futures = {pool.submit(run_one, w): w[3] for w in work}
+        futures = {pool.submit(run_one, w): w for w in work}
         for done in as_completed(futures):
-            seed = futures[done]
-            by_seed.setdefault(seed, {})[done.result().policy] = done.result()
-            if len(by_seed[seed]) < len(names):
-                continue
-            for n in names:  # a seed is kept once every policy finished it (paired reports)
-                traces[n].append(by_seed[seed][n])
-            print(f"  seed {seed} done ({len(traces[names[0]])}/{seeds}); load "
-                  f"{os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
-            if args.save:  # after every seed: a stopped run still reports its finished seeds
-                args.save.write_bytes(pickle.dumps((args.world, traces)))
-    report(traces, world)
+            seed, trace = futures[done][3], done.result()
+            runs[(seed, trace.policy)] = trace
+            if args.save:  # after every run: a killed benchmark resumes where it stopped
+                save(args.save, data)
+            if all((seed, n) in runs for n in names):
+                finished = sum(all((s, n) in runs for n in names) for s in seed_range)
+                print(f"  seed {seed} done ({finished}/{seeds}); load "
+                      f"{os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+    mine = {key: t for key, t in runs.items() if key[0] in seed_range}
+    report(complete(mine, names), world)
     print(f"  wall {time.perf_counter() - started:.0f} s; load {os.getloadavg()[0]:.1f}")
     shutil.rmtree(Path(scratch) / "gigaevo-card-world", ignore_errors=True)
 

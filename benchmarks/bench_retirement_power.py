@@ -11,7 +11,9 @@ b ~ U[0, 1]^2 binned 3 x 3 into cells; the valid gain is 0.06 (1 - f)^2 - 0.015 
 0.01 sin(2 pi b_1)(1 - f) + effect + (0.02 + 0.04 (1 - f)) N(0, 1), clipped to the
 feasible interval (not linear in memory v2's features, heteroscedastic); 6 % of children
 are invalid (14 % where b_2 > 0.6), whatever the card. The cards: ``helpful`` (+0.05),
-``neutral`` (0) and ``drag`` (-0.05, harms gains only, no invalidity).
+``neutral`` (0) and ``drag`` (-0.05, harms gains only, no invalidity); on request
+``slight`` (+0.01: helpful, but only about twice the practical threshold theta, the
+hardest card to keep).
 
 Each seed is judged once, after its 600 rows, exactly as a sweep judges a card
 (``causal.retirement``: heads gate, support from the card's latest cited row per
@@ -60,7 +62,8 @@ from gigaevo.memory.v2.read.heads import invalidity_prior, shift_levels  # noqa:
 from gigaevo.memory.v2.settings import PosteriorSettings  # noqa: E402
 
 CARD = "card"
-EFFECTS = {"helpful": 0.05, "neutral": 0.0, "drag": -0.05}
+EFFECTS = {"helpful": 0.05, "neutral": 0.0, "drag": -0.05, "slight": 0.01}
+DEFAULT_CARDS = "helpful,neutral,drag"  # "slight" (+0.01, about twice theta) on request
 REWARD = RewardDefinition(0.0, 1.0)
 
 
@@ -111,11 +114,36 @@ def judge(
 ) -> tuple[str, float, bool, str]:
     seed, n, card, omega, post = args
     data = rows(seed, n, EFFECTS[card])
+    return card, omega, *judge_rows(data, f"power-{seed}-{card}-{omega}", omega, post)
+
+
+def judge_looks(
+    args: tuple[int, int, str, float, PosteriorSettings, int],
+) -> tuple[str, float, bool, str, int]:
+    """The card judged after every ``every`` rows (a sweep's cadence), each look with its own
+    evidence version (V changes with every row): (card, omega, retired at any look, the
+    last reason, rows at the retiring look or the last look)."""
+    seed, n, card, omega, post, every = args
+    data = rows(seed, n, EFFECTS[card])
+    reason, last = "", 0
+    for m in range(every, n + 1, every):
+        part = {k: v[:m] for k, v in data.items()}
+        retired, reason = judge_rows(part, f"power-{seed}-{card}-{omega}-{m}", omega, post)
+        last = m
+        if retired:
+            return card, omega, True, reason, m
+    return card, omega, False, reason, last
+
+
+def judge_rows(
+    data: dict[str, np.ndarray], version: str, omega: float, post: PosteriorSettings
+) -> tuple[bool, str]:
+    """Judge the card on ``data`` as a sweep would: (retired, "retired" or the keep reason)."""
     fitted = heads(data, omega, post)
     cfg = RetirementConfig()
     gate = heads_gate(fitted, cfg.alpha)
     if gate:
-        return card, omega, False, "heads gate"
+        return False, "heads gate"
     treated = np.flatnonzero(data["z"] == 1)
     latest: dict[tuple[int, tuple[int, ...]], int] = {}
     for i in treated:
@@ -129,10 +157,10 @@ def judge(
     support = CardSupport(CARD, CARD, "insight", 0, len(treated), contexts)
     out = judge_card(
         fitted, support, n_controls=len(controls), theta=theta,
-        evidence_version=f"power-{seed}-{card}-{omega}", cfg=cfg,
+        evidence_version=version, cfg=cfg,
     )  # fmt: skip
     reason = "retired" if out.retire else out.reason.split(" ")[0]
-    return card, omega, out.retire, reason
+    return out.retire, reason
 
 
 def main() -> None:
@@ -147,6 +175,17 @@ def main() -> None:
         "memory-model.md's priors)",
     )
     parser.add_argument("--omegas", default="0,0.15")
+    parser.add_argument(
+        "--cards", default=DEFAULT_CARDS, help=f"cards to judge, among {', '.join(EFFECTS)}"
+    )
+    parser.add_argument(
+        "--every",
+        type=int,
+        default=0,
+        help="judge the card after every N rows (N, 2N, ..., rows: repeated sweeps, each "
+        "with its own evidence version; a seed counts as retired at its first retiring "
+        "look); 0: once, after all rows",
+    )
     parser.add_argument(
         "--set",
         action="append",
@@ -178,12 +217,20 @@ def main() -> None:
         f"(invalidity levels {levels}{changed}); load {os.getloadavg()[0]:.1f}"
     )
     started = time.perf_counter()
-    work = [(s, args.rows, c, w, post) for w in omegas for c in EFFECTS for s in range(args.seeds)]
+    cards = [c for c in args.cards.split(",") if c]
+    work = [(s, args.rows, c, w, post) for w in omegas for c in cards for s in range(args.seeds)]
+    if args.every:
+        print(f"  judged after every {args.every} rows ({args.rows // args.every} looks per seed)")
+        looks = [(*w, args.every) for w in work]
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        results = list(pool.map(judge, work, chunksize=4))
+        if args.every:
+            results = list(pool.map(judge_looks, looks, chunksize=1))
+        else:
+            results = list(pool.map(judge, work, chunksize=4))
     print(f"  {'card':<10} {'effect':>7} {'omega':>6} {'retired':>14}  keep reasons")
     for omega in omegas:
-        for card, effect in EFFECTS.items():
+        for card in cards:
+            effect = EFFECTS[card]
             mine = [r for r in results if r[0] == card and r[1] == omega]
             k = sum(r[2] for r in mine)
             reasons = Counter(r[3] for r in mine if not r[2])
@@ -193,6 +240,11 @@ def main() -> None:
                 f"  {card:<10} {effect:>+7.2f} {omega:>6.2f} {k:>4}/{len(mine)} ({share:4.0%} +- "
                 f"{half:.0%})  {dict(reasons)}"
             )
+            at = [r[4] for r in mine if r[2] and len(r) > 4]
+            if at:
+                q = np.percentile(at, [25, 50, 75])
+                print(f"  {'':<26} retiring look at rows: quartiles {q[0]:.0f} / {q[1]:.0f} / "
+                      f"{q[2]:.0f}, first {min(at)}")  # fmt: skip
     print(f"  wall {time.perf_counter() - started:.0f} s; load {os.getloadavg()[0]:.1f}")
 
 

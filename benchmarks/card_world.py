@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 GRID = 3  # cells per behaviour axis
+EXCLUDER_DEPTH = 3  # memory.excluder.max_depth (tests/analysis/test_bench_card_world.py checks it)
 
 
 @dataclass(frozen=True)
@@ -178,6 +179,9 @@ class Program:
     fitness: float  # as measured
     b: tuple[float, float]
     island: int
+    # the card cited on each of the last EXCLUDER_DEPTH mutations of its ancestry, the one
+    # that produced it first (None: no card cited): what memory v2's lineage excluder reads
+    recent: tuple[int | None, ...] = ()
 
     @property
     def cell(self) -> tuple[int, int]:
@@ -231,14 +235,15 @@ def mutate(world: World, parent: Program, t: int, r: Round, card: int | None) ->
     spec = world.cards[card] if card is not None else None
     cited = spec is not None and r.u_cite < spec.cite
     used = spec if cited else None
+    recent = ((card if cited else None), *parent.recent)[:EXCLUDER_DEPTH]
     b = tuple(float(np.clip(parent.b[k] + 0.12 * r.jitter[k], 0.0, 1.0)) for k in (0, 1))
     f = parent.fitness
     if r.u_invalid < world.p_invalid(parent.b, used):
-        return Outcome(Program(f"c{t}", 0.0, b, parent.island), True, cited, None, None)  # type: ignore[arg-type]
+        return Outcome(Program(f"c{t}", 0.0, b, parent.island, recent), True, cited, None, None)  # type: ignore[arg-type]
     mean = world.baseline(f, parent.b) + (used.gain_at(f, parent.b) if used else 0.0)
     true = float(np.clip(f + mean + world.spread(f) * r.noise, 0.0, 1.0))
     measured = float(np.clip(true + world.measurement_se * r.measurement, 0.0, 1.0))
-    child = Program(f"c{t}", measured, b, parent.island)  # type: ignore[arg-type]
+    child = Program(f"c{t}", measured, b, parent.island, recent)  # type: ignore[arg-type]
     return Outcome(child, False, cited, measured - f, None)
 
 
@@ -279,16 +284,21 @@ class Thompson(Policy):
     or G- = -f for an invalid child), Normal-inverse-gamma posteriors (mu0 = 0, kappa0 = 1,
     alpha0 = 1, beta0 = 0.01). With ``withhold`` > 0 a chosen card is withheld (the same
     share as memory v2's controls, drawn with the round's ``u_offer``), and that round
-    teaches the no-card arm.
+    teaches the no-card arm. With ``exclude`` it never proposes a card cited on the parent's
+    last EXCLUDER_DEPTH ancestral mutations (memory v2's lineage excluder); its draws are
+    the same, only the argmax skips those cards.
     """
 
-    def __init__(self, k: int, seed: int, withhold: float = 0.0) -> None:
+    def __init__(self, k: int, seed: int, withhold: float = 0.0, exclude: bool = False) -> None:
         self.n = np.zeros(k + 1)
         self.mean = np.zeros(k + 1)
         self.ss = np.zeros(k + 1)
         self.withhold = withhold
         self.rng = np.random.default_rng([seed, 12, int(withhold * 1000)])
+        self.exclude = exclude
         self.name = "Thompson, withholding" if withhold else "Thompson"
+        if exclude:
+            self.name += ", excluder"
 
     def choose(self, t: int, parent: Program, r: Round) -> tuple[int | None, bool]:
         kappa = 1.0 + self.n
@@ -297,6 +307,10 @@ class Thompson(Policy):
         beta = 0.01 + 0.5 * self.ss + 0.5 * self.n * self.mean**2 / kappa
         var = beta / self.rng.gamma(alpha)
         draw = mu + np.sqrt(var / kappa) * self.rng.standard_normal(len(mu))
+        if self.exclude:
+            for j in parent.recent:
+                if j is not None:
+                    draw[j + 1] = -np.inf
         a = int(np.argmax(draw))
         if a == 0:
             return None, False

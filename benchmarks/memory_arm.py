@@ -113,9 +113,15 @@ class MemoryArm(Policy):
                 **settings["posterior_config"],
                 **MODEL_INVALIDITY_PRIORS,
             }
-        for item in filter(None, overrides.split(";")):  # "key=value;...": posterior_config
+        for item in filter(None, overrides.split(";")):
+            # "key=value": memory.posterior_config.key (none: None); "group.key=value":
+            # memory.group.key (null: None)
             key, _, value = item.partition("=")
-            settings["posterior_config"][key] = None if value == "none" else float(value)
+            group, _, key = key.rpartition(".")
+            node = settings[group or "posterior_config"]
+            if key not in node:
+                raise ValueError(f"unknown memory setting {group or 'posterior_config'}.{key}")
+            node[key] = None if value == "none" and not group else _parse(value)
         self.offer = float(settings["causal"]["offer_probability"])
         self.epsilon = float(settings["causal"]["epsilon"])
         bank_cards(world, directory)
@@ -136,6 +142,8 @@ class MemoryArm(Policy):
         self.exploration: dict[str, float] = {}
         self.safe: dict[str, list[bool]] = {}
         self.retired: list[tuple[int, str]] = []
+        self.log: list[dict[str, Any]] = []  # one entry per decision (``decision_log``)
+        self._last: dict[str, Any] = {}
         self._live = set(self.index)
         self._wrap_selection()
 
@@ -147,6 +155,7 @@ class MemoryArm(Policy):
         arm = self
 
         def select(decision_id: str, fit: HeadFit, x: np.ndarray, *args: Any) -> Any:
+            eligible = args[1] if len(args) > 1 else ()
             if arm.variant == "no-lineage":
                 fit = dataclasses.replace(fit, lineage=None)
             if arm.variant == "no-clip":
@@ -155,18 +164,37 @@ class MemoryArm(Policy):
             else:
                 sel = original(decision_id, fit, x, *args)
             arm._last_x = x
-            arm._note(sel)
+            arm._note(sel, [c.id for c in eligible])
             return sel
 
         reader._select = select  # type: ignore[method-assign]
 
-    def _note(self, sel: Any) -> None:
+    def _note(self, sel: Any, eligible: list[str]) -> None:
         prop = sel.proposal
         safe = set(prop.card_ids)
+        harm = self.world.cards[self.world.harmful()].card_id
+        rho = dict(zip(prop.card_ids, prop.rho, strict=True))
+        chi = dict(zip(prop.card_ids, prop.chi, strict=True))
+        self._last = {
+            "rho0": float(prop.rho0),
+            "safe": sum(1 << self.index[c] for c in safe),
+            "eligible": sum(1 << self.index[c] for c in eligible),
+            "harm_rho": float(rho.get(harm, 0.0)),
+            "harm_chi": float(chi.get(harm, 0.0)),
+            "reason": sel.abstain_reason,
+        }
         for cid in self._live:
             self.safe.setdefault(cid, []).append(cid in safe)
         for cid, chi in zip(prop.card_ids, prop.chi, strict=True):
             self.exploration[cid] = self.exploration.get(cid, 0.0) + self.offer * self.epsilon * chi
+
+    def decision_log(self) -> dict[str, np.ndarray]:
+        """Per round: rho_0, safe and eligible sets (bit j = world card j), the harmful card's
+        rho and chi, and the abstention reason ("" when the policy ran)."""
+        keys = ("rho0", "safe", "eligible", "harm_rho", "harm_chi", "reason")
+        blank = {"rho0": np.nan, "safe": 0, "eligible": 0, "harm_rho": np.nan,
+                 "harm_chi": np.nan, "reason": "not selected"}  # fmt: skip
+        return {k: np.array([entry.get(k, blank[k]) for entry in self.log]) for k in keys}
 
     def safe_share(self, card_id: str) -> float:
         flags = self.safe.get(card_id, [])
@@ -178,7 +206,9 @@ class MemoryArm(Policy):
             TASK, t, parent.pid, parent.fitness, parent.island, parent.cell, parent.b,
             t / self.rounds,
         )  # fmt: skip
+        self._last = {}
         decision = self.mem.decide(ctx)
+        self.log.append(self._last)
         pid = decision.record.get("proposed_id")
         if not isinstance(pid, str):
             return None, False
@@ -279,6 +309,19 @@ class MemoryArm(Policy):
 
     def close(self) -> None:
         self.mem.close()
+
+
+def _parse(value: str) -> Any:
+    """An override's value: null -> None, a number, true / false, else the string."""
+    if value.lower() == "null":
+        return None
+    if value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    return int(number) if number.is_integer() and "." not in value else number
 
 
 def _decision_id(mem: CardBankMemory, attempt: int) -> str:

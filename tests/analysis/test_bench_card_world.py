@@ -118,3 +118,86 @@ def test_oracle_has_zero_regret_and_the_baselines_order_as_expected(
         # showing the harmful card a sixth of the time costs more than showing nothing
         assert uniform.regret.sum() > never.regret.sum()
         assert uniform.harmful_delivered > 0
+
+
+@pytest.fixture(scope="module")
+def arm() -> ModuleType:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        return _load("memory_arm")
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+def test_baselines_use_the_composed_offer_probability_and_excluder_depth(
+    cw: ModuleType, bench: ModuleType, arm: ModuleType
+) -> None:
+    settings = arm.production_settings()
+    assert settings["causal"]["offer_probability"] == bench.OFFER
+    assert settings["excluder"] == {"kind": "lineage", "max_depth": cw.EXCLUDER_DEPTH}
+
+
+def test_thompson_with_the_excluder_never_proposes_a_card_cited_on_recent_ancestors(
+    cw: ModuleType,
+) -> None:
+    world = cw.worlds()["mixed"]
+    k, seed = len(world.cards), 3
+    pop = cw.Population.seeded()
+    policy = cw.Thompson(k, seed, withhold=0.3, exclude=True)
+    skipped = 0
+    for t in range(300):
+        r = cw.round_numbers(seed, t)
+        parent = pop.parent(t, r)
+        proposed, delivered = policy.choose(t, parent, r)
+        assert proposed is None or proposed not in parent.recent
+        skipped += any(j is not None for j in parent.recent)
+        card = proposed if delivered else None
+        out = cw.mutate(world, parent, t, r, card)
+        assert out.child.recent[0] == (card if out.cited else None)
+        assert out.child.recent[1:] == parent.recent[: cw.EXCLUDER_DEPTH - 1]
+        if not out.invalid:
+            pop.add(out.child)
+        policy.update(card, -parent.fitness if out.invalid else float(out.y))
+    assert skipped > 50  # the constraint was exercised
+
+
+def _figures(out: str) -> list[str]:
+    """The report's lines without the progress, wall-time and load lines."""
+    return [
+        line
+        for line in out.splitlines()
+        if line.startswith("  ") and "seed " not in line and "wall" not in line
+    ]
+
+
+def test_save_keeps_each_run_and_the_same_command_resumes(
+    bench: ModuleType,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+) -> None:
+    save = tmp_path / "runs.pkl"
+    args = ["bench_card_world.py", "--seeds", "2", "--rounds", "6", "--jobs", "1", "--variants", ""]
+
+    def run(*extra: str) -> str:
+        monkeypatch.setattr(sys, "argv", [*args, *extra])
+        bench.main()
+        return capsys.readouterr().out
+
+    first = run("--save", str(save), "--first-seed", "1")
+    assert "0 of 12 runs already kept" in first
+    kept = bench.load_saved(save)
+    assert sorted({s for s, _ in kept["runs"]}) == [1, 2]
+    assert len(kept["runs"]) == 12 and kept["code"] == bench.code_digest()
+    again = run("--save", str(save), "--first-seed", "1")
+    assert "12 of 12 runs already kept" in again
+    # the resumed report has the same figures (nothing was run again)
+    assert _figures(again) == _figures(first) and len(_figures(first)) > 5
+    wider = run("--save", str(save), "--first-seed", "2")  # seed 2 kept, seed 3 new
+    assert "6 of 12 runs already kept" in wider
+    assert len(bench.load_saved(save)["runs"]) == 18
+    monkeypatch.setattr(sys, "argv", [*args[:4], "7", *args[5:], "--save", str(save)])
+    with pytest.raises(SystemExit) as stop:
+        bench.main()
+    assert stop.value.code == 2
+    assert "not this run" in capsys.readouterr().err
