@@ -6,9 +6,10 @@ means some code is not referencing the cache. Writing: every change takes the
 file lock, re-reads the current bytes (so concurrent writers lose nothing and
 the last upsert per key wins, never a blind text merge), splices the changed
 entries, and replaces the file atomically (temp file, fsync, ``os.replace``,
-directory fsync; without the directory fsync for writes remade at every start). An unchanged result is not written at all. The cached state
-is refreshed from what was written; that re-read belongs to the write protocol
-and is not a session read.
+directory fsync; without the directory fsync for writes remade at every start).
+An unchanged result is not written at all. The cached state is refreshed from
+what was written; that re-read belongs to the write protocol and is not a
+session read.
 """
 
 from __future__ import annotations
