@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +14,13 @@ from omegaconf import DictConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = ROOT / "config"
+
+# A shell starts a background job (``pytest ... &``, ``nohup``) with SIGINT ignored, and an
+# ignored signal stays ignored across exec: every run.py a test starts would then ignore
+# the Ctrl-C the interrupt tests send it and run on to its budget. Python's own handler is
+# reset to the default at exec, so the children get Ctrl-C as a terminal would deliver it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def compose_config(overrides: list[str]) -> DictConfig:
