@@ -8,8 +8,20 @@ listens on 127.0.0.1::
 Every answer is a SEARCH/REPLACE diff of the parent program in the prompt
 (gigaevo's "## Parent program" block; for another framework's prompt, the block
 ``_latency_server.program_to_improve`` finds), drawn from a seeded generator
-of the server seed, the request's ``seed`` field and the prompt's digest: the
-same prompt and attempt seed give the same answer whatever the arrival order.
+of the server seed, the request's ``seed`` field, the digest of that parent
+program (not of the whole prompt: ids, inspirations and feedback do not
+re-seed, though the answer reads them) and how many times this contestant
+sent that (seed, parent) before: the same prompt and attempt seed give the
+same answer whatever the arrival order.
+
+**Paired contestants.** A client names itself in the path,
+``http://127.0.0.1:<port>/c/<contestant>/v1`` (plain ``/v1`` is the contestant
+""). The repeat count is kept per contestant and the contestant's name is
+not part of the seed, so two contestants that ask about the same parent with
+the same attempt seed draw the same random numbers (common random numbers:
+configurations that make the same choices see the same answers, and two runs
+of one configuration give the same history), and a contestant's repeats do
+not shift another's draws.
 A latency of a log-normal law (median ``--median`` s, log-sd ``--sigma``; one
 answer in fifty stalls ten times longer) from a separate stream of the same
 seeds delays each answer; it never changes the content.
@@ -346,20 +358,28 @@ class SearchServer:
             raise ValueError(f"mode must be aware or perturb, got {mode!r}")
         self.seed, self.mode, self.median, self.sigma = seed, mode, median, sigma
         self.tactics: dict[str, int] = {}
-        self._seen: dict[tuple[int, int], int] = {}
+        self._seen: dict[tuple[str, int, int], int] = {}
         self._lock = threading.Lock()
         self.http = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.http.daemon_threads = True
         self.http.request_queue_size = 128
 
-    def reply(self, body: dict[str, Any]) -> tuple[float, str]:
-        """(latency, answer text) for one request body."""
+    def reply(self, body: dict[str, Any], contestant: str = "") -> tuple[float, str]:
+        """(latency, answer text) for one request body from ``contestant``, seeded by the
+        attempt seed and the parent program's digest.
+
+        The same request again from the same contestant (a fixed seed, a retry)
+        samples afresh; from another contestant it is answered as the first time
+        it was sent by that one (the name is not part of the seed).
+        """
         prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
         call_seed = int(body.get("seed") or 0) % 2**63
-        digest = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:8], "big")
-        with self._lock:  # the same request again (a fixed seed, a retry) samples afresh
-            repeat = self._seen.get((call_seed, digest), 0)
-            self._seen[(call_seed, digest)] = repeat + 1
+        keyed = _parent(prompt) or prompt  # the program asked about, not the prompt's wrapping
+        digest = int.from_bytes(hashlib.sha256(keyed.encode()).digest()[:8], "big")
+        with self._lock:
+            key = (contestant, call_seed, digest)
+            repeat = self._seen.get(key, 0)
+            self._seen[key] = repeat + 1
         rng = np.random.default_rng([self.seed, call_seed, digest, repeat])
         tactic, text = answer(prompt, rng, self.mode)
         timing = np.random.default_rng([self.seed, call_seed, digest, repeat, 1])
@@ -369,6 +389,12 @@ class SearchServer:
         with self._lock:
             self.tactics[tactic] = self.tactics.get(tactic, 0) + 1
         return min(latency, MAX_LATENCY), text
+
+
+def contestant_of(path: str) -> str:
+    """The contestant named in a request path ``/c/<name>/v1/...``; "" without one."""
+    parts = path.split("/")
+    return parts[2] if len(parts) > 3 and parts[0] == "" and parts[1] == "c" else ""
 
 
 def _handler(server: SearchServer) -> type[BaseHTTPRequestHandler]:
@@ -387,7 +413,7 @@ def _handler(server: SearchServer) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-            latency, text = server.reply(body)
+            latency, text = server.reply(body, contestant_of(self.path))
             time.sleep(latency)
             prompt_chars = sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
             model = body.get("model", "search-model")

@@ -11,9 +11,12 @@ commits ``--decisions`` decisions of its own, a new withheld control landing eve
 
 - Python memory kept per decision (``tracemalloc``, growth over the second half of the
   decisions, after the caches have warmed up);
-- ledger bytes per decision (growth of the SQLite file and its WAL) and the mean
-  decision body length, as stored;
-- rows of the content-addressed tables (snapshots, universes, fit_sets).
+- ledger bytes per decision (growth of the SQLite file and its WAL; and of the file
+  alone with the WAL checkpointed into it before and after) and the mean decision
+  body length, as stored;
+- rows of the content-addressed tables (snapshots, universes, fit_sets);
+- stored body bytes per measured decision by table (decisions of the measured run,
+  snapshots, universes, fit_sets): what the ledger bytes are made of.
 """
 
 from __future__ import annotations
@@ -36,12 +39,39 @@ def _ledger_bytes(root: Path) -> int:
     return sum(p.stat().st_size for p in root.glob(EVIDENCE_FILE + "*"))
 
 
+def _checkpointed_bytes(root: Path) -> int:
+    """The ledger file's size once its WAL is checkpointed into it and truncated (the
+    WAL's pages are reused after each checkpoint, so they are not per-decision growth)."""
+    with sqlite3.connect(root / EVIDENCE_FILE) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return (root / EVIDENCE_FILE).stat().st_size
+
+
+BODY_TABLES = ("snapshots", "universes", "fit_sets")
+
+
+def _body_bytes(root: Path) -> dict[str, int]:
+    with sqlite3.connect(root / EVIDENCE_FILE) as conn:
+        out = {
+            t: int(conn.execute(f"SELECT COALESCE(SUM(LENGTH(body)), 0) FROM {t}").fetchone()[0])
+            for t in BODY_TABLES
+        }
+        out["decisions"] = int(
+            conn.execute(
+                "SELECT COALESCE(SUM(LENGTH(body)), 0) FROM decisions WHERE run_id = 'bench'"
+            ).fetchone()[0]
+        )
+    return out
+
+
 def measure(n_cards: int, history: int, decisions: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         setup, _ = build(root, n_cards, history)
         setup.decide()
+        file_before = _checkpointed_bytes(root)
         bytes_before = _ledger_bytes(root)
+        bodies_before = _body_bytes(root)
         half = decisions // 2
         tracemalloc.start()
         traced = 0
@@ -55,6 +85,7 @@ def measure(n_cards: int, history: int, decisions: int) -> dict[str, float]:
         gc.collect()
         kept = (tracemalloc.get_traced_memory()[0] - traced) / (decisions - half)
         tracemalloc.stop()
+        bodies = _body_bytes(root)
         with sqlite3.connect(root / EVIDENCE_FILE) as conn:
             body = conn.execute(
                 "SELECT AVG(LENGTH(body)) FROM decisions WHERE run_id = 'bench'"
@@ -66,8 +97,13 @@ def measure(n_cards: int, history: int, decisions: int) -> dict[str, float]:
         return {
             "kept_kb": kept / 1024,
             "ledger_kb": (_ledger_bytes(root) - bytes_before) / 1024 / decisions,
+            "file_kb": (_checkpointed_bytes(root) - file_before) / 1024 / decisions,
             "body_kb": float(body) / 1024,
             **{f"rows_{t}": float(n) for t, n in tables.items()},
+            **{
+                f"bytes_{t}": (bodies[t] - bodies_before[t]) / 1024 / decisions
+                for t in ("decisions", *BODY_TABLES)
+            },
         }
 
 
@@ -81,9 +117,15 @@ def main() -> None:
         m = measure(n, args.history, args.decisions)
         print(
             f"N={n:>6} cards  kept {m['kept_kb']:7.1f} KiB/decision (tracemalloc)"
-            f"  ledger +{m['ledger_kb']:7.1f} KiB/decision  body {m['body_kb']:6.1f} KiB"
+            f"  ledger +{m['ledger_kb']:7.1f} KiB/decision (checkpointed file"
+            f" +{m['file_kb']:6.1f})  body {m['body_kb']:6.1f} KiB"
             f"  rows: snapshots {m['rows_snapshots']:.0f}, universes {m['rows_universes']:.0f},"
             f" fit_sets {m['rows_fit_sets']:.0f}",
+            flush=True,
+        )
+        print(
+            "           stored body KiB per decision: "
+            + ", ".join(f"{t} {m['bytes_' + t]:.2f}" for t in ("decisions", *BODY_TABLES)),
             flush=True,
         )
 

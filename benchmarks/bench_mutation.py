@@ -299,11 +299,17 @@ def statuses(folder: Path, module: str) -> dict[str, str]:
 NICE = 19  # the niceness of mutmut and its workers (``--nice``)
 
 
+def _nice() -> list[str]:
+    """``nice`` to reach ``NICE`` (absolute: ``nice -n`` adds to the caller's own niceness,
+    so a job started under ``nice -n 10`` would otherwise run mutmut at 19)."""
+    return ["nice", "-n", str(max(0, NICE - os.nice(0)))]
+
+
 def draw_sample(folder: Path, module: str, size: int, seed: int) -> list[str]:
     """A seeded uniform sample of ``size`` of the module's mutants (written to sample.txt):
     its kill rate is an unbiased estimate of the module's score, at a fraction of the time."""
     subprocess.run(
-        ["nice", "-n", str(NICE), sys.executable, "-c", GENERATE],
+        [*_nice(), sys.executable, "-c", GENERATE],
         cwd=folder, stdout=subprocess.DEVNULL, check=True,
     )  # fmt: skip
     (folder / SAMPLE).unlink(missing_ok=True)
@@ -326,7 +332,7 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
 
 def run(folder: Path, names: list[str], budget: float, max_children: int) -> float:
     mutmut = shutil.which("mutmut", path=str(Path(sys.executable).parent)) or "mutmut"
-    cmd = ["nice", "-n", str(NICE), mutmut, "run", "--max-children", str(max_children), *names]
+    cmd = [*_nice(), mutmut, "run", "--max-children", str(max_children), *names]
     started = time.monotonic()
     with (folder / "mutmut.log").open("a") as log:
         # its own session: when the budget is spent the whole group goes (mutmut's fork

@@ -20,6 +20,18 @@ code. ``--server perturb`` only nudges 1 to 3 numbers of the parent (the
 previous benchmark). Answers are seeded by the attempt's seed and the
 prompt, latencies are log-normal with a stall now and then.
 
+**Paired.** Each contestant talks to the seed's server under its own name
+(``/c/<name>/v1``): the server counts repeated requests per contestant and
+does not seed on the name, so contestants that send the same request (ours
+and a variant, on their first mutants and wherever their choices agree) get
+the same answer, and a run gives the same curve whether it runs alone or
+beside others, first or last. The server seeds on the attempt seed and the
+parent program (not the prompt's other parts), and the hill-climb's step i
+uses the seed of ours' attempt i, so ours with one island, one mutation in
+flight and always the best as parent makes the hill-climb's moves.
+Differences between contestants are then differences of their choices,
+compared on common random numbers.
+
 Contestants:
 
 - **ours**: ``run.py`` with ``llm=openai_compatible`` pointed at the server,
@@ -32,18 +44,22 @@ Contestants:
 - **main** (with ``--baseline DIR``, a checkout of another version, e.g.
   ``git archive main | tar -x -C /tmp/base``): that checkout's ``run.py``;
 - **(1+1) hill-climb**: the current best program is sent in the same prompt
-  (``build_messages``, no inspirations); the child replaces it when it is
-  valid and strictly better. With ``--hill-feedback`` also a hill-climb
-  whose prompt carries the failures of the current parent's last three
-  failed children, as ours does (``hill+fb``);
+  (``build_messages``, no inspirations) with the seed of ours' attempt of the
+  same number; the child replaces it when it is valid and strictly better.
+  With ``--hill-feedback`` also a hill-climb whose prompt carries the
+  failures of the current parent's last three failed children, as ours
+  does (``hill+fb``);
 - **OpenEvolve** (``--openevolve PY``: a python with openevolve 0.4.0) on the
   same seed program, its evaluator calling this problem's validator;
   circle packing only.
 
 It prints the best-so-far after each checkpoint (mutants, the seed program
-not counted), per seed and as medians with the range over seeds, the archive
-coverage (occupied cells per island) of gigaevo runs, the server's answers
-by kind, and the load average.
+not counted), per seed and as medians with a distribution-free interval over
+seeds (order statistics: the widest pair whose coverage of the true median is
+at least 90 %, stated), the per-seed difference of every contestant to the
+(1+1) hill-climb (median with its interval, and seeds ahead / level /
+behind), the archive coverage (occupied cells per island) of gigaevo runs,
+the server's answers by kind, and the load average.
 """
 
 from __future__ import annotations
@@ -67,6 +83,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _config import run_openevolve  # noqa: E402
 from bench_search import _archive, launch  # noqa: E402
+from scipy.stats import binom  # noqa: E402
 
 from gigaevo.evaluation import SandboxEvaluator  # noqa: E402
 from gigaevo.mutation import (  # noqa: E402
@@ -97,7 +114,12 @@ class Server:
         )
         assert self.proc.stdout is not None
         port = int(self.proc.stdout.readline().split()[1])
-        self.url = f"http://127.0.0.1:{port}/v1"
+        self.base = f"http://127.0.0.1:{port}"
+        self.url = f"{self.base}/v1"
+
+    def url_for(self, contestant: str) -> str:
+        """The API base of one contestant (its own repeat counts, the same seeds)."""
+        return f"{self.base}/c/{contestant}/v1"
 
     def tactics(self) -> dict[str, int]:
         with urllib.request.urlopen(self.url + "/tactics", timeout=10) as response:
@@ -139,7 +161,7 @@ def hill_climb(url: str, problem: Problem, seed: int, n: int, feedback: bool) ->
                 metrics=metrics,
                 parent=parent,
                 inspirations=(),
-                seed=derive_seed(seed, "hill_climb", i),
+                seed=derive_seed(seed, "mutate", i),  # ours' attempt i: shared draws
                 feedback=ParentFeedback(failures=tuple(failures[:3])),
             )
             messages = [
@@ -260,6 +282,37 @@ def _median_range(values: list[float]) -> str:
     return f"{statistics.median(values):.5g} [{min(values):.5g}..{max(values):.5g}]"
 
 
+def median_interval(values: list[float], level: float = 0.9) -> tuple[float, float, float, float]:
+    """(median, low, high, coverage): the order statistics ``x_(k) <= x_(n+1-k)`` with the
+    largest ``k`` whose coverage of the population median, ``1 - 2 P(B < k)`` for ``B ~
+    Binomial(n, 1/2)``, is at least ``level`` (distribution-free; with 5 values the
+    range, 94 %; with 10, the 2nd and 9th, 98 %). Fewer values than that level
+    needs give the range and its (lower) coverage.
+    """
+    x = sorted(values)
+    n = len(x)
+    k = 1
+    while k + 1 <= (n + 1) // 2 and 1 - 2 * binom.cdf(k, n, 0.5) >= level:
+        k += 1
+    coverage = 1 - 2 * binom.cdf(k - 1, n, 0.5)
+    return statistics.median(x), x[k - 1], x[n - k], float(coverage)
+
+
+def _median_ci(values: list[float]) -> str:
+    m, lo, hi, cover = median_interval(values)
+    return f"{m:.5g} [{lo:.5g}, {hi:.5g}]{'' if cover >= 0.9 else f' ({cover:.0%})'}"
+
+
+def _paired(results: list[dict[str, Any]], name: str, ref: str, c: int, higher: bool) -> str:
+    """Per-seed difference of ``name`` to ``ref`` at checkpoint ``c`` in the metric's
+    direction (positive: ``name`` better): median [interval], seeds ahead/level/behind."""
+    sign = 1.0 if higher else -1.0
+    diffs = [sign * (r["curves"][name][c] - r["curves"][ref][c]) for r in results]
+    ahead = sum(d > 0 for d in diffs)
+    level = sum(d == 0 for d in diffs)
+    return f"{_median_ci(diffs)} ({ahead}/{level}/{len(diffs) - ahead - level})"
+
+
 def run_seed(
     args: argparse.Namespace, seed: int, gigaevo: dict[str, tuple[Path, list[str]]]
 ) -> dict[str, Any]:
@@ -270,15 +323,17 @@ def run_seed(
     with Server(1000 + seed, args.server, args.median, args.sigma) as server:
         for name, (root, extra) in gigaevo.items():
             curves[name], cells[name] = ours(
-                server.url, root, name, args.problem, seed, args.mutants, args.out, extra
+                server.url_for(name), root, name, args.problem, seed, args.mutants, args.out, extra
             )
         if not args.no_hill_climb:
-            curves["hill-climb"] = hill_climb(server.url, problem, seed, args.mutants, False)
+            url = server.url_for("hill-climb")
+            curves["hill-climb"] = hill_climb(url, problem, seed, args.mutants, False)
         if args.hill_feedback:
-            curves["hill+fb"] = hill_climb(server.url, problem, seed, args.mutants, True)
+            url = server.url_for("hill+fb")
+            curves["hill+fb"] = hill_climb(url, problem, seed, args.mutants, True)
         if args.openevolve:
             curves["openevolve"] = openevolve(
-                args.openevolve, server.url, problem, seed, args.mutants
+                args.openevolve, server.url_for("openevolve"), problem, seed, args.mutants
             )
         tactics = server.tactics()
     short = {name: len(c) - 1 for name, c in curves.items() if len(c) <= args.mutants}
@@ -335,16 +390,28 @@ def main() -> int:
     print(f"load average at end: {os.getloadavg()}")
     print(
         f"\nbest-so-far over {len(results)} seeds ({args.problem}, server {args.server}),"
-        " median [min..max]:"
+        " median [interval covering the median with >= 90 %; else its coverage]:"
     )
     for name in results[0]["curves"]:
         at = "  ".join(
-            f"@{c}: {_median_range([r['curves'][name][c] for r in results])}"
-            for c in args.checkpoints
+            f"@{c}: {_median_ci([r['curves'][name][c] for r in results])}" for c in args.checkpoints
         )
         cover = [float(c) for r in results for c in r["cells"].get(name, ())]
         cells = f"  cells/island {_median_range(cover)}" if cover else ""
         print(f"  {name:12} {at}{cells}")
+    if "hill-climb" in results[0]["curves"]:
+        higher = load_problem(name=args.problem).metrics.higher_is_better
+        print(
+            "\nminus the hill-climb per seed (positive: better), median [interval]"
+            " (seeds ahead/level/behind):"
+        )
+        for name in results[0]["curves"]:
+            if name != "hill-climb":
+                at = "  ".join(
+                    f"@{c}: {_paired(results, name, 'hill-climb', c, higher)}"
+                    for c in args.checkpoints
+                )
+                print(f"  {name:12} {at}")
     return 0
 
 

@@ -134,6 +134,57 @@ def test_answers_depend_on_the_prompt_and_seed_and_a_repeat_is_sampled_afresh(
         search.http.server_close()
 
 
+def test_contestants_are_paired_on_common_random_numbers(server: ModuleType) -> None:
+    """Repeats are counted per contestant (named in the path) and the name is not
+    seeded: a second contestant sending the same requests gets the first one's
+    answers in the same order, whatever the first one sent in between."""
+    search = server.SearchServer(seed=4, median=0.0)
+    thread = threading.Thread(target=search.http.serve_forever, daemon=True)
+    thread.start()
+    port = search.http.server_address[1]
+
+    def ask(path: str, seed: int) -> str:
+        body = {"messages": [{"role": "user", "content": _prompt()}], "seed": seed}
+        url = f"http://127.0.0.1:{port}{path}/chat/completions"
+        request = urllib.request.Request(url, json.dumps(body).encode())
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return str(json.loads(response.read())["choices"][0]["message"]["content"])
+
+    try:
+        a = [ask("/c/a/v1", s % 3) for s in range(6)]  # each seed twice: a repeat each
+        b = [ask("/c/b/v1", s % 3) for s in range(6)]
+        assert a == b
+        assert a[:3] != a[3:]  # a contestant's own repeat samples afresh
+        assert [ask("/v1", s % 3) for s in range(3)] == a[:3]
+        assert server.contestant_of("/c/hill-climb/v1/chat/completions") == "hill-climb"
+        assert server.contestant_of("/v1/chat/completions") == ""
+    finally:
+        search.http.shutdown()
+        search.http.server_close()
+
+
+def test_answers_are_seeded_by_the_parent_not_the_prompt_wrapping(server: ModuleType) -> None:
+    """Two prompts about the same parent that differ elsewhere (the parent's id and
+    fitness) draw the same answers for the same attempt seeds; another parent does not."""
+    search = server.SearchServer(seed=5, median=0.0)
+    try:
+
+        def replies(text: str, contestant: str) -> list[str]:
+            bodies = [
+                {"messages": [{"role": "user", "content": text}], "seed": s} for s in range(5)
+            ]
+            return [search.reply(b, contestant)[1] for b in bodies]
+
+        here = _prompt()
+        renamed = here.replace("id: p;", "id: q7;").replace("fitness: 1.08", "fitness: 1.1")
+        other = here.replace(SEED, SEED.replace("0.", "0.0", 1))
+        assert renamed != here and other != here
+        assert replies(here, "a") == replies(renamed, "b")
+        assert replies(here, "c") != replies(other, "d")
+    finally:
+        search.http.server_close()
+
+
 def test_a_move_the_feedback_lists_as_failed_is_not_made_again(server: ModuleType) -> None:
     numbers = server._numbers(SEED)
     kept = numbers[-1]

@@ -419,7 +419,11 @@ class Committer:
             **self.reporter.summary(k),
             **extra,
         }
-        atomic_write_json(self.dir / "summary.json", summary)
+        # rewritten from the store's counters at every checkpoint and session end; atomic,
+        # not fsynced: a power loss that brings back an older or blank copy (read as
+        # missing) only makes a resume run the engine, which stops at once on the restored
+        # budget and rewrites it
+        atomic_write_json(self.dir / "summary.json", summary, durable=False, synced=False)
 
 
 def _memory_result(

@@ -26,7 +26,7 @@ from gigaevo.llm.answer_format import (
 from gigaevo.llm.base import LLMResponse, Message, offline_response
 from gigaevo.llm.offline_source import SourceView, TacticContext, TacticResult, apply_spans
 from gigaevo.llm.offline_tactics import DEFAULT_WEIGHTS, EXPLANATIONS, TACTICS
-from gigaevo.llm.prompt_reader import CardPrompt, PromptView, read_prompt
+from gigaevo.llm.prompt_reader import CardPrompt, PromptView, read_prompt, without_feedback
 
 _MASK64 = (1 << 64) - 1
 _TACTIC_RE = re.compile(r"\btactic\s*[:=]\s*`?([A-Za-z_]+)")
@@ -61,7 +61,8 @@ class OfflineMutatorLLM:
     answer. Thread-safe: each call owns its generator.
 
     Args:
-        seed: run-level seed, mixed with the per-call seed and the prompt digest.
+        seed: run-level seed, mixed with the per-call seed and the digest of the prompt
+            without its feedback section (which it ignores).
         tactic_weights: relative weights of the tactics (names from
             ``offline_tactics.TACTICS``); constants dominate by default.
         follow_card_probability: chance of following an offered memory card
@@ -114,7 +115,10 @@ class OfflineMutatorLLM:
             parent = SourceView(view.parent_code)
         except SyntaxError as exc:
             return _no_code_answer(f"the parent program does not parse (line {exc.lineno})")
-        digest = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:8], "big")
+        # seeded on the prompt without the feedback it ignores: a failure line must not re-draw
+        digest = int.from_bytes(
+            hashlib.sha256(without_feedback(prompt).encode()).digest()[:8], "big"
+        )
         rng = np.random.default_rng([self.seed & _MASK64, seed & _MASK64, digest])
         ctx = _context(parent, view)
         for tactic, card in self._plan(view.cards, rng):

@@ -20,6 +20,7 @@ PARENT_METRICS_HEADING = "## Parent metrics"
 INSPIRATIONS_HEADING = "## Inspirations"
 MEMORY_HEADING = "## Memory cards"
 FORMAT_HEADING = "## Response format"
+FEEDBACK_HEADING = "## Feedback on the parent"
 KNOWN_HEADINGS = (
     "## Scratchpad",
     "## Task",
@@ -89,6 +90,29 @@ def read_prompt(text: str) -> PromptView:
         inspirations=_inspirations(sections.get(INSPIRATIONS_HEADING, [])),
         cards=_cards(sections.get(MEMORY_HEADING, [])),
     )
+
+
+def without_feedback(text: str) -> str:
+    """``text`` without its ``## Feedback on the parent`` section (up to the next known heading).
+
+    The offline mutator ignores the feedback, and seeds its answer on the digest
+    of the rest: feedback lines (a child's failure, an ancestor's) must not
+    re-draw the answers to a prompt that is otherwise the same.
+    """
+    lines = text.replace("\r\n", "\n").split("\n")
+    kept: list[str] = []
+    skipping = in_fence = False
+    for line in lines:
+        if _FENCE_RE.match(line):
+            in_fence = not in_fence
+        if not in_fence and line.strip() == FEEDBACK_HEADING:
+            skipping = True
+            continue
+        if skipping and not in_fence and _known_heading(line) is not None:
+            skipping = False
+        if not skipping:
+            kept.append(line)
+    return "\n".join(kept)
 
 
 def fenced_blocks(lines: list[str]) -> list[str]:

@@ -511,7 +511,13 @@ def run_from_config(
     built = build_run(cfg, show_progress=show_progress)
     try:
         resolved = OmegaConf.to_yaml(cfg, resolve=True)
-        atomic_write_text(built.checkpoint_dir / "config.yaml", resolved)
+        # rewritten at every start from the command (command.json, durable, identifies the
+        # run): atomic, so a kill never tears it, but not fsynced; a power loss may bring
+        # back the previous session's copy or a blank file (which finished_reason and the
+        # analysis read as missing) until the next start rewrites it
+        atomic_write_text(
+            built.checkpoint_dir / "config.yaml", resolved, durable=False, synced=False
+        )
         if on_start is not None:
             on_start()
         counters = built.engine.run()

@@ -6,9 +6,10 @@ means some code is not referencing the cache. Writing: every change takes the
 file lock, re-reads the current bytes (so concurrent writers lose nothing and
 the last upsert per key wins, never a blind text merge), splices the changed
 entries, and replaces the file atomically (temp file, fsync, ``os.replace``,
-directory fsync). An unchanged result is not written at all. The cached state
-is refreshed from what was written; that re-read belongs to the write protocol
-and is not a session read.
+directory fsync; without the directory fsync for writes remade at every start).
+An unchanged result is not written at all. The cached state is refreshed from
+what was written; that re-read belongs to the write protocol and is not a
+session read.
 """
 
 from __future__ import annotations
@@ -150,7 +151,9 @@ class Scratchpad:
             return self._state
         text = read_text(self.path)
         if text is None:
-            return self.apply(()).state
+            # the skeleton: a power loss that undoes its creation leaves no file, which
+            # the next load creates again (no directory fsync needed)
+            return self.apply((), durable=False).state
         self._state = parse(text, self.path)[0]
         return self._state
 
@@ -162,8 +165,14 @@ class Scratchpad:
         return self._state
 
     # -- writing ----------------------------------------------------------------------
-    def apply(self, changes: Sequence[Change]) -> WriteResult:
+    def apply(self, changes: Sequence[Change], *, durable: bool = True) -> WriteResult:
         """Apply ``changes`` in one locked, atomic write (none when nothing changes).
+
+        ``durable=False`` skips the directory fsync (the file's own fsync stays, so the
+        file is never torn or blank): a kill still loses nothing, but a power loss may
+        bring back the previous version. For changes the caller makes again from
+        other stored state at every start (the run's configuration, its reconciliation
+        with the program store).
 
         Raises:
             CorruptScratchpadError: the file on disk does not parse; it is not modified.
@@ -176,7 +185,7 @@ class Scratchpad:
             new_text, state, edits = apply_changes(text, changes, self.path, self.today())
             changed = new_text != current
             if changed:
-                atomic_write_bytes(self.path, new_text.encode("utf-8"))
+                atomic_write_bytes(self.path, new_text.encode("utf-8"), durable=durable)
                 if current is None:
                     self.created = True
                     log.info("created scratchpad %s", self.path)

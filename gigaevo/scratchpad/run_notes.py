@@ -198,13 +198,18 @@ class RunScratchpad:
 
     # -- engine hooks -----------------------------------------------------------------
     def record_config(self, choices: Mapping[str, str]) -> None:
-        """Write the configuration choices as Decisions ``config.<name>`` (one write)."""
+        """Write the configuration choices as Decisions ``config.<name>`` (one write).
+
+        Not fsynced to the directory: every session records them again at its start, so
+        a power loss that undoes this write is repaired by the next start.
+        """
         today = self.pad.today()
         self._write(
             [
                 Upsert(make_entry(DECISIONS, f"config.{k}", v, source="config", today=today))
                 for k, v in choices.items()
-            ]
+            ],
+            durable=False,
         )
 
     def start_session(
@@ -228,10 +233,14 @@ class RunScratchpad:
             if _attempt_of(e.key) is not None and _attempt_of(e.key) not in pending:
                 changes += [Mark(e.key, RESOLVED), Prune((e.key,))]
         changes += self._awaiting(pending, "dispatched before a reset")
+        staged: list[Change] = []
         if n_mutants % self.record_every == 0:
             self._stage_best(best_id, best_fitness)
-            changes += self._take_staged()
-        self._write(changes)
+            staged = self._take_staged()
+        # what this write holds is derived at every start from the program store (the
+        # attempts in flight, the best), so it needs no directory fsync; notes the memory
+        # staged exist nowhere else and keep it
+        self._write(changes + staged, durable=not _derived(staged))
 
     def after_commit(self, attempt: int, n_mutants: int, best_id: str, best_fitness: float) -> None:
         """Resolve ``attempt`` if awaited; on a checkpoint write the staged notes and the best."""
@@ -252,7 +261,11 @@ class RunScratchpad:
             f"stopped by {outcome.stop_reason}"
         )
         self.record_finding("run.outcome", text, source="summary.json", record_change=False)
-        self._write(self._take_staged())
+        staged = self._take_staged()
+        # the best and the outcome come from the store's counters, which a resume after a
+        # power loss finishes again (summary.json is not fsynced either): only notes the
+        # memory staged need the directory fsync
+        self._write(staged, durable=not _derived(staged))
 
     def interrupted(self, n_mutants: int, pending: Mapping[int, str]) -> None:
         """An interrupted session: Open items for the outcomes still awaited (nothing else)."""
@@ -265,7 +278,10 @@ class RunScratchpad:
         """Write the design report (``design_report.json`` beside the scratchpad); its path."""
         path = self.pad.path.with_name(REPORT_NAME)
         data = json.dumps(self.report(), indent=2, sort_keys=True) + "\n"
-        atomic_write_bytes(path, data.encode("utf-8"))
+        # a report of this session, rewritten at its start and its end and read by nothing
+        # of the run: atomic (never torn by a kill) but not fsynced; after a power loss it
+        # may be old or blank until the next session writes it
+        atomic_write_bytes(path, data.encode("utf-8"), durable=False, synced=False)
         return path
 
     def report(self) -> dict[str, Any]:
@@ -309,10 +325,10 @@ class RunScratchpad:
         staged, self._staged = self._staged, []
         return staged
 
-    def _write(self, changes: list[Change]) -> None:
+    def _write(self, changes: list[Change], *, durable: bool = True) -> None:
         if all(self._unchanged(c) for c in changes):
             return  # nothing would change: skip the lock and the write
-        result = self.pad.apply(changes)
+        result = self.pad.apply(changes, durable=durable)
         if result.changed:
             self.writes += 1
             self._refresh_prefix()
@@ -325,6 +341,15 @@ class RunScratchpad:
 
     def _refresh_prefix(self) -> None:
         self._prefix = render_prompt(self.state) if self.in_prompt else ""
+
+
+_DERIVED_KEYS = frozenset({"best", "run.outcome"})
+
+
+def _derived(changes: list[Change]) -> bool:
+    """Whether ``changes`` only upsert notes rebuilt from the program store (the best, the
+    outcome), none the memory staged."""
+    return all(isinstance(c, Upsert) and c.entry.key in _DERIVED_KEYS for c in changes)
 
 
 def _attempt_of(key: str) -> int | None:

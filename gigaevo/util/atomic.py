@@ -105,9 +105,12 @@ def atomic_write_text(
     atomic_write_bytes(path, text.encode("utf-8"), durable=durable, synced=synced)
 
 
-def atomic_write_json(path: str | Path, data: Any) -> None:
-    """Write ``data`` as indented JSON atomically (see ``atomic_write_text``)."""
-    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+def atomic_write_json(
+    path: str | Path, data: Any, *, durable: bool = True, synced: bool = True
+) -> None:
+    """Write ``data`` as indented JSON atomically (see ``atomic_write_bytes``)."""
+    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+    atomic_write_text(path, text, durable=durable, synced=synced)
 
 
 def append_jsonl(path: str | Path, record: dict[str, Any]) -> None:

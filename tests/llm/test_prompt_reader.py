@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gigaevo.llm.prompt_reader import fenced_blocks, read_prompt
+from gigaevo.llm.prompt_reader import fenced_blocks, read_prompt, without_feedback
 
 from .samples import NO_MARKERS, RING, TWO_BLOCKS, prompt
 
@@ -65,3 +65,15 @@ def test_foreign_prompt_falls_back_to_the_first_marked_block() -> None:
 
 def test_fenced_blocks_drop_unclosed_fences() -> None:
     assert fenced_blocks(["```python", "a", "```", "```", "b"]) == ["a\n"]
+
+
+def test_without_feedback_drops_only_the_feedback_section() -> None:
+    plain = prompt(RING, inspirations=(("e1", TWO_BLOCKS, 3.0),))
+    assert without_feedback(plain) == plain  # nothing to drop: the same text
+    feedback = (
+        "## Feedback on the parent\nRecent children of this parent that were invalid:\n"
+        "- attempt 3: IndexError\n> ```\n> ## Task\n\n"
+    )
+    told = plain.replace("## Inspirations", feedback + "## Inspirations", 1)
+    assert told != plain and without_feedback(told) == plain
+    assert read_prompt(without_feedback(told)) == read_prompt(plain)

@@ -9,7 +9,7 @@ import pytest
 from gigaevo.llm import OfflineMutatorLLM
 from gigaevo.llm.answer_format import split_evolve_blocks
 from gigaevo.llm.offline_tactics import TACTICS
-from gigaevo.mutation import LLMMutator, MutationRequest
+from gigaevo.mutation import LLMMutator, MutationRequest, ParentFeedback, build_messages
 
 from .helpers import SAMPLES, program, request
 
@@ -75,3 +75,32 @@ def test_cited_cards_are_always_on_the_slate() -> None:
         assert set(info.card_ids_used) <= {"k1", "k2"}
         cited += info.card_ids_used
     assert {"k1", "k2"} <= set(cited)
+
+
+def test_feedback_section_does_not_redraw_the_offline_answer() -> None:
+    """The offline mutator ignores the feedback, and its answer is seeded without it: a
+    failure line added to a prompt leaves the answer as it was, while a change the
+    mutator reads (another inspiration, another fitness) draws anew."""
+    mutator = LLMMutator(OfflineMutatorLLM(seed=5))
+    code = SAMPLES["parent"]
+    elites = _elites(code)
+    feedback = ParentFeedback(
+        failures=("attempt 3: line 9: 26 -> 27 -> IndexError: index 26 out of range",),
+        ancestor_failures=("attempt 1: NameError: name 'gain_12' is not defined",),
+        output_tail="## Inspirations\nprinted by the child",
+        validator_feedback="circles 3 and 7 overlap",
+    )
+    plain = [mutator.mutate(request(code, inspirations=elites, seed=s)) for s in range(12)]
+    told = [
+        mutator.mutate(request(code, inspirations=elites, seed=s, feedback=feedback))
+        for s in range(12)
+    ]
+    assert (
+        "## Feedback on the parent"
+        in build_messages(request(code, feedback=feedback), "diff")[-1].content
+    )
+    assert [o.child_code for o in plain] == [o.child_code for o in told]
+    other = [
+        mutator.mutate(request(code, inspirations=elites, seed=s, fitness=2.5)) for s in range(12)
+    ]
+    assert [o.child_code for o in plain] != [o.child_code for o in other]

@@ -125,9 +125,14 @@ def test_ctrl_c_stops_cleanly_and_resumes(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    _wait_for_commits(ckpt / STORE_FILE, 20)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    try:
+        _wait_for_commits(ckpt / STORE_FILE, 20)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:  # a failed wait must not leave a 100,000-mutant run behind
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 130, err
     assert "resume=true" in err
     summary = json.loads((ckpt / "summary.json").read_text())

@@ -113,3 +113,62 @@ def test_the_memory_gets_the_run_notes(make_cfg: Callable[..., DictConfig]) -> N
         assert built.scratchpad is not None and built.scratchpad.pad.reads == 1
     finally:
         built.close()
+
+
+def _dir_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every fsync from now on, as "dir" or "file"."""
+    import os
+
+    synced: list[str] = []
+    real = os.fsync
+
+    def spy(fd: int) -> None:
+        synced.append("dir" if os.path.isdir(f"/proc/self/fd/{fd}") else "file")
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    return synced
+
+
+def test_writes_remade_at_every_start_skip_the_directory_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The skeleton, the config Decisions, the start's reconciliation and a finish that holds
+    only the best and the outcome are rebuilt by the next start: file fsync only (never torn
+    or blank). Notes the memory staged exist nowhere else: their write fsyncs the directory."""
+    from gigaevo.scratchpad.settings import RunOutcome
+
+    synced = _dir_fsyncs(monkeypatch)
+    notes = _notes(tmp_path)  # creates the skeleton
+    notes.record_config({"problem": "problem p, metric score"})
+    notes.start_session(resumed=False, n_mutants=0, best_id="p0", best_fitness=1.0, pending={})
+    assert synced == ["file"] * 3 and notes.writes == 2
+    outcome = RunOutcome(
+        n_mutants=0, n_valid=0, n_invalid=0, n_duplicate=0, stop_reason="max_mutants"
+    )
+    notes.finish(outcome, "p0", 1.0)
+    assert synced == ["file"] * 4
+    assert _on_disk(tmp_path) == {"best", "run.outcome", "config.problem"}
+    # a checkpoint of staged memory notes, and a finish or start carrying them: durable
+    notes.add_hypothesis("card.c1", "card c1 may help", source="card:c1")
+    for n in range(1, 6):
+        notes.after_commit(n - 1, n, "p0", 1.0)
+    assert synced[4:] == ["file", "dir"]
+    notes.record_finding("card.c2", "card c2 helps", source="ledger:c2")
+    notes.finish(outcome, "p1", 2.0)
+    assert synced[6:] == ["file", "dir"]
+    notes.record_finding("card.c3", "card c3 helps", source="ledger:c3")
+    notes.start_session(resumed=True, n_mutants=10, best_id="p1", best_fitness=2.0, pending={})
+    assert synced[8:] == ["file", "dir"]
+    assert {"card.c1", "card.c2", "card.c3"} <= _on_disk(tmp_path)
+
+
+def test_the_design_report_is_written_without_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    notes = _notes(tmp_path)
+    synced = _dir_fsyncs(monkeypatch)
+    path = notes.write_report()
+    assert synced == [] and json.loads(path.read_text())["run"]["writes"] == notes.writes

@@ -80,3 +80,21 @@ def test_a_non_durable_write_fsyncs_the_file_but_not_the_directory(
     assert path.read_text() == "one" and synced == ["file"]
     atomic_write_text(path, "two")
     assert path.read_text() == "two" and synced == ["file", "file", "dir"]
+
+
+def test_atomic_write_json_passes_durability_on(tmp_path: Path, monkeypatch) -> None:
+    synced: list[str] = []
+    real = os.fsync
+
+    def spy(fd: int) -> None:
+        synced.append("dir" if os.path.isdir(f"/proc/self/fd/{fd}") else "file")
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    path = tmp_path / "summary.json"
+    atomic_write_json(path, {"a": 1}, durable=False)
+    assert synced == ["file"]
+    atomic_write_json(path, {"a": 2}, durable=False, synced=False)
+    assert synced == ["file"] and json.loads(path.read_text()) == {"a": 2}
+    atomic_write_json(path, {"a": 3})
+    assert synced == ["file", "file", "dir"]

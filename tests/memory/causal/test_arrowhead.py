@@ -218,7 +218,7 @@ def test_mean_shift_from_variance_bounds_is_the_full_maximum(seed: int) -> None:
     np.testing.assert_allclose(head.coef_var_, full, rtol=1e-12)
     rng = np.random.default_rng(seed)
     ps, c = space.shared_size, space.n_context
-    active = fine.node_var._pencil.active
+    active = fine.node_var.active
     hot = ps + int(active[0]) * c + 2  # a column of a lineage block with rows
     cold = ps + int(np.setdiff1d(np.arange(len(space.lineages)), active)[0]) * c + 1
     for where in (None, 3, hot, cold):

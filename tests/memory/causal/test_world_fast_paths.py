@@ -330,6 +330,8 @@ def test_pencil_moments_equal_the_projected_covariances() -> None:
         np.testing.assert_array_equal(m_fast, m_slow)
         np.testing.assert_allclose(c_fast, s @ (slow._covs(lineage, cols) @ s.T), atol=1e-13)
         np.testing.assert_allclose(c_fast, c_slow, rtol=1e-10, atol=1e-14)
+        pencil = imm.components_[0].nodes  # one block at a time: no node's blocks formed
+        assert not pencil._at and "inverse_blocks" not in pencil.__dict__
         draws = fast.draw(lineage, z0, z1, 50, np.random.default_rng(4))
         rng = np.random.default_rng(4)
         ks = rng.choice(len(imm.weights_), size=50, p=imm.weights_)

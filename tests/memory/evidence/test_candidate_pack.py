@@ -214,3 +214,28 @@ def test_a_non_finite_packed_mass_is_refused() -> None:
         unpack(text, ["a", "b"])
     with pytest.raises(PackError, match="mask over 2 cards"):
         unpack(pack(table, ["a", "b"]), ["a", "b", "c"])
+
+
+def test_repeated_masses_are_held_as_codes_and_come_back_bit_exactly() -> None:
+    """A large table whose masses repeat keeps one byte a card in memory; -0.0, 0.0,
+    subnormal and ordinary masses all come back with their bits."""
+    import pickle
+
+    rng = np.random.default_rng(11)
+    pool = [0.0, -0.0, 5e-324, 1 / 3, 0.1 + 0.2, 2.0**-30]
+    n = 500
+    rho = [pool[i] for i in rng.integers(len(pool), size=n)]
+    safe = rng.random(n) < 0.8
+    cands = tuple(
+        Candidate(f"ins-{i:05d}", r, 0.7 if s else None, r * 0.7, r * (1 - 0.7), bool(s))
+        for i, (r, s) in enumerate(zip(rho, safe.tolist(), strict=True))
+    )
+    table = CandidateTable.of(cands)
+    assert table._codes is not None and table._codes.nbytes == n  # type: ignore[attr-defined]
+    assert [_bits(c) for c in table] == [_bits(c) for c in cands]
+    assert table.rho.tobytes() == np.array(rho).tobytes()
+    assert not table.rho.flags.writeable and table == cands
+    back = pickle.loads(pickle.dumps(table))
+    assert [_bits(c) for c in back] == [_bits(c) for c in cands]
+    distinct = CandidateTable.of(_random_candidates(rng, 200))
+    assert distinct._codes is None  # type: ignore[attr-defined]  # masses all differ: kept as they are

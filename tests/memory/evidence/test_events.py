@@ -3,12 +3,13 @@ across kills and resumes (issue 16)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from gigaevo.memory.v2.evidence import SelectionEvidence
+from gigaevo.memory.v2.evidence import DecisionRow, SelectionEvidence
 from gigaevo.memory.v2.read.events import EVENTS_FILE, MemoryEvents, read_events
 from tests.memory.evidence.factories import make_decision, make_terminal
 
@@ -56,18 +57,25 @@ def test_an_event_already_in_the_file_is_not_appended_again(tmp_path: Path) -> N
     ]
 
 
+def _decide_and_observe(
+    events: MemoryEvents, ledger: SelectionEvidence, decisions: Sequence[DecisionRow]
+) -> None:
+    """Commit each decision and its terminal (5 s later) with their event lines."""
+    for d in decisions:
+        ledger.append_decision(d)
+        events.assignment(d)
+        t = replace(make_terminal(d), created_at=d.created_at + 5)
+        ledger.append_terminal(t)
+        events.outcome(t, attempt=d.attempt)
+
+
 def test_recover_appends_exactly_the_events_a_kill_lost_after_their_commit(
     tmp_path: Path, ledger: SelectionEvidence
 ) -> None:
     # commit times order the events a kill lost (a decision at 10 a, its outcome at 10 a + 5)
     decisions = [replace(make_decision(a), created_at=10.0 * a) for a in range(4)]
     events = MemoryEvents(tmp_path, run_id="run")
-    for d in decisions[:3]:
-        ledger.append_decision(d)
-        events.assignment(d)
-        t = replace(make_terminal(d), created_at=d.created_at + 5)
-        ledger.append_terminal(t)
-        events.outcome(t, attempt=d.attempt)
+    _decide_and_observe(events, ledger, decisions[:3])
     d = decisions[3]
     ledger.append_decision(d)
     events.assignment(d)
@@ -101,12 +109,7 @@ def test_recover_reads_only_the_tail_after_its_mark(
     changes nothing, while the lines lost after the mark are recovered exactly."""
     decisions = [replace(make_decision(a), created_at=10.0 * a) for a in range(8)]
     events = MemoryEvents(tmp_path, run_id="run")
-    for d in decisions[:5]:
-        ledger.append_decision(d)
-        events.assignment(d)
-        t = replace(make_terminal(d), created_at=d.created_at + 5)
-        ledger.append_terminal(t)
-        events.outcome(t, attempt=d.attempt)
+    _decide_and_observe(events, ledger, decisions[:5])
     assert MemoryEvents(tmp_path, run_id="run").recover(ledger) == 0  # marks the file
     path = tmp_path / EVENTS_FILE
     head = path.stat().st_size

@@ -424,7 +424,9 @@ def block_arm_latents(
             hot_groups.append((idx_hot, shift))
             sd[:, idx_hot] = np.sqrt((visited[0][:, pa] @ u) @ u)
     # worlds are handled grouped by node (contiguous slices; the xi are iid, so they can be
-    # used in that order) and put back in the order of ks at the end
+    # used in that order) and put back in the order of ks (world order[i] is slice row i)
+    back = np.empty(n, dtype=int)
+    back[order] = np.arange(n)
     beta_s = np.empty((n, ps))
     eta1 = np.empty((n, len(lin)))
     if len(single) == len(lin):  # every card alone in its block (the usual bank): per node,
@@ -440,12 +442,12 @@ def block_arm_latents(
                 slope = shared_t.copy()
                 for idx_hot, shift in hot_groups:
                     slope[:, idx_hot] -= shift[i]
-            out = eta1[sl]
-            np.matmul(ds, slope, out=out)
-            out += base[i]
+            out = ds @ slope  # (worlds of node k, J), small: formed in cache, then put
+            out += base[i]  # straight into the worlds' own rows (no reorder of eta1 after)
             noise = xi_1[sl]
             noise *= sd[i]
             out += noise
+            eta1[order[sl]] = out
     else:
         lift = np.empty((n, len(single)))  # lineage-block part of z_1j'theta, single cards
         beta_v = np.empty((n, len(vec_blocks), c))
@@ -464,9 +466,8 @@ def block_arm_latents(
         eta1[:, single] += lift
         which = np.searchsorted(vec_blocks, card_slot[multi])
         eta1[:, multi] += np.einsum("njc,jc->nj", beta_v[:, which], z1.lineage_part[multi])
-    back = np.empty(n, dtype=int)
-    back[order] = np.arange(n)
-    return (beta_s @ z0[:ps])[back], eta1[back]
+        eta1 = eta1[back]
+    return (beta_s @ z0[:ps])[back], eta1
 
 
 def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

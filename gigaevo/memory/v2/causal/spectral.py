@@ -167,32 +167,52 @@ class NoisePencil:
         return posts, mean, NodeVariances(self, w, f, inv_s)
 
     def _variances(self, w: np.ndarray, f: np.ndarray, inv_s: np.ndarray) -> np.ndarray:
-        """diag(Lambda^-1) per sigma, (K, P).
+        """diag(Lambda^-1) per sigma, (K, P) (``NodeVariances.per_node``)."""
+        return NodeVariances(self, w, f, inv_s).per_node()
+
+
+class NodeVariances:
+    """The marginal variances diag(Lambda(sigma_k)^-1) of a pencil's K nodes, formed only as
+    far as asked (memory-model.md "Immediate head", mixture moments).
+
+    The mixture needs sum_k w_k diag(Lambda_k^-1) (``weighted``); its health check needs the
+    largest |coarse - fine mean| / sd, for which a lower bound of the variance settles most
+    columns: on a lineage block diag(Lambda_k^-1) = diag(D_l^-1) + diag(Y Y') >= diag(D_l^-1)
+    (``weighted_lower``, exact on the shared and the prior blocks), and only the blocks whose
+    bound could hold the largest ratio are formed exactly (``weighted_blocks``). Only the
+    per-block arrays this needs are kept, not the pencil.
+    """
+
+    def __init__(self, pencil: NoisePencil, w: np.ndarray, f: np.ndarray, inv_s: np.ndarray):
+        self.p_shared, self.width, self.active = pencil.p_shared, pencil.width, pencil.active
+        self.cols, self.prior_var = pencil.cols, pencil.prior_var
+        self._r, self._vq = pencil._r, pencil._vq
+        self._w, self._f, self._inv_s = w, f, inv_s
+
+    def per_node(self) -> np.ndarray:
+        """diag(Lambda_k^-1) per node, (K, P).
 
         Shared block: diag(S^-1). Lineage block l: diag(D_l^-1) + diag(Y Y') with
         Y = T L_S^-T and T = D_l^-1 G_l = V^1/2 Q diag(w f) R_l.
         """
-        k, ps, n_act = len(w), self.p_shared, len(self.active)
+        k, ps, n_act = len(self._w), self.p_shared, len(self.active)
         var = np.tile(self.prior_var, (k, 1))
-        var[:, :ps] = np.sum(inv_s * inv_s, axis=1)
+        var[:, :ps] = np.sum(self._inv_s * self._inv_s, axis=1)
         if not n_act:
             return var
         every = np.arange(n_act)
-        var[:, self.cols] = self._block_diag_inverse(w, f, every) + self._block_yy(
-            w, f, inv_s, every
-        )
+        var[:, self.cols] = self._block_diag_inverse(every) + self._block_yy(every)
         return var
 
-    def _block_diag_inverse(self, w: np.ndarray, f: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    def _block_diag_inverse(self, pos: np.ndarray) -> np.ndarray:
         """diag(D_l^-1) of the active blocks at positions ``pos``, (K, len(pos), C)."""
-        k, c = len(w), self.width
-        fa = f.reshape(k, len(self.active), c, 1)[:, pos]
+        k, c = len(self._w), self.width
+        fa = self._f.reshape(k, len(self.active), c, 1)[:, pos]
         return ((self._vq[pos] * self._vq[pos]) @ fa)[..., 0]
 
-    def _block_yy(
-        self, w: np.ndarray, f: np.ndarray, inv_s: np.ndarray, pos: np.ndarray
-    ) -> np.ndarray:
+    def _block_yy(self, pos: np.ndarray) -> np.ndarray:
         """diag(Y_l Y_l') of the active blocks at positions ``pos``, (K, len(pos), C)."""
+        w, f, inv_s = self._w, self._f, self._inv_s
         k, ps, c, n_act = len(w), self.p_shared, self.width, len(self.active)
         if len(pos) == n_act:
             r, vq, g = self._r, self._vq, (w[:, None] * f).T
@@ -211,56 +231,33 @@ class NoisePencil:
         yy = (y.reshape(-1, ps) @ np.ones(ps)).reshape(len(pos), c, k)  # row sums, (A, C, K)
         return yy.transpose(2, 0, 1)
 
-
-class NodeVariances:
-    """The marginal variances diag(Lambda(sigma_k)^-1) of a pencil's K nodes, formed only as
-    far as asked (memory-model.md "Immediate head", mixture moments).
-
-    The mixture needs sum_k w_k diag(Lambda_k^-1) (``weighted``); its health check needs the
-    largest |coarse - fine mean| / sd, for which a lower bound of the variance settles most
-    columns: on a lineage block diag(Lambda_k^-1) = diag(D_l^-1) + diag(Y Y') >= diag(D_l^-1)
-    (``weighted_lower``, exact on the shared and the prior blocks), and only the blocks whose
-    bound could hold the largest ratio are formed exactly (``weighted_blocks``).
-    """
-
-    def __init__(self, pencil: NoisePencil, w: np.ndarray, f: np.ndarray, inv_s: np.ndarray):
-        self._pencil, self._w, self._f, self._inv_s = pencil, w, f, inv_s
-
-    def per_node(self) -> np.ndarray:
-        """diag(Lambda_k^-1) per node, (K, P)."""
-        return self._pencil._variances(self._w, self._f, self._inv_s)
-
     def weighted(self, weights: np.ndarray) -> np.ndarray:
         """sum_k weights_k diag(Lambda_k^-1), (P,)."""
         return weights @ self.per_node()
 
     def weighted_lower(self, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(a lower bound of ``weighted`` (P,), where it is exact (P,) bool)."""
-        pen, ps = self._pencil, self._pencil.p_shared
-        out = np.array(pen.prior_var, dtype=float)
+        ps = self.p_shared
+        out = np.array(self.prior_var, dtype=float)
         exact = np.ones(len(out), dtype=bool)
         out[:ps] = weights @ np.sum(self._inv_s * self._inv_s, axis=1)
-        if len(pen.active):
-            every = np.arange(len(pen.active))
-            d_inv = pen._block_diag_inverse(self._w, self._f, every)  # (K, A, C)
-            out[pen.cols] = np.tensordot(weights, d_inv, axes=1)
-            exact[pen.cols] = False
+        if len(self.active):
+            d_inv = self._block_diag_inverse(np.arange(len(self.active)))  # (K, A, C)
+            out[self.cols] = np.tensordot(weights, d_inv, axes=1)
+            exact[self.cols] = False
         return out, exact
 
     def block_of_columns(self, cols: np.ndarray) -> np.ndarray:
         """Active-block positions of lineage columns ``cols`` (columns of ``pencil.cols``)."""
-        pen = self._pencil
-        return np.searchsorted(pen.active, (cols - pen.p_shared) // pen.width)
+        return np.searchsorted(self.active, (cols - self.p_shared) // self.width)
 
     def block_columns(self, pos: np.ndarray) -> np.ndarray:
         """The columns of the active blocks at positions ``pos``, (len(pos), C)."""
-        return self._pencil.cols[pos]
+        return self.cols[pos]
 
     def weighted_blocks(self, weights: np.ndarray, pos: np.ndarray) -> np.ndarray:
         """sum_k weights_k diag(Lambda_k^-1) on the active blocks at ``pos``, (len(pos), C)."""
-        pen = self._pencil
-        part = pen._block_diag_inverse(self._w, self._f, pos)
-        part = part + pen._block_yy(self._w, self._f, self._inv_s, pos)
+        part = self._block_diag_inverse(pos) + self._block_yy(pos)
         return np.tensordot(weights, part, axes=1)
 
 
@@ -399,13 +396,13 @@ class PencilNodes:
 
     def block_at(self, at: int) -> tuple[np.ndarray, np.ndarray]:
         """(D_l^-1 (K, C, C), T_l (K, C, P_s)) of the active block at position ``at``, every
-        node (a retirement projection of one card)."""
+        node (a retirement or summary projection of one card): that block alone, O(K C^3)."""
         full = self.__dict__.get("inverse_blocks")
         if full is not None:
             return full[0][:, at], full[1][:, at]
-        self._form(np.arange(len(self.w)))
-        parts = [self._at[k] for k in range(len(self.w))]
-        return np.array([p[0][at] for p in parts]), np.array([p[1][at] for p in parts])
+        k, c = len(self.w), self.width
+        vqf = self._vq[at] * self.f.reshape(k, len(self.active), c)[:, at, None, :]  # (K, C, C)
+        return vqf @ self._vq[at].T, (vqf @ self._r[at]) * self.w[:, None, None]
 
     def _form(self, nodes: np.ndarray) -> None:
         """Form and keep the inverse blocks of the nodes ``nodes`` not formed yet."""

@@ -116,6 +116,7 @@ class CandidateTable(Sequence[Candidate]):
 
     __slots__ = (
         "_cj",
+        "_codes",
         "_extra",
         "_hash",
         "_ids",
@@ -128,7 +129,8 @@ class CandidateTable(Sequence[Candidate]):
     )
 
     _ids: tuple[str, ...]
-    _rho: np.ndarray
+    _rho: np.ndarray  # the masses, or their distinct values when ``_codes`` is set
+    _codes: np.ndarray | None  # (J,) index of each mass in ``_rho`` (uint8 / uint16)
     _safe: bytes
     _offer: float | None
     _offer_x: Mapping[int, float | None]
@@ -160,9 +162,11 @@ class CandidateTable(Sequence[Candidate]):
         ):
             raise ValueError("candidate columns differ in length")
         self = object.__new__(cls)
+        values, codes = _coded(rho)
         for name, value in (
             ("_ids", ids),
-            ("_rho", rho),
+            ("_rho", values),
+            ("_codes", codes),
             ("_safe", safe),
             ("_offer", offer),
             ("_offer_x", offer_x),
@@ -273,10 +277,14 @@ class CandidateTable(Sequence[Candidate]):
     @property
     def rho(self) -> np.ndarray:
         """(J,) read-only proposal masses."""
-        return self._rho
+        if self._codes is None:
+            return self._rho
+        out = self._rho[self._codes]
+        out.flags.writeable = False
+        return out
 
     def rho_sum(self) -> float:
-        return float(sum(self._rho.tolist()))  # summed in order, as a tuple's masses were
+        return float(sum(self.rho.tolist()))  # summed in order, as a tuple's masses were
 
     def position(self, card_id: str) -> int | None:
         """Index of the first candidate with ``card_id``, or None."""
@@ -293,7 +301,7 @@ class CandidateTable(Sequence[Candidate]):
     def columns(self) -> dict[str, list[Any]]:
         """One list per ``Candidate`` field (JSON scalars, floats exact), in ``FIELDS`` order."""
         n = len(self._ids)
-        rho = self._rho.tolist()
+        rho = self.rho.tolist()
         safe = [b == 1 for b in self._safe]
         e = self._offer
         offers = [e if s else None for s in safe]
@@ -319,7 +327,7 @@ class CandidateTable(Sequence[Candidate]):
         if stored is not None:
             return stored
         assert factor is not None or not len(self._ids)
-        return self._rho * (factor if factor is not None else 0.0)
+        return self.rho * (factor if factor is not None else 0.0)
 
     # ---- Sequence protocol --------------------------------------------------------
 
@@ -346,7 +354,7 @@ class CandidateTable(Sequence[Candidate]):
 
     def _candidate(self, i: int) -> Candidate:
         e = self._offer
-        rho = float(self._rho[i])
+        rho = float(self._rho[i if self._codes is None else self._codes[i]])
         safe = self._safe[i] == 1
         offer = self._offer_x.get(i, e if safe else None)
         e0 = e if e is not None else 0.0  # no common offer: both joints are stored
@@ -397,7 +405,7 @@ class CandidateTable(Sequence[Candidate]):
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         return _restore, (
             self._ids,
-            self._rho,
+            self.rho,
             self._safe,
             self._offer,
             dict(self._offer_x),
@@ -406,6 +414,30 @@ class CandidateTable(Sequence[Candidate]):
             self._rag,
             dict(self._extra),
         )
+
+
+CODED_FROM = 64  # candidates from which repeated masses are kept as codes
+
+
+def _coded(rho: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """(distinct masses, the code of each) when that is smaller, else (``rho``, None).
+
+    Most cards of a large bank share one mass (never the winner or a challenger in
+    any world), so a decision's 8 bytes a card shrink to one; values are compared by
+    their bits (-0.0 is not 0.0), so every mass comes back exactly.
+    """
+    n = len(rho)
+    if n < CODED_FROM:
+        return rho, None
+    bits = np.ascontiguousarray(rho).view(np.int64)
+    distinct, codes = np.unique(bits, return_inverse=True)
+    if len(distinct) > 65536 or len(distinct) * 8 > n * 4:
+        return rho, None
+    values = distinct.view(np.float64).copy()
+    values.flags.writeable = False
+    out = codes.astype(np.uint8 if len(distinct) <= 256 else np.uint16)
+    out.flags.writeable = False
+    return values, out
 
 
 def _restore(*state: Any) -> CandidateTable:
@@ -462,7 +494,7 @@ def pack(table: CandidateTable, universe_ids: Sequence[str]) -> str:
         out += _U8.pack(0) + _U32.pack(len(listed)) + listed
     else:
         out += _U8.pack(1) + _U32.pack(len(universe_ids)) + mask
-    out += table._rho.astype("<f8").tobytes()
+    out += table.rho.astype("<f8").tobytes()
     out += np.packbits(np.frombuffer(table._safe, dtype=np.uint8), bitorder="little").tobytes()
     out += _U8.pack(table._offer is not None)
     if table._offer is not None:

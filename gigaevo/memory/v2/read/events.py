@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from gigaevo.memory.v2.bank.bankfile import utc_now
 from gigaevo.memory.v2.evidence.rows import DecisionRow, TerminalRow
-from gigaevo.util import append_jsonl, atomic_write_json
+from gigaevo.util import append_jsonl, atomic_write_text
 
 if TYPE_CHECKING:
     from gigaevo.memory.v2.evidence.ledger import SelectionEvidence
@@ -214,7 +214,7 @@ class MemoryEvents:
     def _save_intents(self, entries: Mapping[str, Any]) -> None:
         if entries:
             self.intent_path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_json(self.intent_path, {"intents": dict(entries)})
+            _write_state(self.intent_path, {"intents": dict(entries)})
         else:
             self.intent_path.unlink(missing_ok=True)
 
@@ -250,7 +250,7 @@ class MemoryEvents:
             "decisions": evidence.last_seq("decisions"),
             "terminals": evidence.last_seq("terminals"),
         }
-        atomic_write_json(self.mark_path, mark)
+        _write_state(self.mark_path, mark)
         self._since_mark = 0
         return True
 
@@ -379,7 +379,8 @@ def retired_fields(
     sweep: str | None = None,
 ) -> dict[str, Any]:
     """Fields of one retirement's event: the exact deleted ids, why the other verdicts
-    were kept, and the ``sweep`` id that keys it (fresh when not given)."""
+    were kept, and the ``sweep`` id that keys it (the evictor's; a random one when not
+    given)."""
     return {
         "retired_card_ids": list(retired_card_ids),
         "evidence_version": evidence_version,
@@ -402,6 +403,14 @@ def retired_event(
         retired_card_ids, evidence_version=evidence_version, verdicts=verdicts, kept=kept
     )
     return events.emit("retired", fields)
+
+
+def _write_state(path: Path, data: Mapping[str, Any]) -> None:
+    """Replace ``path`` atomically without fsync: a SIGKILL leaves the old or the new file
+    (as the ledger's ``synchronous=NORMAL`` commits survive it); a power loss may leave
+    it empty, which reads as no intent / no mark (the whole file is then read)."""
+    text = json.dumps(data, sort_keys=True, default=str) + "\n"
+    atomic_write_text(path, text, durable=False, synced=False)
 
 
 def event_key(record: Mapping[str, Any]) -> tuple[str, str] | None:

@@ -27,7 +27,6 @@ import json
 import logging
 import re
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -275,6 +274,7 @@ class CausalEvictor:
         self._seen = 0  # eligible rows taken into the two lists below
         self._controls: list[float] = []
         self._treated: dict[str, list[Observation]] = {}
+        self._retirements: Counter[str] = Counter()  # retirements run, by evidence version
 
     # -- cadence ---------------------------------------------------------------
     def maybe_run(self, outcomes: int) -> list[str]:
@@ -293,7 +293,7 @@ class CausalEvictor:
         events = self.reader.events
         # the event is an intent from here on, updated by the gate inside the bank
         # transaction: a kill after the deletion cannot lose it (``MemoryEvents.recover``)
-        gate.start(uuid.uuid4().hex, len(judged))
+        gate.start(self._sweep_id(), len(judged))
         try:
             removed = self.retire(
                 judged, f"causal retirement (evidence version {self.version[:12]})", gate
@@ -307,6 +307,16 @@ class CausalEvictor:
         gate.removed = list(removed)
         events.emit_intent(gate.save())
         return removed
+
+    def _sweep_id(self) -> str:
+        """The key of this retirement's event: a digest of the run, the evidence version
+        and how many retirements this session ran at that version. The same seeded run
+        gives the same ids, and a resumed session repeating a retirement a kill cut short
+        gets the id of the one it repeats (so its event is not written twice)."""
+        n = self._retirements[self.version]
+        self._retirements[self.version] += 1
+        key = f"{self.reader.run_id}\0{self.version}\0{n}"
+        return hashlib.sha256(key.encode()).hexdigest()[:32]
 
     # -- sweep -----------------------------------------------------------------
     def sweep(self) -> dict[str, Verdict]:

@@ -347,7 +347,9 @@ class OutcomeRecorder:
     def write_ope(self) -> Path:
         path = self.ope_path
         summary = self.ope_summary()
-        atomic_write_json(path, summary)
+        # recomputed from the ledger at every close (gigaevo.analysis.memory reads a blank
+        # one as missing and recomputes a stale one): atomic, not fsynced
+        atomic_write_json(path, summary, durable=False, synced=False)
         self.ope_written_at = int(summary["written_at_outcome"])
         return path
 

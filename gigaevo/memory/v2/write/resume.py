@@ -85,6 +85,9 @@ class LibrarianState:
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
+            # a new run: its fresh state needs no file until it changes (restoring from no
+            # file gives the same state), so a run that never changes it writes none
+            self._saved = librarian.state()
             return
         except (OSError, ValueError) as exc:
             raise CorruptBankError(f"{self.path}: unreadable ({exc})") from exc
