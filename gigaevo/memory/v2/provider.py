@@ -62,7 +62,7 @@ from gigaevo.memory.v2.write.cards_out import retire_cards
 from gigaevo.memory.v2.write.ledger import LEDGER_FILE, WriteLedger
 from gigaevo.memory.v2.write.librarian import Librarian
 from gigaevo.memory.v2.write.outcome import is_strictly_valid, writer_outcome
-from gigaevo.memory.v2.write.resume import LibrarianState, resume_writes
+from gigaevo.memory.v2.write.resume import LibrarianState, added_cards, resume_writes
 from gigaevo.util import add_counters, atomic_write_json
 
 log = logging.getLogger(__name__)
@@ -208,6 +208,8 @@ class CardBankMemory:
         self.librarian_state = LibrarianState(Path(runtime.checkpoint_dir), self.run_id)
         if self.librarian is not None:
             self.librarian_state.load(self.librarian)
+            if done:  # a resumed run: notes of admitted cards a kill kept from the scratchpad
+                self.librarian.restage_notes(added_cards(self.ledger, self.run_id))
         self.audit: DuplicateAudit | None = None
         self._observed = 0
         self._eligible = 0

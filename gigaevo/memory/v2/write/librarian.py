@@ -274,15 +274,38 @@ class Librarian:
         self.ledger.commit(rows)
         self._done.add((item.outcome.attempt, item.stage))
         row = rows[-1]  # side rows (an eviction) come before the item's own
-        if row.outcome == "added" and row.card_id and self.notes is not None:
-            card = self.store.get(row.card_id)
-            text = card.description if card is not None else "(card no longer in the bank)"
-            self.notes.add_hypothesis(f"card.{row.card_id}", text[:300], source=row.card_id)
+        if row.outcome == "added" and row.card_id:
+            self._note_added(row.card_id)
         if item.stage == "insight":
             self.counters.ingested_insights += 1
         else:
             self.counters.ingested_exemplars += 1
         return True
+
+    def _note_added(self, card_id: str) -> None:
+        """Stage the scratchpad's Hypothesis for a card this run admitted."""
+        if self.notes is None:
+            return
+        card = self.store.get(card_id)
+        text = card.description if card is not None else "(card no longer in the bank)"
+        self.notes.add_hypothesis(f"card.{card_id}", text[:300], source=card_id)
+
+    def restage_notes(self, added: list[str]) -> int:
+        """Stage again the Hypotheses of cards this run admitted that its scratchpad lacks.
+
+        The scratchpad writes staged notes at its next checkpoint, so a kill between a
+        card's admission and that checkpoint loses the note while the card stays in the
+        bank (and is never admitted again). A resumed session stages it at start-up, in
+        admission order, and the next checkpoint writes it as the uninterrupted run's
+        did. ``added``: the card ids of this run's ``added`` rows, in ledger order.
+        Returns how many were staged.
+        """
+        if self.notes is None:
+            return 0
+        missing = [c for c in added if f"card.{c}" not in self.notes.state]
+        for card_id in missing:
+            self._note_added(card_id)
+        return len(missing)
 
     def _attempt(self, item: _Item, started: float) -> list[LedgerRow]:
         deadline = Deadline(self.writer.ingest_call_timeout_s)

@@ -64,6 +64,20 @@ def resume_writes(
     return done
 
 
+def added_cards(ledger: WriteLedger, run_id: str) -> list[str]:
+    """The cards ``run_id`` admitted (its ``added`` insight and exemplar rows), in ledger order."""
+    if not ledger.path.exists():
+        return []
+    return [
+        row.card_id
+        for row in read_ledger(ledger.path)
+        if row.run_id == run_id
+        and row.item in ("insight", "program")
+        and row.outcome == "added"
+        and row.card_id
+    ]
+
+
 class LibrarianState:
     """``.librarian_state.json`` in ``checkpoint_dir``: the librarian's state over restarts.
 
