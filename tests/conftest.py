@@ -88,3 +88,17 @@ def committed_count(store: Path) -> int:
             con.close()
     except sqlite3.OperationalError:
         return 0
+
+
+@pytest.fixture
+def fsync_log(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every ``os.fsync`` from now on, as "dir" or "file" (each call still happens)."""
+    synced: list[str] = []
+    real = os.fsync
+
+    def spy(fd: int) -> None:
+        synced.append("dir" if os.path.isdir(f"/proc/self/fd/{fd}") else "file")
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    return synced

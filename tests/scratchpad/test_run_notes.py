@@ -115,30 +115,15 @@ def test_the_memory_gets_the_run_notes(make_cfg: Callable[..., DictConfig]) -> N
         built.close()
 
 
-def _dir_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every fsync from now on, as "dir" or "file"."""
-    import os
-
-    synced: list[str] = []
-    real = os.fsync
-
-    def spy(fd: int) -> None:
-        synced.append("dir" if os.path.isdir(f"/proc/self/fd/{fd}") else "file")
-        real(fd)
-
-    monkeypatch.setattr(os, "fsync", spy)
-    return synced
-
-
 def test_writes_remade_at_every_start_skip_the_directory_fsync(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, fsync_log: list[str]
 ) -> None:
     """The skeleton, the config Decisions, the start's reconciliation and a finish that holds
     only the best and the outcome are rebuilt by the next start: file fsync only (never torn
     or blank). Notes the memory staged exist nowhere else: their write fsyncs the directory."""
     from gigaevo.scratchpad.settings import RunOutcome
 
-    synced = _dir_fsyncs(monkeypatch)
+    synced = fsync_log  # from before the skeleton's creation
     notes = _notes(tmp_path)  # creates the skeleton
     notes.record_config({"problem": "problem p, metric score"})
     notes.start_session(resumed=False, n_mutants=0, best_id="p0", best_fitness=1.0, pending={})
@@ -163,12 +148,10 @@ def test_writes_remade_at_every_start_skip_the_directory_fsync(
     assert {"card.c1", "card.c2", "card.c3"} <= _on_disk(tmp_path)
 
 
-def test_the_design_report_is_written_without_fsync(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_design_report_is_written_without_fsync(tmp_path: Path, fsync_log: list[str]) -> None:
     import json
 
     notes = _notes(tmp_path)
-    synced = _dir_fsyncs(monkeypatch)
+    fsync_log.clear()  # the skeleton's creation
     path = notes.write_report()
-    assert synced == [] and json.loads(path.read_text())["run"]["writes"] == notes.writes
+    assert fsync_log == [] and json.loads(path.read_text())["run"]["writes"] == notes.writes

@@ -64,17 +64,10 @@ def test_append_jsonl_repairs_a_torn_last_line(tmp_path: Path) -> None:
 
 
 def test_a_non_durable_write_fsyncs_the_file_but_not_the_directory(
-    tmp_path: Path, monkeypatch
+    tmp_path: Path, fsync_log: list[str]
 ) -> None:
     """durable=False: the content is still fsynced before the rename (never torn)."""
-    synced: list[str] = []
-    real = os.fsync
-
-    def spy(fd: int) -> None:
-        synced.append("dir" if os.path.isdir(f"/proc/self/fd/{fd}") else "file")
-        real(fd)
-
-    monkeypatch.setattr(os, "fsync", spy)
+    synced = fsync_log
     path = tmp_path / "leases.json"
     atomic_write_text(path, "one", durable=False)
     assert path.read_text() == "one" and synced == ["file"]
@@ -82,15 +75,8 @@ def test_a_non_durable_write_fsyncs_the_file_but_not_the_directory(
     assert path.read_text() == "two" and synced == ["file", "file", "dir"]
 
 
-def test_atomic_write_json_passes_durability_on(tmp_path: Path, monkeypatch) -> None:
-    synced: list[str] = []
-    real = os.fsync
-
-    def spy(fd: int) -> None:
-        synced.append("dir" if os.path.isdir(f"/proc/self/fd/{fd}") else "file")
-        real(fd)
-
-    monkeypatch.setattr(os, "fsync", spy)
+def test_atomic_write_json_passes_durability_on(tmp_path: Path, fsync_log: list[str]) -> None:
+    synced = fsync_log
     path = tmp_path / "summary.json"
     atomic_write_json(path, {"a": 1}, durable=False)
     assert synced == ["file"]
