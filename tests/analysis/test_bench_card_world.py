@@ -21,32 +21,29 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def _load(name: str) -> ModuleType:
+    """The benchmark module ``name``, imported with benchmarks/ on the path (for its siblings)."""
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(BENCHMARKS))
     return module
 
 
 @pytest.fixture(scope="module")
 def cw() -> ModuleType:
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        return _load("card_world")
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    return _load("card_world")
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        return _load("bench_card_world")
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    return _load("bench_card_world")
 
 
 @pytest.mark.parametrize(("m", "s", "lo", "hi"), [(0.0, 1.0, -1.0, 1.0), (0.3, 0.05, -0.2, 0.4)])
@@ -122,11 +119,7 @@ def test_oracle_has_zero_regret_and_the_baselines_order_as_expected(
 
 @pytest.fixture(scope="module")
 def arm() -> ModuleType:
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        return _load("memory_arm")
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    return _load("memory_arm")
 
 
 def test_baselines_use_the_composed_offer_probability_and_excluder_depth(
