@@ -16,7 +16,9 @@ the fitted row ids may be held by reference (``fitted_rows_ref``: a chain of
 ``fit_sets`` rows); they are not expanded (the frame drops them) but every link
 of the chain is checked the same way. A decision over many cards holds its
 candidates packed (``candidate_pack``, decoded by the ledger's own codec against
-the universe's card ids); a pack that does not decode flags the decision.
+the universe's card ids); a pack that does not decode flags the decision. From
+schema version 4 a body may be stored compressed (a BLOB, see
+``gigaevo.memory.v2.evidence.bodies``); it is decompressed before its hash is checked.
 """
 
 from __future__ import annotations
@@ -201,14 +203,29 @@ def _read_tables(
         for table in TABLES:
             if table in names:
                 query = f"SELECT seq, body, sha256 FROM {table} ORDER BY seq"
-                out[table] = [(int(s), str(b), str(h)) for s, b, h in con.execute(query)]
+                out[table] = [(int(s), _text(b), str(h)) for s, b, h in con.execute(query)]
         for table in CONTENT_TABLES:
             if table in names:
                 query = f"SELECT sha256, body FROM {table}"
-                content[table] = {str(h): str(b) for h, b in con.execute(query)}
+                content[table] = {str(h): _text(b) for h, b in con.execute(query)}
 
     query_sqlite(path, read)
     return out, content
+
+
+def _text(stored: Any) -> str:
+    """A stored body as its JSON text: TEXT as is, a compressed BLOB (ledger schema 4)
+    decompressed; "" when it does not decompress (the row then fails its hash)."""
+    if not isinstance(stored, bytes):
+        return str(stored)
+    # imported here: the memory package is heavy and only compressed rows need it
+    from gigaevo.memory.v2.evidence.bodies import body_text
+    from gigaevo.memory.v2.evidence.errors import LedgerIntegrityError
+
+    try:
+        return body_text(stored)
+    except LedgerIntegrityError:
+        return ""
 
 
 def _sha(text: str) -> str:

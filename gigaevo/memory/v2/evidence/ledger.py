@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from gigaevo.memory.v2.evidence import sqlite as db
+from gigaevo.memory.v2.evidence.bodies import pack_body
 from gigaevo.memory.v2.evidence.errors import (
     DuplicateRowError,
     LedgerIntegrityError,
@@ -141,7 +142,7 @@ class SelectionEvidence(LedgerViews):
             "INSERT INTO decisions (decision_id, run_id, attempt, proposed_id, body, sha256)"
             " VALUES (?, ?, ?, ?, ?, ?)"
         )
-        args = (row.decision_id, row.run_id, row.attempt, row.proposed_id, body, sha)
+        args = (row.decision_id, row.run_id, row.attempt, row.proposed_id, pack_body(body), sha)
         with db.immediate(self._db()) as conn:
             self._universes.write(conn, universe)
             links = self._fits.write(conn, fits) if fits is not None else []
@@ -175,7 +176,7 @@ class SelectionEvidence(LedgerViews):
             try:
                 conn.execute(
                     "INSERT INTO terminals (decision_id, body, sha256) VALUES (?, ?, ?)",
-                    (row.decision_id, body, sha),
+                    (row.decision_id, pack_body(body), sha),
                 )
             except sqlite3.IntegrityError as exc:
                 raise DuplicateRowError(
@@ -232,7 +233,7 @@ class SelectionEvidence(LedgerViews):
         try:
             conn.execute(
                 "INSERT INTO edges (edge_id, island, ordinal, body, sha256) VALUES (?, ?, ?, ?, ?)",
-                (stored.edge_id, stored.island, stored.ordinal, body, sha),
+                (stored.edge_id, stored.island, stored.ordinal, pack_body(body), sha),
             )
         except sqlite3.IntegrityError as exc:
             raise DuplicateRowError(f"edge {edge.edge_id!r} already recorded") from exc
@@ -247,7 +248,7 @@ class SelectionEvidence(LedgerViews):
         try:
             conn.execute(
                 "INSERT INTO terminals (decision_id, body, sha256) VALUES (?, ?, ?)",
-                (row.decision_id, body, sha),
+                (row.decision_id, pack_body(body), sha),
             )
         except sqlite3.IntegrityError:
             return None  # already terminated: the first terminal stands
@@ -274,7 +275,7 @@ class SelectionEvidence(LedgerViews):
                 )
             conn.execute(
                 "INSERT INTO lineage (root_decision_id, version, body, sha256) VALUES (?, ?, ?, ?)",
-                (row.root_decision_id, row.version, body, sha),
+                (row.root_decision_id, row.version, pack_body(body), sha),
             )
 
     def censor_orphans(self, reason: str = STARTUP_ORPHAN, *, keep_run: str | None = None) -> int:
@@ -296,7 +297,7 @@ class SelectionEvidence(LedgerViews):
                 body, sha = db.encode(row)
                 conn.execute(
                     "INSERT INTO terminals (decision_id, body, sha256) VALUES (?, ?, ?)",
-                    (row.decision_id, body, sha),
+                    (row.decision_id, pack_body(body), sha),
                 )
                 count += 1
         return count
