@@ -265,12 +265,29 @@ class _Universes:
             self._done[ref] = self._read(ref)
         return self._done[ref]
 
-    def _read(self, ref: str) -> tuple[list[Any], bool]:
+    def _hashes(self, ref: str, depth: int = 0) -> tuple[list[Any] | None, bool]:
+        """(snapshot hashes of universe ``ref``, every row of its difference chain intact)."""
         body = self.content["universes"].get(ref)
-        hashes = _loads(body) if body is not None else None
-        if not isinstance(hashes, list):
-            return [], False
+        data = _loads(body) if body is not None else None
         ok = _sha(body or "") == ref
+        if isinstance(data, dict) and "base" in data and depth < 64:
+            base, base_ok = self._hashes(str(data["base"]), depth + 1)
+            if base is None:
+                return None, False
+            # imported here: the memory package is heavy and only differences need it
+            from gigaevo.memory.v2.evidence.errors import LedgerIntegrityError
+            from gigaevo.memory.v2.evidence.universe import apply_difference
+
+            try:
+                return apply_difference(base, data, ref), ok and base_ok
+            except LedgerIntegrityError:
+                return None, False
+        return (data, ok) if isinstance(data, list) else (None, False)
+
+    def _read(self, ref: str) -> tuple[list[Any], bool]:
+        hashes, ok = self._hashes(ref)
+        if hashes is None:
+            return [], False
         snapshots = []
         for h in hashes:
             snap = self.content["snapshots"].get(h) if isinstance(h, str) else None

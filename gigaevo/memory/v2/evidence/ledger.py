@@ -133,7 +133,7 @@ class SelectionEvidence(LedgerViews):
         """
         if row.decision_id != decision_key_id(row.run_id, row.attempt):
             raise RowRejectedError(f"decision id {row.decision_id!r} is not its key's digest")
-        universe = self._universes.encode(row.universe)
+        universe = self._universes.encode(row.universe, self._db())
         fits = self._fits.encode(row.fitted_row_ids)
         if fits is not None and fits is not row.fitted_row_ids:  # kept: one object per fit
             row = dataclasses.replace(row, fitted_row_ids=fits)
@@ -331,6 +331,7 @@ class SelectionEvidence(LedgerViews):
         self._fits.reset()
         count = sum(len(self._rows(t)) for t in db.TABLES)
         self._seed_fit_chain()
+        self._seed_universe()
         return count
 
     def _seed_fit_chain(self) -> None:
@@ -340,6 +341,15 @@ class SelectionEvidence(LedgerViews):
             if ref is not None:
                 self._fits.seed(self._fits.resolve(self._db(), ref, "the newest fit"))
                 return
+
+    def _seed_universe(self) -> None:
+        """Hand the universe store the universe of the newest decision (the base of the
+        next one, as in the session that wrote it); none when it is stored inline."""
+        if self._cache["decisions"]:
+            sha = next(reversed(self._cache["decisions"].values()))[1]
+            ref = self._universes.refs.get(sha)
+            if ref is not None:
+                self._universes.seed(self._db(), ref, "the newest decision")
 
     def decisions(self) -> tuple[DecisionRow, ...]:
         return tuple(row for row, _ in self._rows("decisions").values())
