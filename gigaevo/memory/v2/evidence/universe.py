@@ -249,12 +249,14 @@ def apply_difference(base: list[str], data: dict[str, Any], where: str) -> list[
     if not isinstance(ops, list):
         raise LedgerIntegrityError(f"ledger row {where}: ops must be a list")
     for op in ops:
-        ok = isinstance(op, list) and len(op) == 3
-        i, j, hashes = op if ok else (None, None, None)
-        ok = ok and all(isinstance(x, int) and not isinstance(x, bool) for x in (i, j))
-        ok = ok and at <= i <= j <= len(base)  # type: ignore[operator]
-        ok = ok and isinstance(hashes, list) and all(isinstance(h, str) for h in hashes)
-        if not ok:
+        i, j, hashes = op if isinstance(op, list) and len(op) == 3 else (None, None, None)
+        if not (
+            type(i) is int
+            and type(j) is int
+            and at <= i <= j <= len(base)
+            and isinstance(hashes, list)
+            and all(isinstance(h, str) for h in hashes)
+        ):
             raise LedgerIntegrityError(f"ledger row {where}: bad difference op {op!r}")
         out += base[at:i]
         out += hashes
