@@ -58,7 +58,11 @@ def test_width_grows_linearly_from_one_to_all_outstanding() -> None:
     assert [s.width(n) for n in (0, 9, 10, 19, 20, 29, 30, 1000)] == [1, 1, 2, 2, 3, 3, 4, 4]
     assert all(s.width(n) <= s.width(n + 1) for n in range(40))  # never narrows
     arrival = EngineSettings(
-        seed=0, max_mutants=10, max_in_flight=8, dispatch="arrival", dispatch_ahead=2,
+        seed=0,
+        max_mutants=10,
+        max_in_flight=8,
+        dispatch="arrival",
+        dispatch_ahead=2,
         in_flight_ramp=9,
     )
     assert arrival.width(0) == 1
@@ -112,5 +116,5 @@ def test_strict_run_with_a_ramp_waits_on_fewer_results_early_and_repeats(
 
 
 def test_a_negative_ramp_is_a_config_error(make_cfg: Callable[..., DictConfig]) -> None:
-    with pytest.raises(ConfigError, match="evolution.in_flight_ramp"):
+    with pytest.raises(ConfigError, match=r"evolution\.in_flight_ramp"):
         validate_config(make_cfg("evolution.in_flight_ramp=-3"))
