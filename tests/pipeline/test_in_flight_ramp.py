@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -15,6 +20,7 @@ from gigaevo.evolution import BestOrTournament, Elite
 from gigaevo.evolution.records import EngineSettings
 from gigaevo.pipeline.build import STORE_FILE, ConfigError, build_run, validate_config
 from gigaevo.problems.spec import MetricsSpec
+from tests.conftest import ROOT, committed_count, program_ids, run_py
 
 
 class CountInFlight:
@@ -118,3 +124,35 @@ def test_strict_run_with_a_ramp_waits_on_fewer_results_early_and_repeats(
 def test_a_negative_ramp_is_a_config_error(make_cfg: Callable[..., DictConfig]) -> None:
     with pytest.raises(ConfigError, match=r"evolution\.in_flight_ramp"):
         validate_config(make_cfg("evolution.in_flight_ramp=-3"))
+
+
+@pytest.mark.slow
+def test_kill_9_during_the_ramp_then_resume_matches_uninterrupted_run(tmp_path: Path) -> None:
+    args = [
+        "problem=rastrigin",
+        "max_mutants=60",
+        "progress=false",
+        "seed=3",
+        "evolution.dispatch=strict",
+        "evolution.in_flight_ramp=50",
+    ]
+    ckpt = tmp_path / "killed"
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "run.py"), *args, f"checkpoint_dir={ckpt}"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while committed_count(ckpt / STORE_FILE) < 15 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done = committed_count(ckpt / STORE_FILE)
+    assert 15 <= done < 61, "the run should have been killed mid-way"
+    code, _, err = run_py(*args, f"checkpoint_dir={ckpt}", "resume=true", cwd=tmp_path)
+    assert code == 0, err
+    code, _, err = run_py(*args, f"checkpoint_dir={tmp_path / 'whole'}", cwd=tmp_path)
+    assert code == 0, err
+    assert program_ids(ckpt) == program_ids(tmp_path / "whole")
