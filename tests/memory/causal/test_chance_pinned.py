@@ -8,7 +8,8 @@ failure below is a mutant of ``causal/chance.py`` that every other test let thro
   where both rules integrate to 0;
 - no floating-point warning (RuntimeWarning) escapes, even where p_0 + delta reaches 1
   (log of 0 or of a negative ratio inside the integrand);
-- one card with a non-finite covariance fails alone: the others keep the fast rules.
+- one card with a non-finite covariance fails alone: the others keep the fast rules;
+- mismatched inputs are refused with one exact message.
 """
 
 from __future__ import annotations
@@ -70,11 +71,13 @@ def test_the_error_bound_includes_the_tail() -> None:
 
 def test_no_floating_point_warning_escapes() -> None:
     means, covs = _cases()
-    # and cards whose p_0 + delta reaches 1 inside the window (the boundary is +inf there)
-    high = np.array([[3.0, 3.0], [5.0, -1.0], [2.2, 2.2]])
+    # and cards whose p_0 + delta reaches 1 inside the window (the boundary is +inf there),
+    # and a zero variance of eta_0 beside a non-zero covariance (0.1 / 0: a division by zero)
+    high = np.array([[3.0, 3.0], [5.0, -1.0], [2.2, 2.2], [-3.0, -3.0]])
     high_c = np.array(
-        [[[4.0, 1.0], [1.0, 4.0]], [[9.0, 0.0], [0.0, 1.0]], [[25.0, 1.0], [1.0, 25.0]]]
-    )
+        [[[4.0, 1.0], [1.0, 4.0]], [[9.0, 0.0], [0.0, 1.0]], [[25.0, 1.0], [1.0, 25.0]],
+         [[0.0, 0.1], [0.1, 1.0]]]
+    )  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # numpy's floating-point warnings
         with np.errstate(divide="warn", invalid="warn"):
@@ -94,3 +97,9 @@ def test_a_card_with_a_non_finite_covariance_fails_alone() -> None:
         o.error != c.error for k, (o, c) in enumerate(zip(out, careful, strict=True)) if k != 7
     )
     assert own >= 120
+
+
+def test_mismatched_inputs_are_refused_with_one_exact_message() -> None:
+    with pytest.raises(ValueError) as info:
+        acceptance_probabilities(np.zeros((3, 2)), np.zeros((2, 2, 2)))
+    assert str(info.value) == "eta_means and eta_covs must describe the same cards"
