@@ -166,6 +166,7 @@ def real_run(mutants: int, *overrides: str) -> None:
         wall = time.perf_counter() - started
         per_k, _ = rates(Path(tmp) / "events.jsonl")
         sizes = {p.name: p.stat().st_size for p in Path(tmp).iterdir() if p.is_file()}
+        files = sum(p.stat().st_size for p in Path(tmp).rglob("*") if p.is_file())
     label = memory_description(cfg)  # what ran, not what was asked for
     print(f"\nreal run, rastrigin, {mutants} mutants, {label}: wall {wall:.0f} s")
     print("  mutants/s per 1,000:", ", ".join(f"{r:.1f}" for r in per_k))
@@ -174,7 +175,9 @@ def real_run(mutants: int, *overrides: str) -> None:
     print(f"  peak RSS of the process tree: {sampler.peak / 1e6:.0f} MB")
     for name in ("cards.json", "cards.trials.jsonl", "memory_v2_selection_evidence.sqlite3"):
         if name in sizes:
-            print(f"  {name}: {sizes[name] / 1e6:.2f} MB")
+            wal = sizes.get(f"{name}-wal", 0)
+            print(f"  {name}: {sizes[name] / 1e6:.2f} MB" + (f" + WAL {wal / 1e6:.2f}" * bool(wal)))
+    print(f"  files at the end: {files / 1e6:.1f} MB in the run directory")
 
 
 # -- part 2: the memory alone at a given ledger length -------------------------------
