@@ -279,6 +279,18 @@ class BlockStack:
             return np.zeros((len(self.components), 0, nodes.width, nodes.width))
         return nodes.inverse_blocks[0]
 
+    @cached_property
+    def steady(self) -> np.ndarray:
+        """(B,) lineage blocks without rows whose mean is the same in every node: their
+        posterior is their prior (mean ``means[0]``'s block, sd ``prior_sd``'s) and
+        independent of every other block, in every node."""
+        post0 = self.components[0]
+        ps, c = post0.chol_s.shape[0], post0.width
+        n_lin = (self.means.shape[1] - ps) // c
+        out = np.all(self.means[1:, ps:] == self.means[0, ps:], axis=0).reshape(n_lin, c).all(1)
+        out[post0.active] = False
+        return out
+
     def node_blocks(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(``gram`` (n, A, C, C), T' = the coupling's (n, A, C, P_s)) of the nodes ``nodes``:
         for a block part u, sd^2 = u' gram u and the shift l21_l a = (u @ T')."""
@@ -352,6 +364,18 @@ def block_arm_latents(
     n: int,
     rng: np.random.Generator,
 ) -> tuple[np.ndarray, np.ndarray]:
+    """n coherent world draws of (z_0'theta (n,), z_1j'theta (n, J)) (``block_worlds``)."""
+    eta0, eta1, _ = block_worlds(stack, z0, z1, n, rng)
+    return eta0, eta1
+
+
+def block_worlds(
+    stack: BlockStack,
+    z0: np.ndarray,
+    z1: BlockDesign,
+    n: int,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """n coherent world draws of (z_0'theta (n,), z_1j'theta (n, J)) for a block-arrowhead head.
 
     Exactly the law of full coefficient draws (node k with probability w_k, then
@@ -368,6 +392,9 @@ def block_arm_latents(
         stack: the head's stacked nodes (``block_stack``: factored posteriors sharing one
             active set, node means with the prior mean included, node probabilities).
         z0: (P,) control row (shared columns only); z1: the cards' treated rows.
+
+    Returns:
+        (z_0'theta (n,), z_1j'theta (n, J), the worlds' shared coefficients (n, P_s)).
     """
     posts, means, weights = stack.components, stack.means, stack.weights
     post0 = posts[0]
@@ -467,7 +494,8 @@ def block_arm_latents(
         which = np.searchsorted(vec_blocks, card_slot[multi])
         eta1[:, multi] += np.einsum("njc,jc->nj", beta_v[:, which], z1.lineage_part[multi])
         eta1 = eta1[back]
-    return (beta_s @ z0[:ps])[back], eta1
+    beta_s = beta_s[back]
+    return beta_s @ z0[:ps], eta1, beta_s
 
 
 def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -568,6 +596,21 @@ def _per_fit(
     value = build()
     cache[head] = (key, value)
     return value
+
+
+def head_worlds(
+    head: BayesianLinearHead | LogisticLaplaceHead,
+    z0: np.ndarray,
+    z1: BlockDesign,
+    n: int,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``head_latents`` of a block-arrowhead head, with the worlds' shared coefficients
+    (n, P_s) (``block_worlds``)."""
+    stack = block_stack(head)
+    if stack is None:
+        raise DesignError("world draws with shared coefficients need a block-arrowhead head")
+    return block_worlds(stack, z0, z1, n, rng)
 
 
 def head_latents(
