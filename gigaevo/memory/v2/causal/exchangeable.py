@@ -13,17 +13,21 @@ winner and challenger are among them. Those are drawn exactly:
   W = s_i xi_i without that head), and zeta = -xi_v of the invalidity head; Delta is
   non-decreasing in both. W's law is known: W > w iff s_i xi_i > w or
   s_i xi_i + c_L + s_L xi_L > w, a union of two Gaussian half-planes (its mass by Owen's T).
-- Rounds draw the members of growing regions {W > theta_W or zeta > theta_z}: how many of
-  the n members fall in the region's new shell is binomial given the members not drawn
-  yet, and each is drawn from its law given the shell (two disjoint boxes in (W, zeta);
-  W by rejection from the half-planes, zeta by inverse CDF). The members never drawn all
-  have Delta <= Delta(theta_W, theta_z), the region's corner, so a world stops as soon as
-  its second-best member drawn beats that corner. The last round draws every member left.
+- Rounds draw the members of growing regions. A region is the complement of a lower set
+  {W in cell i, zeta <= b_i}: W's range cut into cells (e_{i-1}, e_i], and b_i the largest
+  zeta with Delta(e_i, zeta) <= a level; a round lowers the level until its region holds
+  about 32, then 256, 2048 members (a world, not the law, chooses). How many of the members
+  not drawn yet fall in the round's new shell is binomial, and each is drawn from its law
+  given the shell (per cell, W by rejection from the half-planes, zeta by inverse CDF).
+  Every member left below has Delta <= max_i Delta(e_i, b_i), so a world stops as soon as
+  its second-best member drawn beats that. The last round draws every member left.
 - A stopped world's two best lie strictly above every other member (so above the floor
   G- - q0 too: no tie), and the members' ids are a uniform permutation independent of
-  the values: the best is a uniform member and the second a uniform one of the rest. A
-  world of the last round puts the ids on its n values by a uniform permutation and ranks
-  (value, id), ties to the larger id, as the full draw does.
+  the values: the best is a uniform member and the second a uniform one of the rest.
+- Ties happen only at the floor (a valid value clipped at G-). A world whose members left
+  all sit exactly at the floor, with fewer than two above it drawn, ranks those by id as
+  the full draw does (the largest first); a world of the last round puts the ids on its
+  n values by a uniform permutation and ranks (value, id), ties to the larger id.
 
 The thresholds change only how many members are drawn, never the law of the result.
 """
@@ -37,12 +41,13 @@ from scipy.special import ndtr, ndtri, owens_t
 
 from gigaevo.memory.v2.causal.policy import WorldVotes, top_two
 
-FIRST_ROUND = 32.0  # expected members per world in the first round's region
+FIRST_ROUND = 24.0  # expected members per world in the first round's region
 GROWTH = 8.0  # each later round's region holds this many times more
 ROUNDS = 3  # rounds with a region; after them every member left is drawn
-CELL_TAILS = 2.0  # W's cells: upper tails 1/(8n), 2/(8n), 4/(8n), ... up to one half
+FINE_CELLS = 64.0  # W's cells: upper tails 1/(8n), 2/(8n), ... 64/n, then x 8 up to one half
 LEVEL_STEPS = 16  # bisection steps of a round's level (its region's mass is approximate)
-MAX_PROPOSALS = 200  # rejection passes before the draw gives up (acceptance >= 1/4)
+PROPOSALS = 2  # candidates per member and rejection pass (each kept with probability >= 1/4)
+MAX_PROPOSALS = 100  # rejection passes before the draw gives up
 
 
 @dataclass(frozen=True)
@@ -172,38 +177,39 @@ def _draw_gains(
         return s_i * _truncated(lo / s_i, hi / s_i, 1.0 - rng.random(len(world)))
     s_l, centre = cards.sds[2], cards.centres[2][world]
     sigma = np.hypot(s_i, s_l)
+    p1, p2 = ndtr(-lo / s_i), ndtr((centre - lo) / sigma)  # the half-planes' masses
     out = np.empty(len(world))
     todo = np.arange(len(world))
     for _ in range(MAX_PROPOSALS):
         if not len(todo):
             return out
-        a, b, c, m = lo[todo], hi[todo], centre[todo], len(todo)
-        xi_i, xi_l = rng.standard_normal(m), rng.standard_normal(m)
+        # PROPOSALS candidates per member at once; the first one kept is its draw
+        rows = np.repeat(todo, PROPOSALS)
+        a, b, c, m = lo[rows], hi[rows], centre[rows], len(rows)
+        xi_i, xi_l = np.empty(m), rng.standard_normal(m)
         keep = np.ones(m, dtype=bool)
         floor = np.isneginf(a)
-        if np.any(floor):
-            xi_i[floor] = _truncated(
-                np.full(int(floor.sum()), -np.inf),
-                b[floor] / s_i,
-                1.0 - rng.random(int(floor.sum())),
-            )
-        up = ~floor
-        if np.any(up):
-            p1, p2 = ndtr(-a[up] / s_i), ndtr(-(a[up] - c[up]) / sigma)
-            first = rng.random(int(up.sum())) * (p1 + p2) < p1
-            t = 1.0 - rng.random(int(up.sum()))
-            x1 = _truncated(a[up] / s_i, np.full(len(t), np.inf), t)
-            y = _truncated((a[up] - c[up]) / sigma, np.full(len(t), np.inf), t)
-            other = rng.standard_normal(int(up.sum()))
-            # from H1: (x1, other); from H2: rotate (y, other) back to (xi_i, xi_L)
-            xi_i[up] = np.where(first, x1, (s_i * y - s_l * other) / sigma)
-            xi_l[up] = np.where(first, other, (s_l * y + s_i * other) / sigma)
-            in_both = (s_i * xi_i[up] > a[up]) & (s_i * xi_i[up] + c[up] + s_l * xi_l[up] > a[up])
-            keep[up] = ~in_both | (rng.random(int(up.sum())) < 0.5)
-        w = cards.gain(world[todo], xi_i, xi_l)
+        xi_i[floor] = _truncated(a[floor], b[floor] / s_i, 1.0 - rng.random(int(floor.sum())))
+        up = np.flatnonzero(~floor)
+        if len(up):
+            a_up, c_up, q1, q2 = a[up], c[up], p1[rows[up]], p2[rows[up]]
+            first = rng.random(len(up)) * (q1 + q2) < q1
+            # the chosen half-plane's normal coordinate above its threshold, by inverse CDF
+            z = -ndtri((1.0 - rng.random(len(up))) * np.where(first, q1, q2))
+            other = xi_l[up]
+            # from H1: (z, other); from H2: rotate (z, other) back to (xi_i, xi_L)
+            xi_i[up] = np.where(first, z, (s_i * z - s_l * other) / sigma)
+            xi_l[up] = np.where(first, other, (s_l * z + s_i * other) / sigma)
+            lifted = s_i * xi_i[up] + c_up + s_l * xi_l[up]
+            in_both = (s_i * xi_i[up] > a_up) & (lifted > a_up)
+            keep[up] = ~in_both | (rng.random(len(up)) < 0.5)
+        w = cards.gain(world[rows], xi_i, xi_l)
         keep &= (w > a) & (w <= b)
-        out[todo[keep]] = w[keep]
-        todo = todo[~keep]
+        keep_of = keep.reshape(-1, PROPOSALS)
+        got = keep_of.any(axis=1)
+        pick = np.argmax(keep_of, axis=1)
+        out[todo[got]] = w.reshape(-1, PROPOSALS)[got, pick[got]]
+        todo = todo[~got]
     raise RuntimeError("exchangeable cards: the gain draws were rejected too often")
 
 
@@ -239,7 +245,7 @@ class _Grid:
         tail = 1.0 / (8.0 * n)
         while tail < 0.5:
             tails.append(tail)
-            tail *= CELL_TAILS
+            tail *= 2.0 if tail < FINE_CELLS / n else 8.0
         z = -ndtri(np.array(tails[::-1]))  # ascending edges
         inner = np.column_stack([law.above(np.full(s, zk)) for zk in z])
         edges = np.column_stack([np.full(s, -np.inf), inner, np.full(s, np.inf)])
@@ -316,20 +322,25 @@ def _segment_top_two(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """(A, 2) largest and second-largest of consecutive segments of ``counts`` values
     (-inf where a segment has fewer)."""
     out = np.full((len(counts), 2), -np.inf)
-    if not len(values):
+    some = counts > 0
+    if not np.any(some):
         return out
-    seg = np.repeat(np.arange(len(counts)), counts)
-    ranked = values[np.lexsort((-values, seg))]
-    starts = np.cumsum(counts) - counts
-    has1, has2 = counts >= 1, counts >= 2
-    out[has1, 0] = ranked[starts[has1]]
-    out[has2, 1] = ranked[starts[has2] + 1]
+    starts = (np.cumsum(counts) - counts)[some]
+    first = np.maximum.reduceat(values, starts)
+    seg = np.repeat(np.arange(len(starts)), counts[some])
+    rest = values.copy()
+    top_at = np.flatnonzero(values == first[seg])
+    # mask one occurrence of each segment's maximum (its first), keep ties for the second
+    rest[top_at[np.r_[True, seg[top_at][1:] != seg[top_at][:-1]]]] = -np.inf
+    out[some, 0] = first
+    out[some, 1] = np.maximum.reduceat(rest, starts)
     return out
 
 
 def _shell(
     block: ExchangeableCards,
     world: np.ndarray,
+    rows: np.ndarray,
     edges: np.ndarray,
     low: np.ndarray,
     high: np.ndarray,
@@ -337,14 +348,16 @@ def _shell(
     rng: np.random.Generator,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(W, zeta) of members given the shell: cell i with mass pieces_i, zeta in
-    (low_i, high_i] (rows: members; their worlds' edges and heights)."""
-    m = len(world)
-    cum = np.cumsum(pieces, axis=1)
+    (low_i, high_i] (members in ``world``; ``rows`` index their world's edges (A, K + 1),
+    heights (A, K) and masses (A, K))."""
+    m, k = len(world), pieces.shape[1]
+    cum = np.cumsum(pieces, axis=1)[rows]
     pick = rng.random(m) * cum[:, -1]
-    cell = np.minimum(np.sum(pick[:, None] >= cum, axis=1), pieces.shape[1] - 1)
-    at = np.arange(m)
-    zeta = _truncated(low[at, cell], high[at, cell], 1.0 - rng.random(m))
-    gain = _draw_gains(block, world, edges[at, cell], edges[at, cell + 1], rng)
+    cell = np.minimum(np.sum(pick[:, None] >= cum, axis=1), k - 1)
+    at = rows * k + cell
+    zeta = _truncated(low.reshape(-1)[at], high.reshape(-1)[at], 1.0 - rng.random(m))
+    lo_edge = edges.reshape(-1)[rows * (k + 1) + cell]
+    gain = _draw_gains(block, world, lo_edge, edges.reshape(-1)[rows * (k + 1) + cell + 1], rng)
     return gain, zeta
 
 
@@ -396,9 +409,7 @@ def exchangeable_top_two(
         counts = rng.binomial(left, np.where(empty, 1.0, np.clip(share, 0.0, 1.0)))
         rows = np.repeat(np.arange(len(active)), counts)
         world = active[rows]
-        gain, zeta = _shell(
-            cards, world, grid.edges[rows], heights[rows], tp[rows], pieces[rows], rng
-        )
+        gain, zeta = _shell(cards, world, rows, grid.edges, heights, tp, pieces, rng)
         vals = cards.values(world, gain, zeta, q0, bounds)
         kept_world.append(world)
         kept_value.append(vals)

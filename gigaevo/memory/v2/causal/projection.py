@@ -291,6 +291,21 @@ class BlockStack:
         out[post0.active] = False
         return out
 
+    def node_block(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(D_l^-1 (A, C, C), T_l (A, C, P_s)) of node k's active blocks: for a block part
+        u, sd^2 = u' D_l^-1 u and the shift l21_l a = u T_l. One node's arrays, as kept
+        (no stacking): a decision reads those of the nodes its worlds visit."""
+        if isinstance(self.factors, PencilNodes):
+            return self.factors.at_node(k)
+        k_nodes, c, ps = len(self.weights), self.gram.shape[-1], self.inv_s.shape[1]
+        t = self.coupling.reshape(c, k_nodes, ps, -1)[:, k].transpose(2, 0, 1)
+        return self.gram[k], t
+
+    def form(self, nodes: np.ndarray) -> None:
+        """Form the visited nodes' blocks in one batch (a pencil's are formed lazily)."""
+        if isinstance(self.factors, PencilNodes):
+            self.factors.form(nodes)
+
     def node_blocks(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(``gram`` (n, A, C, C), T' = the coupling's (n, A, C, P_s)) of the nodes ``nodes``:
         for a block part u, sd^2 = u' gram u and the shift l21_l a = (u @ T')."""
@@ -436,20 +451,32 @@ def block_worlds(
     # sd |a|; the block parts u take a few distinct values (kind and RAG state), so each
     # distinct u is contracted with the cards' blocks at once
     centre = np.empty((n_nodes, len(single)))
-    sd = np.broadcast_to(prior_sd_single, (n_nodes, len(single))).copy()
     groups, group_of = _distinct_rows(u_single)
-    hot_groups = []  # (hot card indices among the singles, their shifts)
-    visited = stack.node_blocks(nodes) if np.any(hot) else None  # (n, A, C, C), (n, A, C, P_s)
+    parts = []  # per distinct u: (u, its cards whose block has rows, those blocks' positions)
     for g, u in enumerate(groups):
         idx = np.flatnonzero(group_of == g)
         centre[:, idx] = mean_blocks[nodes[:, None], block_single[idx]] @ u
         idx_hot = idx[hot[idx]]
         if len(idx_hot):
-            assert visited is not None
-            pa = pos_single[idx_hot]
-            shift = (u @ visited[1][:, pa]).transpose(0, 2, 1)  # (n, P_s, hot cards)
-            hot_groups.append((idx_hot, shift))
-            sd[:, idx_hot] = np.sqrt((visited[0][:, pa] @ u) @ u)
+            parts.append((u, idx_hot, pos_single[idx_hot]))
+    if parts:
+        stack.form(nodes)  # the visited nodes' blocks, kept for the fit's later decisions
+
+    def node_terms(k: int) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
+        """Node k's shifts l21_l a (per part: its cards, (P_s, cards)) and every single
+        card's sd |a| (prior where its block has no rows), from node k's own blocks."""
+        sd = prior_sd_single.copy()
+        if not parts:
+            return [], sd
+        d_inv, t = stack.node_block(k)
+        shifts = []
+        for u, idx_hot, pa in parts:
+            shifts.append((idx_hot, np.matmul(u, t)[pa].T))
+            # u' D_l^-1 u of every active block at once: D_l^-1 flattened against u u'
+            quad = d_inv.reshape(len(d_inv), -1) @ np.outer(u, u).reshape(-1)
+            sd[idx_hot] = np.sqrt(quad[pa])
+        return shifts, sd
+
     # worlds are handled grouped by node (contiguous slices; the xi are iid, so they can be
     # used in that order) and put back in the order of ks (world order[i] is slice row i)
     back = np.empty(n, dtype=int)
@@ -464,29 +491,31 @@ def block_worlds(
             sl = slice(bounds[i], bounds[i + 1])
             ds = xi_s[sl] @ stack.inv_s[k]  # L_S^-T xi_s in row form
             beta_s[sl] = means[k, :ps] + ds
+            shifts, sd = node_terms(k)
             slope = shared_t
-            if hot_groups:  # s_1j - shift_j: the shift l21_l a_j only on the cards with rows
+            if shifts:  # s_1j - shift_j: the shift l21_l a_j only on the cards with rows
                 slope = shared_t.copy()
-                for idx_hot, shift in hot_groups:
-                    slope[:, idx_hot] -= shift[i]
+                for idx_hot, shift in shifts:
+                    slope[:, idx_hot] -= shift
             out = ds @ slope  # (worlds of node k, J), small: formed in cache, then put
             out += base[i]  # straight into the worlds' own rows (no reorder of eta1 after)
             noise = xi_1[sl]
-            noise *= sd[i]
+            noise *= sd
             out += noise
             eta1[order[sl]] = out
     else:
         lift = np.empty((n, len(single)))  # lineage-block part of z_1j'theta, single cards
         beta_v = np.empty((n, len(vec_blocks), c))
-        shift = np.zeros((n_nodes, ps, len(single)))
-        for idx_hot, group_shift in hot_groups:
-            shift[:, :, idx_hot] = group_shift
         for i, k in enumerate(nodes):
             sl = slice(bounds[i], bounds[i + 1])
             post, mean = posts[k], means[k]
             ds = xi_s[sl] @ stack.inv_s[k]
             beta_s[sl] = mean[:ps] + ds
-            lift[sl] = centre[i] + xi_1[sl] * sd[i] - ds @ shift[i]
+            shifts, sd = node_terms(k)
+            shift = np.zeros((ps, len(single)))
+            for idx_hot, part in shifts:
+                shift[:, idx_hot] = part
+            lift[sl] = centre[i] + xi_1[sl] * sd - ds @ shift
             if len(vec_blocks):
                 beta_v[sl] = _vector_blocks(post, mean, ds, xi_v[sl], col[vec_blocks], pos_vec)
         eta1[:] = beta_s @ z1.shared.T
