@@ -117,7 +117,7 @@ def _samples(cards, control, bounds, reps: int):
 def test_two_best_have_the_full_draws_law(regime: str, n: int) -> None:
     rng = np.random.default_rng(7)
     cards, control, bounds = _block(256, n, regime, rng)
-    fast, full = _samples(cards, control, bounds, 24 if n > 100 else 60)
+    fast, full = _samples(cards, control, bounds, 24 if n > 100 else 200)
     p = _compare(fast, full, n)
     assert min(p.values()) > ALPHA, p
     if regime == "floor" and n < 100:  # many worlds rank members at the floor by id
@@ -155,6 +155,41 @@ def test_draws_are_seeded_and_use_few_members() -> None:
     assert set(np.unique(a[1])) <= set(cards.members)
 
 
+def test_gain_law_and_draws() -> None:
+    """P(W > w) against scipy's bivariate normal (signed zeros included: -0.0 once flipped
+    a sign case of the Owen's T formula), and draws given lo < W <= hi against plain draws
+    of W kept when they fall in the interval."""
+    from scipy.stats import kstest, multivariate_normal
+
+    from gigaevo.memory.v2.causal.exchangeable import _draw_gains, _Gain
+
+    s_i, s_l, c = 0.16, 0.12, -0.1
+    law = _Gain(s_i, s_l, np.full(1, c))
+    sigma, rho = np.hypot(s_i, s_l), s_i / np.hypot(s_i, s_l)
+    for w in (-0.3, -0.0, 0.0, c, 0.05, 0.4, 0.9):
+        cdf = multivariate_normal.cdf(
+            [w / s_i, (w - c) / sigma], cov=[[1, rho], [rho, 1]], abseps=1e-12, releps=1e-12
+        )
+        assert abs(float(law.sf(np.array([w]))[0]) - (1.0 - cdf)) < 1e-9, w
+    cards = ExchangeableCards(
+        np.arange(2), (np.zeros(1), np.zeros(1), np.full(1, c)), (s_i, 0.3, s_l)
+    )
+    plain = cards.gain(
+        np.zeros(400_000, int), *np.random.default_rng(1).standard_normal((2, 400_000))
+    )
+    for lo, hi in ((-np.inf, 0.1), (0.0, 0.05), (0.2, 0.35), (0.3, np.inf)):
+        m = 4000
+        got = _draw_gains(
+            cards, np.zeros(m, int), np.full(m, lo), np.full(m, hi), np.random.default_rng(2)
+        )
+        assert np.all((got > lo) & (got <= hi))
+        ref = np.sort(plain[(plain > lo) & (plain <= hi)])
+        assert (
+            kstest(got, lambda v, r=ref: np.searchsorted(r, v, side="right") / len(r)).pvalue
+            > ALPHA
+        )
+
+
 # -- through the selection: fitted heads on a synthetic bank --------------------------------
 
 C = 5
@@ -188,11 +223,15 @@ def _heads(n_cards: int, seed: int):
     return space, cards, (immediate, invalidity, lineage)
 
 
-def _votes(space, cards, heads, key: str, bounds=(-0.5, 0.5)):
-    x = np.r_[1.0, 0.2, 0.5, -0.3, 0.1]
-    z1 = card_rows(space, x, cards)
+X = np.r_[1.0, 0.2, 0.5, -0.3, 0.1]
+
+
+def _votes(space, cards, heads, key: str, bounds=(-0.5, 0.5), threads: int = 1):
+    z1 = card_rows(space, X, cards)
+    blocks, hot = exchangeable_blocks(heads, z1)
     ids = [c.card_id for c in cards]
-    return world_votes(key, heads, space.row(x, 0), z1, ids, cards, bounds, SelectionConfig())
+    cfg = SelectionConfig(draw_threads=threads)
+    return world_votes(key, heads, space.row(X, 0), z1, ids, blocks, hot, bounds, cfg)
 
 
 def _categories(votes) -> tuple[np.ndarray, np.ndarray]:
@@ -203,7 +242,7 @@ def _categories(votes) -> tuple[np.ndarray, np.ndarray]:
 
 def test_selection_votes_match_the_full_draw(monkeypatch: pytest.MonkeyPatch) -> None:
     space, cards, heads = _heads(60, 3)
-    blocks, hot = exchangeable_blocks(heads, card_rows(space, np.ones(C), cards), cards)
+    blocks, hot = exchangeable_blocks(heads, card_rows(space, np.ones(C), cards))
     assert len(blocks) == 1 and len(blocks[0]) == 60 - HOT and list(hot) == list(range(HOT))
     keys = [f"decision-{i}" for i in range(60)]
     fast = [_categories(_votes(space, cards, heads, k)) for k in keys]
@@ -239,11 +278,7 @@ def test_selection_is_the_same_whatever_is_cached() -> None:
     again = _votes(space, cards, heads, "k")
     np.testing.assert_array_equal(first.winners, again.winners)
     np.testing.assert_array_equal(first.challengers, again.challengers)
-    threaded = world_votes(
-        "k", heads, space.row(np.r_[1.0, 0.2, 0.5, -0.3, 0.1], 0),
-        card_rows(space, np.r_[1.0, 0.2, 0.5, -0.3, 0.1], cards), [c.card_id for c in cards],
-        cards, (-0.5, 0.5), SelectionConfig(draw_threads=2),
-    )  # fmt: skip
+    threaded = _votes(space, cards, heads, "k", threads=2)
     np.testing.assert_array_equal(first.winners, threaded.winners)
     stream = rng_stream("k", "worlds", selection_module.EXCHANGEABLE_STREAM)
     assert stream.random() != rng_stream("k", "worlds", 2).random()

@@ -101,6 +101,7 @@ class ExchangeableCards:
 def _bivariate_cdf(x: np.ndarray, y: np.ndarray, rho: float) -> np.ndarray:
     """P(X <= x, Y <= y) for standard normals of correlation rho (|rho| < 1), by Owen's T."""
     r = np.sqrt(1.0 - rho * rho)
+    x, y = np.asarray(x) + 0.0, np.asarray(y) + 0.0  # -0.0 -> 0.0: the formula's sign cases
     with np.errstate(divide="ignore", invalid="ignore"):
         ax = (y - rho * x) / (x * r)
         ay = (x - rho * y) / (y * r)

@@ -281,14 +281,19 @@ class BlockStack:
 
     @cached_property
     def steady(self) -> np.ndarray:
-        """(B,) lineage blocks without rows whose mean is the same in every node: their
-        posterior is their prior (mean ``means[0]``'s block, sd ``prior_sd``'s) and
-        independent of every other block, in every node."""
+        """(B,) per lineage block: -1 unless the block has no rows and the same mean in
+        every node (then its posterior is its prior, independent of every other block, in
+        every node), else the number of its (mean, prior sd) among such blocks."""
         post0 = self.components[0]
         ps, c = post0.chol_s.shape[0], post0.width
         n_lin = (self.means.shape[1] - ps) // c
-        out = np.all(self.means[1:, ps:] == self.means[0, ps:], axis=0).reshape(n_lin, c).all(1)
-        out[post0.active] = False
+        same = np.all(self.means[1:, ps:] == self.means[0, ps:], axis=0).reshape(n_lin, c).all(1)
+        same[post0.active] = False
+        out = np.full(n_lin, -1)
+        at = np.flatnonzero(same)
+        if len(at):
+            mean = self.means[0, ps:].reshape(n_lin, c)[at]
+            out[at] = row_groups(np.hstack([mean, post0.prior_sd[ps:].reshape(n_lin, c)[at]]))
         return out
 
     def node_block(self, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -525,6 +530,19 @@ def block_worlds(
         eta1 = eta1[back]
     beta_s = beta_s[back]
     return beta_s @ z0[:ps], eta1, beta_s
+
+
+def row_groups(key: np.ndarray, few: int = 8) -> np.ndarray:
+    """Group number of each row of ``key`` (equal rows, equal numbers): by comparison with
+    each distinct row while there are at most ``few`` of them (the usual case), else by
+    sorting."""
+    group = np.full(len(key), -1)
+    for g in range(few):
+        left = np.flatnonzero(group < 0)
+        if not len(left):
+            return group
+        group[left[np.all(key[left] == key[left[0]], axis=1)]] = g
+    return np.asarray(np.unique(key, axis=0, return_inverse=True)[1]).reshape(-1)
 
 
 def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -6,6 +6,7 @@ No I/O: the caller supplies fitted heads, the decision context and the candidate
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -47,6 +48,7 @@ from gigaevo.memory.v2.causal.projection import (
     head_latents,
     head_worlds,
     projector,
+    row_groups,
 )
 
 
@@ -125,25 +127,40 @@ def select(
     ids = [c.card_id for c in cards]
     index = {cid: i for i, cid in enumerate(ids)}
     rows = card_rows(space, x, cards)
-    # all cards at once: batched (eta-bar, Sigma_eta), vectorised integral (memory-model.md
-    # "Invalidity head and chance constraint")
-    means, covs = invalidity.linear_predictors(z0, rows)
-    acceptance = dict(zip(ids, acceptance_probabilities(means, covs, delta=cfg.delta), strict=True))
-    safe = sorted(cid for cid, acc in acceptance.items() if acc.admitted(cfg.alpha))
-    if not safe:
-        return _abstain(decision_key, cfg, "no safe card", acceptance)
-    z1 = _take(rows, [index[cid] for cid in safe])
-    # world draws project each head on the rows; one shared-block draw per world and head
     heads = (immediate, invalidity) if lineage is None else (immediate, invalidity, lineage)
-    safe_cards = [cards[index[cid]] for cid in safe]
-    votes = world_votes(decision_key, heads, z0, z1, safe, safe_cards, gain_bounds, cfg)
+    blocks, hot = exchangeable_blocks(heads, rows)
+    # the cards of a block share their rows and their blocks' posterior, so their invalidity
+    # moments and P_acc: one representative each. All at once: batched (eta-bar, Sigma_eta),
+    # vectorised integral (memory-model.md "Invalidity head and chance constraint")
+    rep = np.empty(len(cards), dtype=int)
+    rep[hot] = np.arange(len(hot))
+    for b, members in enumerate(blocks):
+        rep[members] = len(hot) + b
+    firsts = np.array([members[0] for members in blocks], dtype=int)
+    means, covs = invalidity.linear_predictors(z0, _take(rows, np.r_[hot, firsts].tolist()))
+    accepted = acceptance_probabilities(means, covs, delta=cfg.delta)
+    admitted = np.array([a.admitted(cfg.alpha) for a in accepted], dtype=bool)
+    acceptance = {cid: accepted[r] for cid, r in zip(ids, rep.tolist(), strict=True)}
+    safe_at = np.flatnonzero(admitted[rep])
+    if not len(safe_at):
+        return _abstain(decision_key, cfg, "no safe card", acceptance)
+    if any(a > b for a, b in itertools.pairwise(ids[j] for j in safe_at)):
+        safe_at = np.array(sorted(safe_at.tolist(), key=ids.__getitem__), dtype=int)
+    safe = [ids[j] for j in safe_at]
+    z1 = _take(rows, safe_at.tolist())
+    # world draws project each head on the rows; one shared-block draw per world and head
+    at_safe = np.full(len(cards), -1)
+    at_safe[safe_at] = np.arange(len(safe_at))
+    safe_blocks = [np.sort(at_safe[m]) for b, m in enumerate(blocks) if admitted[len(hot) + b]]
+    safe_hot = np.sort(at_safe[hot[admitted[: len(hot)]]])
+    votes = world_votes(decision_key, heads, z0, z1, safe, safe_blocks, safe_hot, gain_bounds, cfg)
     proposal = proposal_distribution(votes, pending, cfg.epsilon)
     draw = _draw(decision_key, proposal, cfg)
     summary = None
     if draw.proposed is not None:
-        i = index[draw.proposed]
+        i, r = index[draw.proposed], rep[index[draw.proposed]]
         summary = _summary(
-            rng_stream(decision_key, "summary"), space, x, cards[i], (means[i], covs[i]),
+            rng_stream(decision_key, "summary"), space, x, cards[i], (means[r], covs[r]),
             immediate, lineage, gain_bounds, metric_range, cfg.summary_draws,
         )  # fmt: skip
     return Selection(proposal, draw, acceptance, summary)
@@ -155,21 +172,25 @@ def world_votes(
     z0: np.ndarray,
     z1: np.ndarray | BlockDesign,
     safe: Sequence[str],
-    cards: Sequence[CandidateCard],
+    blocks: Sequence[np.ndarray],
+    hot: np.ndarray,
     gain_bounds: tuple[float, float],
     cfg: SelectionConfig,
 ) -> WorldVotes:
     """Winner and challenger of each of the S_w worlds over the safe cards (memory-model.md
     "Policy").
 
-    Blocks of at least ``EXCHANGEABLE_MIN`` exchangeable cards (``exchangeable_blocks``) are
-    not drawn card by card: each block's two best in every world come from
+    Args:
+        safe: the safe cards' ids, ascending; z1: their rows.
+        blocks: blocks of exchangeable safe cards (``exchangeable_blocks``), as ascending
+            positions among ``safe``; hot: the other positions, ascending.
+
+    A block's cards are not drawn card by card: its two best in every world come from
     ``exchangeable_top_two`` on the ``worlds`` stream ``EXCHANGEABLE_STREAM``, the other
-    cards from the heads' streams as before. Which cards form blocks depends on the fit and
+    cards' latents from the heads' streams. Which cards form blocks depends on the fit and
     the cards only, so a decision draws the same whatever is cached.
     """
     n = cfg.world_draws
-    blocks, hot = exchangeable_blocks(heads, z1, cards)
     if not blocks:
         latents = world_latents(decision_key, heads, z0, z1, n, cfg.draw_threads)
         lineage = latents[2] if len(heads) > 2 else None
@@ -196,17 +217,16 @@ EXCHANGEABLE_STREAM = 3  # ``worlds`` counter of the blocks' stream (heads use 0
 def exchangeable_blocks(
     heads: Sequence[BayesianLinearHead | LogisticLaplaceHead],
     z1: np.ndarray | BlockDesign,
-    cards: Sequence[CandidateCard],
 ) -> tuple[list[np.ndarray], np.ndarray]:
-    """Blocks of exchangeable safe cards and the other cards' positions (ascending).
+    """Blocks of exchangeable cards among the rows ``z1``, and the other rows (ascending).
 
     Cards are exchangeable when each is alone in its lineage block, that block has no rows
     in any head and the same posterior in every node (``BlockStack.steady``: its prior),
     and their rows, the blocks' means and prior sds are equal. Groups smaller than
     ``EXCHANGEABLE_MIN`` stay with the other cards.
     """
-    everyone = np.arange(len(cards))
-    if not isinstance(z1, BlockDesign) or len(cards) < EXCHANGEABLE_MIN:
+    everyone = np.arange(len(z1.lineage) if isinstance(z1, BlockDesign) else len(z1))
+    if not isinstance(z1, BlockDesign) or len(everyone) < EXCHANGEABLE_MIN:
         return [], everyone
     stacks = [block_stack(h) for h in heads]
     if any(st is None for st in stacks):
@@ -217,25 +237,16 @@ def exchangeable_blocks(
     ok[ok] = counts[lin[ok]] == 1
     for st in stacks:
         assert st is not None
-        ok[ok] = st.steady[lin[ok]]
+        ok[ok] = st.steady[lin[ok]] >= 0
     cand = np.flatnonzero(ok)
     if len(cand) < EXCHANGEABLE_MIN:
         return [], everyone
-    c = z1.lineage_part.shape[1]
-    keys = [z1.shared[cand], z1.lineage_part[cand]]
-    for st in stacks:
-        assert st is not None
-        ps = st.inv_s.shape[1]
-        keys.append(st.means[0, ps:].reshape(-1, c)[lin[cand]])
-        keys.append(st.components[0].prior_sd[ps:].reshape(-1, c)[lin[cand]])
-    key = np.hstack(keys)
-    if np.array_equal(key, np.broadcast_to(key[0], key.shape)):
-        group = np.zeros(len(cand), dtype=int)
-    else:
-        group = np.unique(key, axis=0, return_inverse=True)[1].reshape(-1)
+    rows = row_groups(np.hstack([z1.shared[cand], z1.lineage_part[cand]]))
+    key = np.column_stack([rows] + [st.steady[lin[cand]] for st in stacks if st is not None])
+    group = row_groups(key)
     sizes = np.bincount(group)
     blocks = [cand[group == g] for g in np.flatnonzero(sizes >= EXCHANGEABLE_MIN)]
-    taken = np.zeros(len(cards), dtype=bool)
+    taken = np.zeros(len(everyone), dtype=bool)
     for members in blocks:
         taken[members] = True
     return blocks, np.flatnonzero(~taken)
