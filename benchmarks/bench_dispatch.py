@@ -3,7 +3,7 @@
 Usage:
     .venv/bin/python benchmarks/bench_dispatch.py [--mutants 240] [--seed 0]
         [--openevolve /work/scratch/oe-venv/bin/python] [--cells 8:none 8:v2 32:none 32:v2]
-        [--strict] [--litellm]
+        [--strict] [--litellm] [--set OVERRIDE ...]
 
 The server (``benchmarks/_latency_server.py``, a process of its own) answers
 each request after a log-normal wait (median 0.5 s, sigma 1, seeded by the
@@ -32,8 +32,10 @@ loop dispatches one request per ``mean latency / in_flight`` after the first
 
 A row with ``evolution.dispatch=strict`` (one slow answer holds the others)
 is printed for reference (``--strict``), and rows sending the requests
-through litellm instead of the plain HTTP client (``--litellm``). The load
-average is printed with the figures.
+through litellm instead of the plain HTTP client (``--litellm``). ``--set``
+adds Hydra overrides to every gigaevo row (``--set evolution.in_flight_ramp=50``
+measures what the in-flight ramp costs). The load average is printed with the
+figures.
 """
 
 from __future__ import annotations
@@ -194,6 +196,9 @@ def main() -> None:
         "--litellm", action="store_true", help="add memory=none rows with llm.client=litellm"
     )
     parser.add_argument("--openevolve", help="python of a venv with openevolve==0.4.0")
+    parser.add_argument(
+        "--set", nargs="*", default=[], help="Hydra overrides for every gigaevo row"
+    )
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     print(
@@ -219,13 +224,13 @@ def main() -> None:
             server = Server(Path(tmp), args.seed, args.median, args.sigma)
             try:
                 started, cpu = time.perf_counter(), _cpu()
-                summary = run_gigaevo(Path(tmp), server, flight, memory, mutants, *extra)
+                summary = run_gigaevo(Path(tmp), server, flight, memory, mutants, *extra, *args.set)
                 total = time.perf_counter() - started
                 f = loop_figures(server.requests(), flight)
                 f["cpu"] = (_cpu() - cpu) / mutants
             finally:
                 server.close()
-        if not extra and memory == "none":
+        if not extra and not args.set and memory == "none":
             ours[flight] = f["loop"]
         m = summary.get("memory_seconds", {})
         memory_ms = {k: round(1000 * v / mutants, 1) for k, v in m.items()}

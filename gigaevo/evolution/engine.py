@@ -13,7 +13,11 @@ what each guarantees is in docs/running.md, "Dispatch modes"):
   slots are busy. One slow answer never idles the other slots; the history
   depends on timing.
 
-In both, each dispatch (parent, inspirations, memory decision, seed, and the
+An optional ramp (``in_flight_ramp``, off by default) starts either mode with
+one attempt outstanding and widens to the full number as mutants commit
+(``EngineSettings.width``): the first choices wait on fewer unknown results.
+
+In both modes, each dispatch (parent, inspirations, memory decision, seed, and the
 scratchpad prefix its prompt carries) is persisted before the model is called
 and replayed verbatim on resume. The memory's decisions and observations run
 on their own thread (``MemoryLane``), beside the model calls. An exception in
@@ -237,7 +241,7 @@ class EvolutionEngine:
                 self._pending_parent[d.attempt] = d.parent_id
                 outstanding[pool.submit(self.runner.run, d)] = d.attempt
             while True:
-                while stop is None and len(outstanding) < s.outstanding:
+                while stop is None and len(outstanding) < s.width(k.n_mutants):
                     if next_attempt >= s.max_mutants:
                         break
                     decided = self._dispatch(next_attempt, outstanding.values())

@@ -92,6 +92,8 @@ class EngineSettings:
         dispatch_ahead: in arrival order, attempts dispatched beyond
             ``max_in_flight`` (their memory decisions are made while the slots
             are busy, so a freed slot starts its model call at once).
+        in_flight_ramp: mutants over which the attempts outstanding widen from
+            1 to ``outstanding`` (0: all from the start); see ``width``.
     """
 
     seed: int
@@ -100,15 +102,32 @@ class EngineSettings:
     task_key: str = ""
     dispatch: str = "strict"
     dispatch_ahead: int = 0
+    in_flight_ramp: int = 0
 
     def __post_init__(self) -> None:
         if self.dispatch not in DISPATCH_MODES:
             raise ValueError(f"dispatch must be one of {DISPATCH_MODES}, got {self.dispatch!r}")
         if self.dispatch_ahead < 0:
             raise ValueError(f"dispatch_ahead must be >= 0, got {self.dispatch_ahead}")
+        if self.in_flight_ramp < 0:
+            raise ValueError(f"in_flight_ramp must be >= 0, got {self.in_flight_ramp}")
 
     @property
     def outstanding(self) -> int:
         """Most attempts dispatched and not yet committed."""
         ahead = self.dispatch_ahead if self.dispatch == "arrival" else 0
         return self.max_in_flight + ahead
+
+    def width(self, n_mutants: int) -> int:
+        """Most attempts outstanding once ``n_mutants`` mutants are committed.
+
+        Without a ramp, ``outstanding``. With ``in_flight_ramp = R``, it grows
+        linearly from 1 (no mutant committed: every choice sees every result)
+        to ``outstanding`` at ``R`` mutants: ``1 + n (outstanding - 1) // R``.
+        A function of the committed count alone, so strict dispatch stays
+        reproducible and a resumed run dispatches as the uninterrupted one.
+        """
+        full = self.outstanding
+        if self.in_flight_ramp == 0 or n_mutants >= self.in_flight_ramp:
+            return full
+        return 1 + (max(0, n_mutants) * (full - 1)) // self.in_flight_ramp

@@ -146,6 +146,8 @@ def validate_config(cfg: DictConfig) -> None:
         raise ConfigError(f"evolution.dispatch must be one of {choices}, got {dispatch!r}")
     if OmegaConf.select(cfg, "evolution.dispatch_ahead") is not None:
         _require_int(cfg, "evolution.dispatch_ahead", 0)
+    if OmegaConf.select(cfg, "evolution.in_flight_ramp") is not None:
+        _require_int(cfg, "evolution.in_flight_ramp", 0)
 
 
 def _dispatch_mode(cfg: DictConfig, llm: LLMClient) -> str:
@@ -487,6 +489,7 @@ def _build(cfg: DictConfig, show_progress: bool) -> BuiltRun:
             task_key=problem.name,
             dispatch=_dispatch_mode(cfg, llm),
             dispatch_ahead=int(OmegaConf.select(evo, "dispatch_ahead", default=0) or 0),
+            in_flight_ramp=int(OmegaConf.select(evo, "in_flight_ramp", default=0) or 0),
         ),
         show_progress=show_progress,
         llm_usage=UsageTally(ckpt / LLM_CALLS_FILE),

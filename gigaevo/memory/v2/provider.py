@@ -94,7 +94,7 @@ SESSION_COUNTERS = (
     *_under("decide.applicability.", "decisions calls failures cache_hits labelled"),
     *_under(
         "evictor.",
-        "sweeps cards_judged viability_evaluations verdicts retired disabled_sweeps "
+        "sweeps cards_judged cards_not_due viability_evaluations verdicts retired disabled_sweeps "
         "sweep_seconds keep_reasons gate",
     ),
 )

@@ -526,3 +526,104 @@ def test_a_card_kind_is_judged_with_its_contrast() -> None:
     out = judge(heads, support(kind="program"), theta=0.0064)
     assert out.retire is True and len(out.evaluations) == 6
     assert "unknown card kind" in judge(heads, support(kind="essay")).reason
+
+
+# -- the two invalidity shift levels (issue 20, session 6) -----------------------------
+
+
+def _two_level_world(
+    seed: int, n_cited: int, n_invalid: int, n_control: int = 150, base: float = 0.08
+) -> tuple[RetirementHeads, CardSupport, float]:
+    """A card that helps valid gains by +0.05, of which exactly ``n_invalid`` of ``n_cited``
+    cited rows came out invalid, against controls invalid at ``base``; gains quadratic in
+    the parent's fitness with heteroscedastic noise (not the model's shape). The heads use
+    the production priors, with the two shift levels of the invalidity head."""
+    from gigaevo.memory.v2.read.heads import invalidity_prior, shift_levels
+    from gigaevo.memory.v2.settings import PosteriorSettings
+
+    post = PosteriorSettings()
+    rng = np.random.default_rng(seed)
+    space = DesignSpace(5, (CARD,), kind_contrast=True)
+    x = random_contexts(n_cited + n_control, rng)
+    arm = np.r_[np.ones(n_cited, dtype=int), np.zeros(n_control, dtype=int)]
+    design = np.array(
+        [space.row(xi, int(a), CARD, "insight") for xi, a in zip(x, arm, strict=True)]
+    )
+    f = (x[:, 1] + 1.0) / 2.0
+    noise = (0.02 + 0.04 * (1.0 - f)) * rng.standard_normal(len(x))
+    y = 0.03 * (1.0 - f) ** 2 - 0.01 + 0.05 * arm + noise
+    d = np.zeros(len(x))
+    d[rng.permutation(n_cited)[:n_invalid]] = 1.0
+    d[n_cited + rng.permutation(n_control)[: round(base * n_control)]] = 1.0
+    valid = d == 0
+    immediate = BayesianLinearHead(space.utility_prior_variance())
+    immediate.fit(design[valid], y[valid], np.zeros(int(valid.sum())))
+    invalidity = LogisticLaplaceHead(
+        *invalidity_prior(post, space), None, shift_levels(post, space)
+    ).fit(design, d)
+    ctxs = tuple(
+        SupportContext(i % 2, (i, 0), tuple(x[i]), (-f[i], 1.0 - f[i])) for i in range(n_cited)
+    )
+    theta = practical_threshold(y[n_cited:][valid[n_cited:]])
+    return (
+        RetirementHeads(space, immediate, invalidity),
+        support(treated=n_cited, contexts=ctxs),
+        theta,
+    )
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_helpful_card_whose_two_cited_rows_failed_is_not_retired(seed: int) -> None:
+    """The card world's bug: a +0.05 card whose first two cited rows were both invalid got
+    the wide invalidity level (odds just above 1) and was deleted at the first sweep,
+    though the narrow level, which calls it viable, keeps about half the posterior."""
+    heads, card, theta = _two_level_world(seed, 2, 2)
+    assert heads.invalidity.wide_columns_.tolist() == [heads.space.lineage_slice(CARD).start]
+    out = judge(heads, card, n_controls=150, theta=theta)
+    assert not out.retire and out.reason.startswith("viable in"), out.reason
+    assert 0.3 < out.evaluations[-1].other_level < 0.7
+    # the wide level alone (the old rule) deletes it
+    wide_only = dataclasses.replace(heads, _projectors={})
+    wide_only.other_level = lambda lineage: None  # type: ignore[method-assign]
+    assert judge(wide_only, card, n_controls=150, theta=theta).retire
+
+
+@pytest.mark.parametrize(("n_cited", "n_invalid"), [(24, 12), (40, 16)])
+def test_a_card_that_plainly_raises_invalidity_is_still_retired(
+    n_cited: int, n_invalid: int
+) -> None:
+    """Half or 40 % of its cited rows invalid against 8 %: the narrow level keeps almost no
+    posterior mass, and the card is retired though its valid gains help."""
+    heads, card, theta = _two_level_world(0, n_cited, n_invalid)
+    out = judge(heads, card, n_controls=150, theta=theta)
+    assert out.retire, out.reason
+    assert all(0.0 < e.other_level < 0.01 for e in out.evaluations)
+
+
+def test_the_level_weights_follow_the_exact_marginal_likelihood_of_one_coefficient() -> None:
+    """The Laplace evidence that weighs the two levels, against the exact marginal likelihood
+    (quadrature) of an intercept-only logistic model with a fixed count of failures: the
+    wide level's posterior probability agrees to 0.03."""
+    import math
+
+    from scipy import integrate, stats
+    from scipy.special import expit
+
+    mu = np.array([-2.5])
+
+    def exact(n: int, k: int, v: float) -> float:
+        def f(g: float) -> float:
+            p = expit(g)
+            return p**k * (1 - p) ** (n - k) * stats.norm.pdf(g, mu[0], math.sqrt(v))
+
+        return math.log(integrate.quad(f, -40, 40, points=[-2.5, 0.0], limit=200)[0])
+
+    for n, k in ((2, 2), (3, 3), (10, 4), (30, 5), (60, 3)):
+        x, d = np.ones((n, 1)), np.r_[np.ones(k), np.zeros(n - k)]
+        got, want = [], []
+        for v in (0.05, 4.0):
+            got.append(LogisticLaplaceHead(mu, np.array([v])).fit(x, d).log_evidence())
+            want.append(exact(n, k, v))
+        odds = math.log(0.1 / 0.9)
+        wide, wide_exact = expit(odds + got[1] - got[0]), expit(odds + want[1] - want[0])
+        assert wide == pytest.approx(wide_exact, abs=0.03), (n, k, wide, wide_exact)

@@ -102,6 +102,7 @@ class LogisticLaplaceHead:
     fail-closed), ``failure_`` (reason or ""), ``gradient_norm_``, ``condition_`` (cond(F); on the
     block path an upper bound on it when that bound already passes the 1e12 gate),
     ``wide_columns_`` (the shift columns given the wide level).
+    ``log_evidence()``: the Laplace approximation of log p(D) under the head's prior.
     """
 
     def __init__(
@@ -200,6 +201,26 @@ class LogisticLaplaceHead:
         self._finish(self._newton(gamma.copy()))
         self.wide_columns_ = wide
 
+    def with_level(self, column: int, wide: bool) -> LogisticLaplaceHead:
+        """This head refitted with the shift ``column`` at the wide (or narrow) level and every
+        other column at its level here: the other component of one card's two-level
+        posterior (retirement weighs both; memory-model.md "Card shift levels"). Newton
+        steps from this MAP, on the same rows."""
+        self._require_ok()
+        levels = self.shift_levels
+        if levels is None:
+            raise DesignError("a head without shift levels has one level")
+        variance = self._v.copy()
+        variance[column] = levels.wide_variance if wide else self.prior_variance[column]
+        head = LogisticLaplaceHead(self.prior_mean, variance, self.block_layout)
+        return head.fit(self._x, self._d, start=self.coef_)
+
+    def log_evidence(self) -> float:
+        """Laplace approximation of log p(D) under this head's prior:
+        -J(gamma-hat) - 1/2 ln|diag(v) F| (columns no row touches contribute 0)."""
+        self._require_ok()
+        return -self._objective(self.coef_)[0] - 0.5 * self._precision.log_det(self._v)
+
     def _set_posterior(self, gamma: np.ndarray) -> None:
         self.failure_ = ""
         self.condition_ = math.inf
@@ -292,6 +313,8 @@ class _Precision(Protocol):
 
     def condition(self) -> float: ...
 
+    def log_det(self, prior_var: np.ndarray) -> float: ...
+
 
 class _DensePrecision:
     def __init__(self, fisher: np.ndarray) -> None:
@@ -319,6 +342,10 @@ class _DensePrecision:
     def condition(self) -> float:
         return float(np.linalg.cond(self.fisher))
 
+    def log_det(self, prior_var: np.ndarray) -> float:
+        """ln|diag(v) F|."""
+        return 2.0 * float(np.sum(np.log(np.diag(self._chol)))) + float(np.sum(np.log(prior_var)))
+
     def covariance(self) -> np.ndarray:
         inv_l = np.linalg.inv(self._chol)
         return inv_l.T @ inv_l
@@ -345,6 +372,16 @@ class _BlockPrecision:
 
     def noise(self, xi: np.ndarray) -> np.ndarray:
         return self._factor.sample(xi)
+
+    def log_det(self, prior_var: np.ndarray) -> float:
+        """ln|diag(v) F| over the shared and active lineage columns (a block no row touches
+        has F = diag(1/v) there: it adds 0)."""
+        f = self._factor
+        ps = f.chol_s.shape[0]
+        logdet = 2.0 * float(np.sum(np.log(np.diagonal(f.chol_d, axis1=1, axis2=2))))
+        logdet += 2.0 * float(np.sum(np.log(np.diag(f.chol_s))))
+        cols = np.r_[np.arange(ps), f.lineage_columns.reshape(-1)].astype(int)
+        return logdet + float(np.sum(np.log(prior_var[cols])))
 
     def arm_quadratics(
         self, z0: np.ndarray, z1: np.ndarray | BlockDesign

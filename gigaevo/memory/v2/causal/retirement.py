@@ -152,6 +152,9 @@ class RetirementHeads:
     invalidity: LogisticLaplaceHead
     lineage: BayesianLinearHead | None = None
     _projectors: dict[int, MixtureProjector] = field(default_factory=dict, repr=False)
+    _levels: dict[str, tuple[float, LogisticLaplaceHead] | None] = field(
+        default_factory=dict, repr=False
+    )
 
     def projector(self, head: BayesianLinearHead) -> MixtureProjector:
         key = id(head)
@@ -159,15 +162,40 @@ class RetirementHeads:
             self._projectors[key] = MixtureProjector(head, self.space)
         return self._projectors[key]
 
+    def other_level(self, lineage: str) -> tuple[float, LogisticLaplaceHead] | None:
+        """(posterior probability, invalidity head) of the shift level of ``lineage`` that the
+        invalidity head did not choose (memory-model.md "Card shift levels"); None with one
+        level. The head picks a card's level by approximate posterior odds, so the other
+        level can keep up to about half of the posterior mass; a verdict weighs both, each
+        by its Laplace evidence."""
+        inv = self.invalidity
+        levels = inv.shift_levels
+        if levels is None or not inv.ok_:
+            return None
+        if lineage not in self._levels:
+            from scipy.special import expit
+
+            column = self.space.lineage_slice(lineage).start
+            wide = bool(np.isin(column, inv.wide_columns_))
+            other = inv.with_level(column, not wide)
+            if not other.ok_:
+                self._levels[lineage] = (1.0, other)  # fail-keep: evaluate says why
+            else:  # Laplace evidence of each level at its own MAP, times the prior odds
+                prior = math.log(levels.weight / (1.0 - levels.weight))
+                odds = (-prior if wide else prior) + other.log_evidence() - inv.log_evidence()
+                self._levels[lineage] = (float(expit(odds)), other)
+        return self._levels[lineage]
+
     def safety_moments(
-        self, lineage: str, z0: np.ndarray, z1: np.ndarray
+        self, lineage: str, z0: np.ndarray, z1: np.ndarray, head: LogisticLaplaceHead | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(eta-bar (2,), Sigma_eta (2, 2)) of the invalidity head at the arm rows z0, z1.
+        """(eta-bar (2,), Sigma_eta (2, 2)) of the invalidity head (or ``head``) at the arm rows
+        z0, z1.
 
         A dense fit keeps Sigma_gamma: slice it on the card's columns (O((P_s + C)^2));
         a block fit solves with its factored precision.
         """
-        inv = self.invalidity
+        inv = self.invalidity if head is None else head
         if inv.coef_cov_ is None:
             return inv.linear_predictor(z0, z1)
         cols = card_columns(self.space, lineage)
@@ -224,6 +252,8 @@ class Evaluation:
     """One (context, RAG state) viability evaluation: k of n worlds safe and useful.
 
     ``safety_error`` is the certified integration error (NaN for a viable pair: not needed).
+    ``other_level``: the posterior probability of the card's other invalidity shift level,
+    whose worlds are mixed into k (0: not mixed in; see ``evaluate``).
     """
 
     context_index: int
@@ -233,6 +263,7 @@ class Evaluation:
     upper: float
     non_viable: bool
     safety_error: float
+    other_level: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -263,16 +294,23 @@ def evaluate(
     safety integral is certified (error <= ``safety_tolerance``) and the Wilson bound is
     at most ``max_viability_probability``; any failure keeps the card. The integral is
     computed only for a non-viable pair (a viable one keeps the card whatever it says).
-    """
-    from scipy.special import expit
 
+    With two invalidity shift levels (memory-model.md "Card shift levels") the head's
+    posterior is that of the level its odds favour; a pair non-viable there is counted
+    again with each world's invalidity drawn from the other level with its posterior
+    probability (an own RNG stream), and certifies deletion only if non-viable in both
+    counts. Without it, two invalid rows out of two gave a helpful card the wide level at
+    odds just above 1 and deleted it at its first sweep, although about half the posterior
+    (the narrow level) called it viable.
+    """
     space = heads.space
     x = np.asarray(ctx.features, dtype=float)
     z0 = space.row(x, 0)
     z1 = space.row(x, 1, card.lineage, card.kind, state)
     eta_mean, eta_cov = heads.safety_moments(card.lineage, z0, z1)
     n = cfg.retirement_draws
-    rng = rng_stream(evidence_version, card.card_id, 2 * index + RAG_STATES.index(state))
+    counter = 2 * index + RAG_STATES.index(state)
+    rng = rng_stream(evidence_version, card.card_id, counter)
     latent = heads.projector(heads.immediate).draw(card.lineage, z0, z1, n, rng)
     if heads.lineage is not None:
         latent = latent + np.maximum(
@@ -281,19 +319,49 @@ def evaluate(
     eta = eta_mean + rng.standard_normal((n, 2)) @ chol2x2(eta_cov[None])[0].T
     lo, hi = ctx.gain_bounds
     v = np.clip(latent, lo, hi)
-    p = expit(eta)
-    q = (1.0 - p) * v + p * lo
-    if not (np.all(np.isfinite(q)) and np.all(np.isfinite(p))):
+    k = _useful_worlds(v, eta, lo, theta, cfg.delta)
+    if k is None:
         return f"prediction not finite in context {index} ({state})"
-    useful = (p[:, 1] - p[:, 0] <= cfg.delta) & (q[:, 1] - q[:, 0] > theta)
-    k = int(np.sum(useful))
     upper = wilson_upper(k, n, cfg.wilson_z)
     if upper > cfg.max_viability_probability:
         return Evaluation(index, state, k, n, upper, False, math.nan)
     acc = acceptance_probability(eta_mean, eta_cov, delta=cfg.delta, tolerance=cfg.safety_tolerance)
     if acc.failed or not acc.error <= cfg.safety_tolerance:
         return f"safety integration not certified in context {index} ({state})"
-    return Evaluation(index, state, k, n, upper, True, acc.error)
+    error, other = acc.error, heads.other_level(card.lineage)
+    if other is None or not other[0] > 0.0:
+        return Evaluation(index, state, k, n, upper, True, error)
+    weight, head = other
+    if not head.ok_:
+        return f"invalidity head at the other shift level failed: {head.failure_}"
+    mean_o, cov_o = heads.safety_moments(card.lineage, z0, z1, head)
+    rng = rng_stream(evidence_version, f"{card.card_id}\x1flevel", counter)
+    eta_o = mean_o + rng.standard_normal((n, 2)) @ chol2x2(cov_o[None])[0].T
+    eta = np.where((rng.uniform(size=n) < weight)[:, None], eta_o, eta)
+    k = _useful_worlds(v, eta, lo, theta, cfg.delta)
+    if k is None:
+        return f"prediction not finite in context {index} ({state})"
+    upper = wilson_upper(k, n, cfg.wilson_z)
+    if upper > cfg.max_viability_probability:
+        return Evaluation(index, state, k, n, upper, False, math.nan, weight)
+    acc = acceptance_probability(mean_o, cov_o, delta=cfg.delta, tolerance=cfg.safety_tolerance)
+    if acc.failed or not acc.error <= cfg.safety_tolerance:
+        return f"safety integration not certified in context {index} ({state})"
+    return Evaluation(index, state, k, n, upper, True, max(error, acc.error), weight)
+
+
+def _useful_worlds(
+    v: np.ndarray, eta: np.ndarray, lo: float, theta: float, delta: float
+) -> int | None:
+    """#{worlds: p_1 - p_0 <= delta and Delta > theta} for clipped values v and invalid
+    logits eta (each (n, 2)); None when a prediction is not finite."""
+    from scipy.special import expit
+
+    p = expit(eta)
+    q = (1.0 - p) * v + p * lo
+    if not (np.all(np.isfinite(q)) and np.all(np.isfinite(p))):
+        return None
+    return int(np.sum((p[:, 1] - p[:, 0] <= delta) & (q[:, 1] - q[:, 0] > theta)))
 
 
 def judge_card(

@@ -43,6 +43,14 @@ __all__ = [
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
+def _symmetric(upper: np.ndarray, index: tuple[np.ndarray, np.ndarray], p: int) -> np.ndarray:
+    """(K, p, p) symmetric matrices from their entries on and above the diagonal (K, .)."""
+    out = np.empty((len(upper), p, p))
+    out[:, index[0], index[1]] = upper
+    out[:, index[1], index[0]] = upper
+    return out
+
+
 class NoisePencil:
     """Conditional posteriors of a block-arrowhead head with a single noise level omega.
 
@@ -70,7 +78,10 @@ class NoisePencil:
         self._e = np.clip(e, 0.0, None).reshape(-1)  # H_l is PSD: clip rounding negatives
         self._vq = root[:, :, None] * q  # V^1/2 Q, (A, C, C)
         self._r = np.einsum("aci,acp->aip", self._vq, self._gram_g).reshape(-1, ps)
-        self._rr = (self._r[:, :, None] * self._r[:, None, :]).reshape(len(self._r), ps * ps)
+        # the products r r' of each row on and above the diagonal only (S is symmetric):
+        # the (K, N) x (N, .) product of every evaluation reads half the memory
+        self._upper = np.triu_indices(ps)
+        self._rr = self._r[:, self._upper[0]] * self._r[:, self._upper[1]]
         self._s = np.einsum("aci,ac->ai", self._vq, np.asarray(grp["bl"])).reshape(-1)
         self._prior_prec_s = np.diag(1.0 / prior_var[:ps])
         self._logdet_prior_s = float(np.sum(np.log(prior_var[:ps])))
@@ -91,11 +102,8 @@ class NoisePencil:
         chol_s, t = np.empty((len(w), ps, ps)), np.empty((len(w), ps))
         if len(miss):
             wm, fm = w[miss], f[miss]
-            s = (
-                self._prior_prec_s
-                + wm[:, None, None] * self._a
-                - (wm * wm)[:, None, None] * (fm @ self._rr).reshape(-1, ps, ps)
-            )
+            s = self._prior_prec_s + wm[:, None, None] * self._a
+            s -= (wm * wm)[:, None, None] * _symmetric(fm @ self._rr, self._upper, ps)
             chol_s[miss] = np.linalg.cholesky(s)
             t[miss] = wm[:, None] * self._bs - (wm * wm)[:, None] * ((fm * self._s) @ self._r)
             for i in miss:

@@ -1,12 +1,15 @@
 """Causal retirement of memory=v2 (``memory/evictor=causal``; memory-model.md "Retirement").
 
-``CausalEvictor.sweep`` judges every card of this run's task with the reader's
+``CausalEvictor.sweep`` judges the cards of this run's task with the reader's
 fitted heads (``causal.retirement``) and leaves one-use ``Verdict``s (V, the
-exact card record). ``CausalEvictor.run`` then deletes through the card store's
-transaction with a ``CardAdmissionGate`` as ``still_retirable``: inside the
-bank lock the gate pops the card's verdict and keeps the card when the evidence
-version moved, an outcome is pending, the card changed, its id or an alias is
-leased, or another task holds positive evidence for it. Deleted cards are
+exact card record). A sweep on the cadence is bounded (memory-model.md "A bounded
+sweep"): every card whose support fails the cheap checks, every card cited among the
+last ``sweep_every`` eligible rows, and a rotating window of ``sweep_budget`` of the
+other supported cards; the sweep at close judges every card. ``CausalEvictor.run``
+then deletes through the card store's transaction with a ``CardAdmissionGate`` as
+``still_retirable``: inside the bank lock the gate pops the card's verdict and keeps
+the card when the evidence version moved, an outcome is pending, the card changed, its
+id or an alias is leased, or another task holds positive evidence for it. Deleted cards are
 tombstoned, ledgered as ``retired`` and reported in a ``retired`` event whose
 ``retired_card_ids`` is exact.
 
@@ -41,6 +44,7 @@ from gigaevo.memory.v2.causal.retirement import (
     heads_gate,
     judge_card,
     practical_threshold,
+    support_gate,
 )
 from gigaevo.memory.v2.errors import CardFormatError, MemoryConfigError
 from gigaevo.memory.v2.evidence import Observation
@@ -72,10 +76,14 @@ class EvictorSettings:
     memory-model.md's reference rule; false (the default) judges it on its matured rows
     (a window matures at a fixed edge count, whatever its value, so the missing rows are
     ignorable). An open decision (pending immediate outcome) always keeps the card.
+    ``sweep_budget``: supported cards judged per sweep on the cadence besides those cited
+    since the last sweep, in a window that rotates through them by sweep ordinal (0:
+    every card at every sweep, memory-model.md's reference rule).
     """
 
     mode: Literal["causal", "none"] = "none"
     sweep_every: int = 50
+    sweep_budget: int = 32
     allow_cross_task: bool = False
     pending_lineage_blocks: bool = False
     rules: RetirementConfig = field(default_factory=RetirementConfig)
@@ -108,6 +116,10 @@ class EvictorSettings:
             raise MemoryConfigError(f"memory.evictor.mode must be one of {list(EVICTOR_MODES)}")
         if s.sweep_every < 1:
             raise MemoryConfigError(f"memory.evictor.sweep_every must be >= 1, got {s.sweep_every}")
+        if s.sweep_budget < 0:
+            raise MemoryConfigError(
+                f"memory.evictor.sweep_budget must be >= 0, got {s.sweep_budget}"
+            )
         if s.mode == "causal" and s.allow_cross_task:
             raise MemoryConfigError(
                 "memory.evictor.allow_cross_task=true: production causal retirement requires "
@@ -169,6 +181,7 @@ class EvictorCounts:
 
     sweeps: int = 0
     judged: int = 0
+    not_due: int = 0  # supported cards a bounded sweep left to a later one
     evaluations: int = 0
     verdicts: int = 0
     retired: int = 0
@@ -274,6 +287,7 @@ class CausalEvictor:
         self._seen = 0  # eligible rows taken into the two lists below
         self._controls: list[float] = []
         self._treated: dict[str, list[Observation]] = {}
+        self._cited: list[str] = []  # proposed id of each eligible row ("" unless cited)
         self._retirements: Counter[str] = Counter()  # retirements run, by evidence version
 
     # -- cadence ---------------------------------------------------------------
@@ -281,11 +295,15 @@ class CausalEvictor:
         """``run`` every ``sweep_every`` observed outcomes; the ids deleted."""
         if outcomes % self.settings.sweep_every:
             return []
-        return self.run()
+        return self.run(outcomes // self.settings.sweep_every)
 
-    def run(self) -> list[str]:
-        """Sweep, then delete the judged cards through the gate; the ids deleted."""
-        self.sweep()
+    def run(self, ordinal: int | None = None) -> list[str]:
+        """Sweep, then delete the judged cards through the gate; the ids deleted.
+
+        ``ordinal``: the sweep's place on the cadence (outcomes // sweep_every), which
+        bounds it (``sweep``); None (at close) judges every card.
+        """
+        self.sweep(ordinal)
         if not self.verdicts:
             return []
         judged = sorted(self.verdicts)
@@ -319,18 +337,22 @@ class CausalEvictor:
         return hashlib.sha256(key.encode()).hexdigest()[:32]
 
     # -- sweep -----------------------------------------------------------------
-    def sweep(self) -> dict[str, Verdict]:
-        """Judge every card of the task; the fresh one-use verdicts (old ones are cleared)."""
+    def sweep(self, ordinal: int | None = None) -> dict[str, Verdict]:
+        """Judge the cards of the task; the fresh one-use verdicts (old ones are cleared).
+
+        With ``ordinal`` (the sweep's place on the cadence) and a ``sweep_budget`` the
+        sweep is bounded (``due``); without, every card is judged.
+        """
         started = time.perf_counter()
         self.verdicts.clear()
         self.counts.sweeps += 1
         try:
-            self._sweep()
+            self._sweep(ordinal)
         finally:
             self.counts.sweep_seconds += time.perf_counter() - started
         return dict(self.verdicts)
 
-    def _sweep(self) -> None:
+    def _sweep(self, ordinal: int | None) -> None:
         if not self.task_key:
             self._disable("empty task key: retirement refused (never a wildcard)")
             return
@@ -368,12 +390,21 @@ class CausalEvictor:
             controls, self.config.min_global_control, self.config.practical_effect_quantile
         )
         pending = self.pending_by_proposal()
-        for card in cards:
+        supports = [
+            self.support(
+                card, [o for i in (card.id, *card.aliases) for o in treated.get(i, ())], pending
+            )
+            for card in cards
+        ]
+        due = self.due(cards, supports, len(controls), theta, ordinal)
+        for card, support in zip(cards, supports, strict=True):
+            if not due[card.id]:
+                self.counts.not_due += 1
+                continue
             self.counts.judged += 1
-            ids = (card.id, *card.aliases)
             out = judge_card(
                 heads,
-                self.support(card, [o for i in ids for o in treated.get(i, ())], pending),
+                support,
                 n_controls=len(controls),
                 theta=theta,
                 evidence_version=version,
@@ -385,6 +416,46 @@ class CausalEvictor:
                 self.counts.verdicts += 1
             else:
                 self.counts.keep_reasons[_reason_key(out.reason)] += 1
+
+    def due(
+        self,
+        cards: Sequence[Card],
+        supports: Sequence[CardSupport],
+        n_controls: int,
+        theta: float,
+        ordinal: int | None,
+    ) -> dict[str, bool]:
+        """Which cards this sweep judges (memory-model.md "A bounded sweep").
+
+        Every card, unless the sweep is on the cadence (``ordinal``), has a budget, and more
+        cards pass the cheap support checks than the budget. Then: every card failing those
+        checks (judging it costs nothing and keeps it), every card cited (any of its ids)
+        among the last ``sweep_every`` eligible rows (each outcome adds at most one, so these
+        hold every row since the last sweep), and the ``sweep_budget`` supported cards from
+        position ordinal x budget (mod their number) in id order. Each is a function of the
+        ledger and the bank at the sweep, so a resumed run judges what the uninterrupted
+        run judged.
+        """
+        budget = self.settings.sweep_budget
+        everyone = dict.fromkeys((c.id for c in cards), True)
+        if ordinal is None or budget <= 0:
+            return everyone
+        supported = [
+            c.id
+            for c, s in zip(cards, supports, strict=True)
+            if not support_gate(s, n_controls, theta, self.config)
+        ]
+        if len(supported) <= budget:
+            return everyone
+        out = dict(everyone)
+        recent = set(self._cited[-self.settings.sweep_every :]) - {""}
+        start = (ordinal * budget) % len(supported)
+        window = {supported[(start + j) % len(supported)] for j in range(budget)}
+        left = set(supported) - window
+        for card in cards:
+            if card.id in left:
+                out[card.id] = bool(recent.intersection((card.id, *card.aliases)))
+        return out
 
     def _disable(self, reason: str) -> None:
         self.counts.disabled += 1
@@ -407,6 +478,7 @@ class CausalEvictor:
                 self._controls.append(self._gain(o))
             if o.cited:
                 self._treated.setdefault(o.decision.proposed_id or "", []).append(o)
+            self._cited.append((o.decision.proposed_id or "") if o.cited else "")
         return self._controls, self._treated
 
     def _gain(self, obs: Observation) -> float:
@@ -464,6 +536,7 @@ class CausalEvictor:
             "mode": "causal",
             "sweeps": c.sweeps,
             "cards_judged": c.judged,
+            "cards_not_due": c.not_due,
             "viability_evaluations": c.evaluations,
             "verdicts": c.verdicts,
             "retired": c.retired,
