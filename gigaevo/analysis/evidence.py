@@ -16,7 +16,9 @@ the fitted row ids may be held by reference (``fitted_rows_ref``: a chain of
 ``fit_sets`` rows); they are not expanded (the frame drops them) but every link
 of the chain is checked the same way. A decision over many cards holds its
 candidates packed (``candidate_pack``, decoded by the ledger's own codec against
-the universe's card ids); a pack that does not decode flags the decision.
+the universe's card ids); a pack that does not decode flags the decision. From
+schema version 4 a body may be stored compressed (a BLOB, see
+``gigaevo.memory.v2.evidence.bodies``); it is decompressed before its hash is checked.
 """
 
 from __future__ import annotations
@@ -201,14 +203,29 @@ def _read_tables(
         for table in TABLES:
             if table in names:
                 query = f"SELECT seq, body, sha256 FROM {table} ORDER BY seq"
-                out[table] = [(int(s), str(b), str(h)) for s, b, h in con.execute(query)]
+                out[table] = [(int(s), _text(b), str(h)) for s, b, h in con.execute(query)]
         for table in CONTENT_TABLES:
             if table in names:
                 query = f"SELECT sha256, body FROM {table}"
-                content[table] = {str(h): str(b) for h, b in con.execute(query)}
+                content[table] = {str(h): _text(b) for h, b in con.execute(query)}
 
     query_sqlite(path, read)
     return out, content
+
+
+def _text(stored: Any) -> str:
+    """A stored body as its JSON text: TEXT as is, a compressed BLOB (ledger schema 4)
+    decompressed; "" when it does not decompress (the row then fails its hash)."""
+    if not isinstance(stored, bytes):
+        return str(stored)
+    # imported here: the memory package is heavy and only compressed rows need it
+    from gigaevo.memory.v2.evidence.bodies import body_text
+    from gigaevo.memory.v2.evidence.errors import LedgerIntegrityError
+
+    try:
+        return body_text(stored)
+    except LedgerIntegrityError:
+        return ""
 
 
 def _sha(text: str) -> str:
@@ -248,12 +265,29 @@ class _Universes:
             self._done[ref] = self._read(ref)
         return self._done[ref]
 
-    def _read(self, ref: str) -> tuple[list[Any], bool]:
+    def _hashes(self, ref: str, depth: int = 0) -> tuple[list[Any] | None, bool]:
+        """(snapshot hashes of universe ``ref``, every row of its difference chain intact)."""
         body = self.content["universes"].get(ref)
-        hashes = _loads(body) if body is not None else None
-        if not isinstance(hashes, list):
-            return [], False
+        data = _loads(body) if body is not None else None
         ok = _sha(body or "") == ref
+        if isinstance(data, dict) and "base" in data and depth < 64:
+            base, base_ok = self._hashes(str(data["base"]), depth + 1)
+            if base is None:
+                return None, False
+            # imported here: the memory package is heavy and only differences need it
+            from gigaevo.memory.v2.evidence.errors import LedgerIntegrityError
+            from gigaevo.memory.v2.evidence.universe import apply_difference
+
+            try:
+                return apply_difference(base, data, ref), ok and base_ok
+            except LedgerIntegrityError:
+                return None, False
+        return (data, ok) if isinstance(data, list) else (None, False)
+
+    def _read(self, ref: str) -> tuple[list[Any], bool]:
+        hashes, ok = self._hashes(ref)
+        if hashes is None:
+            return [], False
         snapshots = []
         for h in hashes:
             snap = self.content["snapshots"].get(h) if isinstance(h, str) else None

@@ -23,6 +23,7 @@ from gigaevo.analysis import (
     retirement_sweeps,
 )
 from gigaevo.analysis.evidence import EVIDENCE_FILE
+from gigaevo.memory.v2.evidence.bodies import body_text
 
 
 def _raw_bodies(run_dir: Path, table: str) -> list[dict]:
@@ -30,7 +31,7 @@ def _raw_bodies(run_dir: Path, table: str) -> list[dict]:
     con = sqlite3.connect(run_dir / EVIDENCE_FILE)
     try:
         query = f"SELECT body FROM {table} ORDER BY seq"
-        bodies = [json.loads(b) for (b,) in con.execute(query)]
+        bodies = [json.loads(body_text(b)) for (b,) in con.execute(query)]
     finally:
         con.close()
     for body in bodies:
@@ -49,6 +50,13 @@ def _tamper(run_dir: Path, sql: str) -> None:
         triggers = [n for (n,) in con.execute(query)]
         for name in triggers:
             con.execute(f"DROP TRIGGER {name}")
+        # bodies stored compressed (schema version 4) are first stored as their text,
+        # the other form of the same row, so that ``sql`` edits the JSON
+        for table in ("decisions", "terminals", "edges", "lineage", "fit_sets"):
+            for rowid, body in con.execute(f"SELECT rowid, body FROM {table}").fetchall():
+                if isinstance(body, bytes):
+                    update = f"UPDATE {table} SET body = ? WHERE rowid = ?"
+                    con.execute(update, (body_text(body), rowid))
         con.execute(sql)
         con.commit()
     finally:

@@ -28,6 +28,7 @@ import numpy as np
 import pytest
 
 from gigaevo.analysis.ledgers import read_bank
+from gigaevo.memory.v2.evidence.bodies import body_text
 from gigaevo.pipeline.build import STORE_FILE
 from tests.conftest import ROOT, committed_count, run_py
 
@@ -71,7 +72,7 @@ def _rows(db: Path, table: str, order: str = "seq") -> list[Any]:
     finally:
         con.close()
     return [
-        _plain(json.loads(r[-2])) if table != "programs" else _plain(json.loads(r[-1]))
+        _plain(json.loads(body_text(r[-2]))) if table != "programs" else _plain(json.loads(r[-1]))
         for r in rows
     ]
 
@@ -87,9 +88,8 @@ def _fitted_rows(db: Path, ref: str) -> list[str]:
         chain = []
         sha: str | None = ref
         while sha is not None:
-            link = json.loads(
-                con.execute("SELECT body FROM fit_sets WHERE sha256 = ?", (sha,)).fetchone()[0]
-            )
+            (body,) = con.execute("SELECT body FROM fit_sets WHERE sha256 = ?", (sha,)).fetchone()
+            link = json.loads(body_text(body))
             chain.append(link)
             sha = link["parent"]
     finally:

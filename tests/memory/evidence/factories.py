@@ -18,6 +18,7 @@ from gigaevo.memory.v2.evidence import (
     TerminalRow,
     decision_key_id,
 )
+from gigaevo.memory.v2.evidence.bodies import body_text
 from gigaevo.memory.v2.evidence.owner import session_owner
 from gigaevo.memory.v2.evidence.rows import canonical_json, sha256_hex
 from gigaevo.memory.v2.records import to_json
@@ -204,8 +205,18 @@ def write_v2_ledger(directory: Path, rows: list[DecisionRow]) -> None:
 
 
 def raw_ledger(directory: Path) -> sqlite3.Connection:
-    """A plain autocommit connection to the ledger file (to read or tamper with rows)."""
-    return sqlite3.connect(directory / EVIDENCE_FILE, isolation_level=None)
+    """A plain autocommit connection to the ledger file (to read or tamper with rows).
+
+    Bodies stored compressed (schema version 4, a BLOB) read back as their JSON
+    text, as ``bodies.body_text`` gives them to any reader; other values as stored.
+    """
+    conn = sqlite3.connect(directory / EVIDENCE_FILE, isolation_level=None)
+    conn.row_factory = _texts
+    return conn
+
+
+def _texts(cursor: sqlite3.Cursor, row: tuple[object, ...]) -> tuple[object, ...]:
+    return tuple(body_text(v) if isinstance(v, bytes) else v for v in row)
 
 
 def reopen_ledger(directory: Path) -> SelectionEvidence:

@@ -20,6 +20,7 @@ from gigaevo.memory.v2.evidence import (
     SelectionEvidence,
 )
 from gigaevo.memory.v2.evidence import candidates as candidates_module
+from gigaevo.memory.v2.evidence.bodies import body_text
 from gigaevo.memory.v2.evidence.candidates import RAG_CODES
 from tests.memory.evidence.factories import card, decision_over
 
@@ -212,7 +213,7 @@ def test_version_2_candidate_columns_are_unchanged(tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / EVIDENCE_FILE)
     (body,) = conn.execute("SELECT body FROM decisions").fetchone()
     conn.close()
-    columns = json.loads(body)["candidate_columns"]
+    columns = json.loads(body_text(body))["candidate_columns"]
     assert list(columns) == sorted(f.name for f in dataclasses.fields(Candidate))
     assert columns["rho"] == [c.rho for c in row.candidates]
     assert columns["offer"] == [0.7] * 3 and columns["rag"] == [None] * 3

@@ -14,6 +14,7 @@ from gigaevo.memory.v2.evidence import (
     LineageRow,
     SelectionEvidence,
 )
+from gigaevo.memory.v2.evidence.bodies import body_text
 from gigaevo.memory.v2.evidence.queries import head_rows
 from tests.memory.evidence.factories import make_decision, make_terminal
 
@@ -77,7 +78,7 @@ def test_row_written_after_caching_is_verified_on_first_read(
     conn = sqlite3.connect(tmp_path / EVIDENCE_FILE, isolation_level=None)
     conn.execute("DROP TRIGGER terminals_no_UPDATE")
     seq, body = conn.execute("SELECT seq, body FROM terminals ORDER BY seq DESC LIMIT 1").fetchone()
-    data = json.loads(body)
+    data = json.loads(body_text(body))
     data["created_at"] = 99.0
     conn.execute("UPDATE terminals SET body = ? WHERE seq = ?", (json.dumps(data), seq))
     conn.close()

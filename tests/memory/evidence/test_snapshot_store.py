@@ -190,14 +190,14 @@ def test_a_version_1_ledger_still_decodes_and_takes_new_rows(tmp_path: Path) -> 
     new = decision_over(3, cards)
     _, after, version = append_to_old_ledger(tmp_path, old, new, cards[0].card_id)
     assert "universe_ref" in after[3][1] and "universe_ref" not in after[0][1]
-    assert version == "3"
+    assert version == "4"
 
 
 def test_an_unknown_schema_version_is_refused(tmp_path: Path) -> None:
     write_v1_ledger(tmp_path, [])
     with raw_ledger(tmp_path) as conn:
-        conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
-    with pytest.raises(LedgerIntegrityError, match="schema version '4'"):
+        conn.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+    with pytest.raises(LedgerIntegrityError, match="schema version '5'"):
         SelectionEvidence(tmp_path).open()
 
 

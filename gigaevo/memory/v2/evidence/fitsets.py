@@ -8,7 +8,8 @@ of its body ``{"parent": <link hash> | null, "added": [...], "removed": [...]}``
 the set is ``(parent's set - removed) | added`` in ascending order, and a link
 with no parent holds its whole set. The parent hash is inside the body, so a
 link's hash covers its whole chain; a decision body holds the hash of its link
-(``fitted_rows_ref``), which the decision's own SHA-256 covers.
+(``fitted_rows_ref``), which the decision's own SHA-256 covers. From schema version 4
+a new link's body is stored compressed (``bodies``), its key still the text's hash.
 
 A writer starts a new whole set once the ids changed since its last whole set
 outnumber the set (so the stored ids total O(distinct ids) and rebuilding a set
@@ -27,6 +28,7 @@ from collections.abc import Iterator, Sequence
 from itertools import pairwise
 from typing import Any, overload
 
+from gigaevo.memory.v2.evidence.bodies import body_text, pack_body
 from gigaevo.memory.v2.evidence.errors import LedgerIntegrityError
 from gigaevo.memory.v2.evidence.rows import canonical_json, sha256_hex
 
@@ -257,7 +259,7 @@ class FitSetStore:
         rows = []
         node: RowIdSet | None = link
         while node is not None and node.sha not in self._stored:
-            rows.append((node.sha, node.body()))
+            rows.append((node.sha, pack_body(node.body())))
             node = node.parent
         conn.executemany("INSERT OR IGNORE INTO fit_sets (sha256, body) VALUES (?, ?)", rows)
         return [sha for sha, _ in rows]
@@ -297,9 +299,10 @@ class FitSetStore:
             row = conn.execute("SELECT body FROM fit_sets WHERE sha256 = ?", (sha,)).fetchone()
             if row is None:
                 raise LedgerIntegrityError(f"ledger row {lwhere}: missing")
-            if sha256_hex(row[0]) != sha:
+            body = body_text(row[0], lwhere)
+            if sha256_hex(body) != sha:
                 raise LedgerIntegrityError(f"ledger row {lwhere}: content hash mismatch (tampered)")
-            parent, added, removed = _parse(row[0], lwhere)
+            parent, added, removed = _parse(body, lwhere)
             found.append((sha, parent, added, removed))
             sha = parent
         for sha, parent, added, removed in reversed(found):

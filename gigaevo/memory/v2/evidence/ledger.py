@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from gigaevo.memory.v2.evidence import sqlite as db
+from gigaevo.memory.v2.evidence.bodies import pack_body
 from gigaevo.memory.v2.evidence.errors import (
     DuplicateRowError,
     LedgerIntegrityError,
@@ -132,7 +133,7 @@ class SelectionEvidence(LedgerViews):
         """
         if row.decision_id != decision_key_id(row.run_id, row.attempt):
             raise RowRejectedError(f"decision id {row.decision_id!r} is not its key's digest")
-        universe = self._universes.encode(row.universe)
+        universe = self._universes.encode(row.universe, self._db())
         fits = self._fits.encode(row.fitted_row_ids)
         if fits is not None and fits is not row.fitted_row_ids:  # kept: one object per fit
             row = dataclasses.replace(row, fitted_row_ids=fits)
@@ -141,7 +142,7 @@ class SelectionEvidence(LedgerViews):
             "INSERT INTO decisions (decision_id, run_id, attempt, proposed_id, body, sha256)"
             " VALUES (?, ?, ?, ?, ?, ?)"
         )
-        args = (row.decision_id, row.run_id, row.attempt, row.proposed_id, body, sha)
+        args = (row.decision_id, row.run_id, row.attempt, row.proposed_id, pack_body(body), sha)
         with db.immediate(self._db()) as conn:
             self._universes.write(conn, universe)
             links = self._fits.write(conn, fits) if fits is not None else []
@@ -175,7 +176,7 @@ class SelectionEvidence(LedgerViews):
             try:
                 conn.execute(
                     "INSERT INTO terminals (decision_id, body, sha256) VALUES (?, ?, ?)",
-                    (row.decision_id, body, sha),
+                    (row.decision_id, pack_body(body), sha),
                 )
             except sqlite3.IntegrityError as exc:
                 raise DuplicateRowError(
@@ -232,7 +233,7 @@ class SelectionEvidence(LedgerViews):
         try:
             conn.execute(
                 "INSERT INTO edges (edge_id, island, ordinal, body, sha256) VALUES (?, ?, ?, ?, ?)",
-                (stored.edge_id, stored.island, stored.ordinal, body, sha),
+                (stored.edge_id, stored.island, stored.ordinal, pack_body(body), sha),
             )
         except sqlite3.IntegrityError as exc:
             raise DuplicateRowError(f"edge {edge.edge_id!r} already recorded") from exc
@@ -247,7 +248,7 @@ class SelectionEvidence(LedgerViews):
         try:
             conn.execute(
                 "INSERT INTO terminals (decision_id, body, sha256) VALUES (?, ?, ?)",
-                (row.decision_id, body, sha),
+                (row.decision_id, pack_body(body), sha),
             )
         except sqlite3.IntegrityError:
             return None  # already terminated: the first terminal stands
@@ -274,7 +275,7 @@ class SelectionEvidence(LedgerViews):
                 )
             conn.execute(
                 "INSERT INTO lineage (root_decision_id, version, body, sha256) VALUES (?, ?, ?, ?)",
-                (row.root_decision_id, row.version, body, sha),
+                (row.root_decision_id, row.version, pack_body(body), sha),
             )
 
     def censor_orphans(self, reason: str = STARTUP_ORPHAN, *, keep_run: str | None = None) -> int:
@@ -296,7 +297,7 @@ class SelectionEvidence(LedgerViews):
                 body, sha = db.encode(row)
                 conn.execute(
                     "INSERT INTO terminals (decision_id, body, sha256) VALUES (?, ?, ?)",
-                    (row.decision_id, body, sha),
+                    (row.decision_id, pack_body(body), sha),
                 )
                 count += 1
         return count
@@ -330,6 +331,7 @@ class SelectionEvidence(LedgerViews):
         self._fits.reset()
         count = sum(len(self._rows(t)) for t in db.TABLES)
         self._seed_fit_chain()
+        self._seed_universe()
         return count
 
     def _seed_fit_chain(self) -> None:
@@ -339,6 +341,15 @@ class SelectionEvidence(LedgerViews):
             if ref is not None:
                 self._fits.seed(self._fits.resolve(self._db(), ref, "the newest fit"))
                 return
+
+    def _seed_universe(self) -> None:
+        """Hand the universe store the universe of the newest decision (the base of the
+        next one, as in the session that wrote it); none when it is stored inline."""
+        if self._cache["decisions"]:
+            sha = next(reversed(self._cache["decisions"].values()))[1]
+            ref = self._universes.refs.get(sha)
+            if ref is not None:
+                self._universes.seed(self._db(), ref, "the newest decision")
 
     def decisions(self) -> tuple[DecisionRow, ...]:
         return tuple(row for row, _ in self._rows("decisions").values())

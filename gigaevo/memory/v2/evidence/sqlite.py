@@ -11,6 +11,7 @@ from typing import Any, NamedTuple, TypeVar
 import numpy as np
 
 from gigaevo.memory.v2.errors import CardFormatError
+from gigaevo.memory.v2.evidence.bodies import body_text
 from gigaevo.memory.v2.evidence.candidates import (
     FIELDS,
     RAG_CODES,
@@ -48,9 +49,14 @@ R = TypeVar("R")
 # smaller ones keep the columns (readable, and a few hundred bytes). Both decode; the
 # version is not raised, so ``meta`` does not tell whether a file holds packed rows (a
 # gigaevo older than the packed form refuses such a row as not parsing, naming it).
-SCHEMA_VERSION = "3"
+# "4": the body column of new rows of the four row tables and ``fit_sets`` holds the
+# canonical JSON compressed against a fixed dictionary (a BLOB, see ``bodies``; ~30 % of
+# the text's bytes) unless that is not shorter; the hash is still the text's. Older files
+# are marked "4" on open, their rows stay TEXT and read as before; an older gigaevo
+# refuses a version-4 file by its version instead of failing on its first BLOB.
+SCHEMA_VERSION = "4"
 PACK_FROM = 32
-KNOWN_VERSIONS = ("1", "2", "3")
+KNOWN_VERSIONS = ("1", "2", "3", "4")
 TABLES = ("decisions", "terminals", "edges", "lineage")
 CONTENT_TABLES = ("snapshots", "universes", "fit_sets")  # keyed by the SHA-256 of their body
 
@@ -168,7 +174,8 @@ def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
 
 def encode(row: Any) -> tuple[str, str]:
-    """(canonical JSON body, its SHA-256) of a row dataclass (the version-1 form)."""
+    """(canonical JSON body, its SHA-256) of a row dataclass (the version-1 form; stored
+    as ``pack_body(body)``)."""
     body = canonical_json(to_json(row))
     return body, sha256_hex(body)
 
@@ -316,7 +323,7 @@ def _check(
 
 def decode(
     cls: type[R],
-    body: str,
+    body: str | bytes,
     sha: str,
     where: str,
     keys: dict[str, Any],
@@ -330,10 +337,13 @@ def decode(
     JSON is not parsed again. ``parse(body, where)`` builds the row in place of
     ``from_json`` (a decision whose universe is stored by reference).
 
+    ``body`` is the stored form (TEXT, or a version-4 BLOB: ``bodies.body_text``).
+
     Raises:
         LedgerIntegrityError: hash mismatch, unparsable body, unknown or
             missing key, wrong type, or a key column that disagrees with the body.
     """
+    body = body_text(body, where)
     if sha256_hex(body) != sha:
         raise LedgerIntegrityError(f"ledger row {where}: content hash mismatch (tampered)")
     if known is not None:
