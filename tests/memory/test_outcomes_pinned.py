@@ -43,3 +43,24 @@ def test_an_outcome_of_an_attempt_without_a_decision_is_recorded_as_an_edge(
     assert edge is not None and edge.decision_id is None
     assert mem.reader.evidence.edge("child-0") is not None
     mem.close()
+
+
+def test_an_outcome_that_contradicts_its_decision_is_stored_censored_and_counted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # a child five metric spans above its parent: no gain the decision's reward allows, so
+    # the terminal is kept as censored with the reason, counted and logged, never stored as
+    # a gain (and the run goes on)
+    mem = memory_provider(tmp_path, selection="causal")
+    assert mem.reader is not None and mem.recorder is not None
+    mem.decide(MutationContext("toy", 0, "parent-0", 5.0, 0, (0,), (0.5,), 0.0))
+    with caplog.at_level(logging.WARNING, logger="gigaevo.memory.v2.read.outcomes"):
+        mem.observe(result(0, scope="f0", gain=5.0))
+    (terminal,) = mem.reader.evidence.terminals()
+    assert terminal.status == "censored" and terminal.gain is None
+    assert terminal.censor_reason is not None
+    assert terminal.censor_reason.startswith("rejected: ")
+    assert "outside the feasible" in terminal.censor_reason
+    assert any("terminal rejected, censoring" in r.getMessage() for r in caplog.records)
+    assert mem.recorder.rejected == 1
+    mem.close()
