@@ -3,6 +3,7 @@ the survivors of ``read/outcomes.py``'s mutation sample)."""
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -63,4 +64,18 @@ def test_an_outcome_that_contradicts_its_decision_is_stored_censored_and_counted
     assert "outside the feasible" in terminal.censor_reason
     assert any("terminal rejected, censoring" in r.getMessage() for r in caplog.records)
     assert mem.recorder.rejected == 1
+    mem.close()
+
+
+def test_the_ope_summary_names_its_units_and_lineage_roots(tmp_path: Path) -> None:
+    # the keys a notebook reads from ope_summary.json, spelled as memory-model.md has them
+    mem = memory_provider(tmp_path, selection="causal")
+    assert mem.reader is not None and mem.recorder is not None
+    mem.decide(MutationContext("toy", 0, "parent-0", 5.0, 0, (0,), (0.5,), 0.0))
+    mem.observe(result(0, scope="f0"))
+    summary = mem.recorder.ope_summary()
+    assert summary["units"] == "raw oriented gain (invalid rows: R * G-)"
+    assert summary["lineage_roots"] == mem.reader.evidence.counts()["lineage_roots"]
+    written = json.loads(mem.recorder.write_ope().read_text())
+    assert {"units", "lineage_roots", "estimand", "evidence_version"} <= written.keys()
     mem.close()
