@@ -64,6 +64,8 @@ def test_an_outcome_that_contradicts_its_decision_is_stored_censored_and_counted
     assert "outside the feasible" in terminal.censor_reason
     assert any("terminal rejected, censoring" in r.getMessage() for r in caplog.records)
     assert mem.recorder.rejected == 1
+    stats = mem.recorder.stats()  # what memory_stats.json adds up over sessions
+    assert (stats["outcomes"], stats["terminals_rejected"]) == (1, 1)
     mem.close()
 
 
