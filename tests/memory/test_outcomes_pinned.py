@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from gigaevo.memory.base import MutationContext
+from gigaevo.memory.v2.evidence.queries import ope_eligible
 from tests.memory.helpers import memory_provider, result
+from tests.memory.ledger_rows import put_card
 
 
 def test_an_outcome_observed_twice_is_stored_once_and_says_why_in_the_log(
@@ -80,4 +82,27 @@ def test_the_ope_summary_names_its_units_and_lineage_roots(tmp_path: Path) -> No
     assert summary["lineage_roots"] == mem.reader.evidence.counts()["lineage_roots"]
     written = json.loads(mem.recorder.write_ope().read_text())
     assert {"units", "lineage_roots", "estimand", "evidence_version"} <= written.keys()
+    mem.close()
+
+
+def test_the_ope_summary_counts_each_arm_from_the_ledger(tmp_path: Path) -> None:
+    mem = memory_provider(tmp_path, selection="causal", writer={"authoring_enabled": False})
+    assert mem.reader is not None and mem.recorder is not None
+    for cid in ("ins-a", "ins-b", "ins-c"):
+        put_card(mem.store, cid)
+    for a in range(16):
+        ctx = MutationContext("toy", a, f"parent-{a}", 5.0, 0, (a % 3,), (0.5,), 0.0)
+        mem.decide(ctx)
+        mem.observe(result(a, scope=f"f{a % 4}", valid=a % 5 != 4, gain=0.01 * (a % 3)))
+    want = {arm: {"n": 0, "valid": 0, "invalid": 0} for arm in ("treated", "control")}
+    for obs in mem.reader.evidence.observations():
+        if ope_eligible(obs):
+            arm = want["treated" if obs.z == 1 else "control"]
+            arm["n"] += 1
+            arm["valid"] += int(obs.valid)
+            arm["invalid"] += int(obs.invalid)
+    # several valid rows in one arm and rows in both (else the counts would prove little)
+    assert max(a["valid"] for a in want.values()) >= 2 and min(a["n"] for a in want.values())
+    got = mem.recorder.ope_summary()["arms"]
+    assert {arm: {k: got[arm][k] for k in ("n", "valid", "invalid")} for arm in got} == want
     mem.close()
