@@ -144,8 +144,9 @@ def play(world: World, policy: Policy, seed: int, rounds: int) -> Trace:
             disposition = pop.add(out.child)
             out = type(out)(out.child, False, out.cited, out.y, disposition)
         f, b = parent.fitness, parent.b
-        values = [world.deliver_value(f, b, j) for j in [None, *range(len(world.cards))]]
-        regret[t] = max(values) - world.deliver_value(f, b, card)
+        recent = parent.recent
+        values = [world.deliver_value(f, b, j, recent) for j in [None, *range(len(world.cards))]]
+        regret[t] = max(values) - world.deliver_value(f, b, card, recent)
         trace.best[t] = int(np.argmax(values)) - 1
         trace.action_regret[t] = max(values) - np.asarray(values)
         trace.proposed[t] = -1 if proposed is None else proposed
@@ -270,14 +271,18 @@ def memory_details(name: str, runs: list[Trace], world: World) -> None:
     itt = [t.itt for t in runs if t.itt is not None]
     if itt:
         err = np.array([e - truth for e, _, truth in itt])
+        ses = np.array([se for _, se, _ in itt])
         z = np.array([(e - truth) / se for e, se, truth in itt if se > 0])
         covered = np.mean([abs(e - truth) <= 1.96 * se for e, se, truth in itt])
-        se_mean = err.std(ddof=1) / math.sqrt(len(err)) if len(err) > 1 else math.nan
+        # the mean error in units of its own standard error, from each seed's SE (the
+        # across-seed spread of a handful of seeds is no yardstick: 4 seeds once read
+        # "+3.8 SE" where the pooled z was +0.7)
+        pooled = err.sum() / math.sqrt(float(np.sum(ses**2)))
         print(
-            f"    ITT DR - truth: {err.mean():+.4f} (+- {se_mean:.4f} = "
-            f"{err.mean() / se_mean:+.1f} SE over {len(err)} seeds); "
+            f"    ITT DR - truth: {err.mean():+.4f}, pooled z {pooled:+.2f} over "
+            f"{len(err)} seeds (sum of errors / sqrt(sum of SE^2)); "
             f"95% CI covers the truth in {covered:.0%}; "
-            f"sd of (DR - truth) / SE {z.std(ddof=1):.2f}"
+            f"sd of (DR - truth) / SE {z.std(ddof=1) if len(z) > 1 else math.nan:.2f}"
         )
     retired = [r for t in runs for r in t.retired]
     by_card: dict[str, list[int]] = {}

@@ -81,11 +81,17 @@ class Ledger:
     rng: np.random.Generator
     attempt: int = 0
     island_ordinal: int = 0
+    # share of matured lineage rows whose best descendant beat the direct child (residual
+    # g^L = |N(0, 0.05)| R, drawn from a stream of their own so that every other row is the
+    # same); 0: every residual is exactly 0, which on a deterministic problem (omega = 0)
+    # puts the lineage head's residual scale at its 1e-4 floor (M- = 1)
+    improving_lineages: float = 0.0
 
     def __post_init__(self) -> None:
         self.reward = reward_definition(METRICS, depth=3, budget=32)
         self.causal = CausalReward(METRICS.lower_bound, METRICS.upper_bound, True)
         self.owner = session_owner()
+        self.lineage_rng = np.random.default_rng(2)
 
     def _context(self, attempt: int) -> tuple[FrozenContext, float]:
         parent = float(self.rng.uniform(3.0, 8.0))
@@ -148,6 +154,18 @@ class Ledger:
         )  # fmt: skip
         return d
 
+    def lineage(self, d: DecisionRow) -> LineageRow:
+        """The matured lineage row of root ``d`` (``improving_lineages``)."""
+        residual, best, depth = 0.0, f"child-{d.attempt}", 1
+        if self.lineage_rng.random() < self.improving_lineages:
+            r = METRICS.upper_bound - METRICS.lower_bound
+            residual = abs(float(self.lineage_rng.normal(0.0, 0.05))) * r
+            best, depth = f"grandchild-{d.attempt}", 2
+        return LineageRow(
+            d.decision_id, 1, "outcome", 3, 32, self.island_ordinal + 32, best, depth,
+            residual, residual, d.decision_id,
+        )  # fmt: skip
+
     def history(self, n: int) -> dict[str, int]:
         counts = {"abstain": 0, "control": 0, "cited": 0, "uncited": 0, "lineage": 0}
         for _ in range(n):
@@ -163,10 +181,7 @@ class Ledger:
             d = self.add(z, proposed, status, cited)
             counts["cited" if cited else ("control" if z == 0 else "uncited")] += 1
             if (z == 0 or cited) and status == "valid" and self.rng.random() < 0.5:
-                self.evidence.append_lineage(
-                    LineageRow(d.decision_id, 1, "outcome", 3, 32, self.island_ordinal + 32,
-                               f"child-{d.attempt}", 1, 0.0, 0.0, d.decision_id)
-                )  # fmt: skip
+                self.evidence.append_lineage(self.lineage(d))
                 counts["lineage"] += 1
         return counts
 
@@ -210,13 +225,15 @@ class Setup:
         self.ledger.add(0, self.ledger.card_ids[0], "valid", False)
 
 
-def build(root: Path, n_cards: int, n_ledger: int) -> tuple[Setup, dict[str, int]]:
+def build(
+    root: Path, n_cards: int, n_ledger: int, improving_lineages: float = 0.0
+) -> tuple[Setup, dict[str, int]]:
     rng = np.random.default_rng(n_cards)
     store = LocalMemoryStore(root, embedder=HashingEmbedder()).open()
     cards = [synthetic_card(i, rng, task=TASK) for i in range(n_cards)]
     store.transaction(lambda working: working.update({c.id: c for c in cards}))
     evidence = SelectionEvidence(root).open()
-    ledger = Ledger(evidence, [c.id for c in cards], rng)
+    ledger = Ledger(evidence, [c.id for c in cards], rng, improving_lineages=improving_lineages)
     counts = ledger.history(n_ledger)
     reader = CausalReader(runtime(root), store, run_id="bench")
     return Setup(reader, ledger, np.random.default_rng(1)), counts

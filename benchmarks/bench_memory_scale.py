@@ -3,7 +3,7 @@
 Usage:
     .venv/bin/python benchmarks/bench_memory_scale.py [--mutants 10000]
         [--rows 1000 10000 50000] [--cards 100 1000] [--measure 150] [--skip-run]
-        [--skip-synthetic] [--none]
+        [--skip-synthetic] [--none] [--components] [--baseline PATH]
 
 Part 1, a real run: ``run.py problem.name=rastrigin max_mutants=--mutants`` (default
 config: memory=v2, offline LLM and memory LLM, sandboxed evaluator) in a temporary
@@ -27,6 +27,10 @@ historical decision (RSS slope between ledger lengths). ``--baseline PATH`` meas
 also on the package of another checkout (an export of ``main``, say), each setting in a
 subprocess right after this checkout's, with ``--baseline-measure`` mutants (the old code
 can be slow at long ledgers), and prints the ratio of CPU ms per mutant.
+``--components`` also times, on each ledger of this checkout and interleaved in one
+process, a retirement sweep judging every card against a bounded one (memory-model.md "A
+bounded sweep") and the immediate head's adaptive against its planned fit ("Incremental
+fits"), CPU ms medians over 5 repetitions.
 """
 
 from __future__ import annotations
@@ -339,6 +343,49 @@ def synthetic(n_cards: int, n_rows: int, measure: int) -> dict[str, float]:
     }
 
 
+def components(n_cards: int, n_rows: int, reps: int = 5) -> dict[str, float]:
+    """CPU ms of two fitting components on the same ledger, interleaved in one process
+    (issue 16, session 6): a retirement sweep judging every card (memory-model.md's
+    reference rule, the sweep at close) against a bounded one on the cadence, and the
+    immediate head's fit with adaptive residual-scale integration against the planned one
+    (memory-model.md "Incremental fits"). Medians over ``reps``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        cfg = run_config(tmp, "problem=rastrigin", "memory.writer.authoring_enabled=false")
+        problem = resolve_problem(cfg)
+        children = synthesise(root, problem, n_cards, n_rows)
+        runtime = MemoryRuntime(
+            problem.name, problem.description, problem.metrics, root, root, 0, 10**6
+        )
+        memory = instantiate(cfg.memory)(runtime=runtime)
+        drive(memory, problem, n_rows, 10, children)
+        heads, cards = memory.reader.heads, memory.store.cards()
+        heads.rows.sync()
+        space = heads.fitted(heads.rows.last_width, cards).space
+        rows = heads.rows.rows(heads.rows.last_width)
+        alias = {a: c.id for c in cards for a in (c.id, *c.aliases)}
+        keys = rows.immediate.keys() | rows.lineage.keys() | set(rows.invalidity.keys)
+        block_of = {k: space.lineage_position(alias.get(k, k)) for k in keys}
+        view = rows.immediate.fit_view(block_of, len(space.lineages))
+        plan = heads._plan(rows, space, block_of, None)
+        times: dict[str, list[float]] = {k: [] for k in ("full", "bounded", "adaptive", "planned")}
+
+        def cpu(key: str, work: Any) -> Any:
+            c0 = time.process_time()
+            out = work()
+            times[key].append(time.process_time() - c0)
+            return out
+
+        for rep in range(reps):
+            cpu("full", lambda: memory.evictor.sweep())
+            cpu("bounded", lambda rep=rep: memory.evictor.sweep(1000 + rep))
+            cpu("adaptive", lambda: heads._utility_head(space).fit_statistics(view))
+            if plan is not None:
+                cpu("planned", lambda: heads._utility_head(space).fit_statistics(view, plan))
+        memory.close()
+    return {k: 1e3 * statistics.median(v) for k, v in times.items() if v}
+
+
 def _line(r: dict[str, float]) -> str:
     return (
         f"cpu mean {r['cpu_mean']:7.1f} p50 {r['cpu_p50']:7.1f} | wall mean"
@@ -368,6 +415,12 @@ def main() -> None:
     ap.add_argument("--none", action="store_true", help="also run memory=none side by side")
     ap.add_argument("--baseline", type=Path, help="another checkout: part 2 side by side")
     ap.add_argument("--baseline-measure", type=int, default=30, help="its mutants per setting")
+    ap.add_argument(
+        "--components",
+        action="store_true",
+        help="also time a full against a bounded retirement sweep, and the immediate head's"
+        " adaptive against its planned fit, on each ledger (this checkout only)",
+    )
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:  # one setting of part 2 on this package; JSON on the last line
@@ -386,6 +439,19 @@ def main() -> None:
                 r = synthetic(n_cards, n_rows, args.measure)
                 rows.append((n_rows, r))
                 print(f"  cards {n_cards:>5}  ledger {n_rows:>6}: {_line(r)}", flush=True)
+                if args.components:
+                    c = components(n_cards, n_rows)
+                    print(
+                        f"    sweep cpu ms: every card {c['full']:.0f}, bounded"
+                        f" {c['bounded']:.0f} (ratio {c['full'] / c['bounded']:.2f});"
+                        f" immediate fit cpu ms: adaptive {c['adaptive']:.1f}, planned "
+                        + (
+                            f"{c['planned']:.1f} (ratio {c['adaptive'] / c['planned']:.2f})"
+                            if "planned" in c
+                            else "- (below the first plan point)"
+                        ),
+                        flush=True,
+                    )
                 if args.baseline is not None:
                     b = _in_checkout(args.baseline, n_cards, n_rows, args.baseline_measure)
                     print(

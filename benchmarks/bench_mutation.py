@@ -158,14 +158,43 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         ),
     ),
 }
-# modules whose functions also run at import (chance builds its quadrature rules then), or
-# whose tests leave threads behind in mutmut's process (the librarian's and the reader's
-# background threads: a test process forked from it inherits their locks held, and waits
-# for ever on one of them): each mutant's test process imports gigaevo afresh with the
-# mutant active (mutmut's fork server preloads only the third-party modules the tests
-# import), instead of forking from a process that imported the unmutated module once
-FRESH_IMPORT = frozenset({"chance", "outcome", "outcomes"})
+# modules tested from a fork server (``process_isolation = "forkserver"``): one process
+# imports gigaevo and collects the module's tests once (pytest --collect-only, no test run)
+# and forks a worker per mutant, instead of forking from mutmut's own process. The outcome
+# and credit modules need it: their tests leave the librarian's and the reader's background
+# threads in the process that ran them, and a worker forked from it inherits their locks
+# held and waits for ever on one of them.
+FORK_SERVER = frozenset({"chance", "outcome", "outcomes"})
+# modules whose selected test files hold slow tests that alone reach part of the module
+# (the suite's addopts deselect them: -m 'not slow'), with the extra pytest arguments that
+# select them: the recorder's exclusive lineage credit is checked only by
+# test_incremental_views' provider run (without it every mutant of OutcomeRecorder._credited
+# and _claim survived: 18 of a sample's first 26 on 473a7f9). The kill -9 test stays out: its
+# run.py children cannot start from mutmut's venv (and mutmut cannot attribute their hits)
+WITH_SLOW: dict[str, tuple[str, ...]] = {
+    "outcomes": (
+        "-m",
+        "slow or not slow",
+        "--deselect",
+        "tests/memory/test_reader_crash_resume.py::"
+        "test_kill_9_mid_run_then_resume_matches_uninterrupted_memory_v2_run",
+    )
+}
+# functions that run when their module is imported (chance builds its quadrature rules
+# then): the fork server ran them unmutated, so their mutants are checked in a second pass
+# whose workers import gigaevo and the tests afresh with the mutant active (the fork server
+# preloads only the third-party modules the tests import); 1-4 min per mutant on a loaded
+# machine against seconds for a forked one, hence only these
+IMPORT_TIME: dict[str, tuple[str, ...]] = {"chance": ("_composite",)}
+# mutmut's limits are (the tests' own time + constant) x 15 wall seconds (x 30 CPU seconds);
+# the constant (1 s by default) must also cover importing gigaevo and the tests afresh, tens
+# of seconds under nice on a loaded machine: with 1 s every mutant of such a module timed
+# out. Kept the same in both passes: mutmut resets every timeout verdict when it changes.
 FRESH_IMPORT_SECONDS = 30.0
+# one BLAS thread in mutmut and its workers, as the provider fits the heads: on the tests'
+# tiny products multithreaded OpenBLAS spends most of its time handing work between threads
+ONE_THREAD = {v: "1" for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+ARGS = ("-p", "no:cacheprovider", "-x", "-q", "--timeout=3600", "-n", "0")
 COPIED = ("gigaevo", "tests", "config", "run.py", "pyproject.toml")
 PRELOAD = "mutmut-preload.txt"
 SAMPLE = "sample.txt"
@@ -187,7 +216,8 @@ STATUS = {
 }
 
 
-def _mutmut_section(module: str, tree: Path = ROOT) -> str:
+def _mutmut_section(module: str, tree: Path = ROOT, fresh: bool = False) -> str:
+    """The [tool.mutmut] section; ``fresh``: workers import gigaevo afresh (``IMPORT_TIME``)."""
     source, tests = MODULES[module]
     # the module's pinned ground-truth tests: test_<module>_pinned.py beside its first test
     # file (tests/memory/causal/ for the causal package)
@@ -202,28 +232,26 @@ def _mutmut_section(module: str, tree: Path = ROOT) -> str:
         # short for the test-to-function pass under the trampolines on a loaded machine;
         # -n 0 undoes the suite's "-n auto": mutmut records which test reaches which
         # function in its own process
-        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-x", "-q", "--timeout=3600",'
-        ' "-n", "0"]\n'
+        f"pytest_add_cli_args = {json.dumps(ARGS + WITH_SLOW.get(module, ()))}\n"
         'also_copy = ["config", "run.py"]\n'
         "use_git_change_detection = false\n"
     )
-    if module in FRESH_IMPORT:
+    if module in FORK_SERVER:
         text += (
             'process_isolation = "forkserver"\n'
-            'forkserver_warmup = "import"\n'
-            f'preload_modules_file = "{PRELOAD}"\n'
-            # mutmut's limits are (the tests' own time + constant) x 15 wall seconds (x 30 CPU
-            # seconds); the constant (1 s by default) must also cover importing gigaevo and the
-            # tests afresh, tens of seconds under nice -n 19 on a loaded machine: with 1 s every
-            # mutant of such a module timed out
-            f"timeout_constant = {FRESH_IMPORT_SECONDS}\n"
+            + (
+                f'forkserver_warmup = "import"\npreload_modules_file = "{PRELOAD}"\n'
+                if fresh
+                else 'forkserver_warmup = "collect"\n'
+            )
+            + f"timeout_constant = {FRESH_IMPORT_SECONDS}\n"
         )
     return text
 
 
 def _write_preload(folder: Path, module: str) -> None:
     """The third-party modules the module's tests import (never gigaevo or the tests), in
-    import order, for the fork server of a ``FRESH_IMPORT`` module."""
+    import order, for the fork server of the fresh-import pass (``IMPORT_TIME``)."""
     tests = [t for t in MODULES[module][1] if t.endswith(".py")]
     names = [t[: -len(".py")].replace("/", ".") for t in tests if (folder / t).exists()]
     probe = (
@@ -254,7 +282,7 @@ def prepare(module: str, workdir: Path, tree: Path = ROOT) -> Path:
             shutil.copy2(src, folder / name)
     with (folder / "pyproject.toml").open("a") as fh:
         fh.write(_mutmut_section(module, tree))
-    if module in FRESH_IMPORT:
+    if module in IMPORT_TIME:
         _write_preload(folder, module)
     return folder
 
@@ -277,7 +305,7 @@ def refresh_tree(folder: Path, module: str) -> None:
     (folder / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
     text = (ROOT / "pyproject.toml").read_text() + _mutmut_section(module)
     (folder / "pyproject.toml").write_text(text)
-    if module in FRESH_IMPORT:
+    if module in IMPORT_TIME:
         _write_preload(folder, module)
 
 
@@ -305,13 +333,18 @@ def _nice() -> list[str]:
     return ["nice", "-n", str(max(0, NICE - os.nice(0)))]
 
 
-def draw_sample(folder: Path, module: str, size: int, seed: int) -> list[str]:
-    """A seeded uniform sample of ``size`` of the module's mutants (written to sample.txt):
-    its kill rate is an unbiased estimate of the module's score, at a fraction of the time."""
+def _generate(folder: Path) -> None:
+    """Write the mutants (mutmut's first step, no tests run), so that their names are known."""
     subprocess.run(
         [*_nice(), sys.executable, "-c", GENERATE],
         cwd=folder, stdout=subprocess.DEVNULL, check=True,
     )  # fmt: skip
+
+
+def draw_sample(folder: Path, module: str, size: int, seed: int) -> list[str]:
+    """A seeded uniform sample of ``size`` of the module's mutants (written to sample.txt):
+    its kill rate is an unbiased estimate of the module's score, at a fraction of the time."""
+    _generate(folder)
     (folder / SAMPLE).unlink(missing_ok=True)
     names = sorted(statuses(folder, module))
     drawn = sorted(random.Random(seed).sample(names, min(size, len(names))))
@@ -337,7 +370,10 @@ def run(folder: Path, names: list[str], budget: float, max_children: int) -> flo
     with (folder / "mutmut.log").open("a") as log:
         # its own session: when the budget is spent the whole group goes (mutmut's fork
         # server and its workers too, which otherwise outlive it and keep testing mutants)
-        proc = subprocess.Popen(cmd, cwd=folder, stdout=log, stderr=log, start_new_session=True)
+        env = {**os.environ, **ONE_THREAD}
+        proc = subprocess.Popen(
+            cmd, cwd=folder, stdout=log, stderr=log, start_new_session=True, env=env
+        )
         try:
             proc.wait(timeout=budget)
         except subprocess.TimeoutExpired:
@@ -349,6 +385,42 @@ def run(folder: Path, names: list[str], budget: float, max_children: int) -> flo
                 proc.wait()
             print(f"    budget of {budget:.0f} s spent: remaining mutants not checked")
     return time.monotonic() - started
+
+
+def _at_import(name: str, module: str) -> bool:
+    """Whether mutant ``name`` mutates a function that runs when ``module`` is imported."""
+    return any(f".x_{fn}__mutmut_" in name for fn in IMPORT_TIME.get(module, ()))
+
+
+def _set_section(folder: Path, module: str, fresh: bool) -> None:
+    """Rewrite the run's [tool.mutmut] section for the forked or the fresh-import pass (the
+    test selection, the pytest arguments and the timeout constant stay the same, so mutmut
+    keeps every verdict it reached)."""
+    path = folder / "pyproject.toml"
+    head = path.read_text().split("\n[tool.mutmut]\n")[0]
+    path.write_text(head + _mutmut_section(module, folder, fresh))
+
+
+def check(folder: Path, module: str, names: list[str], budget: float, max_children: int) -> float:
+    """Run mutmut over ``names`` (every unchecked mutant when empty) within ``budget`` seconds.
+
+    A module with import-time functions (``IMPORT_TIME``) runs in two passes: every other
+    mutant forked from the warm fork server, then those functions' mutants imported afresh.
+    """
+    if module not in IMPORT_TIME:
+        return run(folder, names, budget, max_children)
+    if not names:
+        if not statuses(folder, module):
+            _generate(folder)
+        names = sorted(k for k, v in statuses(folder, module).items() if v == "not checked")
+    spent = 0.0
+    for fresh in (False, True):
+        batch = [n for n in names if _at_import(n, module) == fresh]
+        if batch and spent < budget:
+            _set_section(folder, module, fresh)
+            spent += run(folder, batch, budget - spent, max_children)
+    _set_section(folder, module, False)
+    return spent
 
 
 def report(module: str, found: dict[str, str], seconds: float, folder: Path) -> None:
@@ -430,7 +502,7 @@ def main() -> None:
                     if done.get(n, "not checked") == "not checked"
                 ]
         seconds = (
-            run(folder, names, args.budget_s, args.max_children)
+            check(folder, module, names, args.budget_s, args.max_children)
             if names or not args.sample
             else 0.0
         )

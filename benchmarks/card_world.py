@@ -38,6 +38,9 @@ class CardSpec:
         where: ``always``, ``headroom`` (1 - f > 0.3) or ``left`` (b_1 < 0.5).
         invalid: added invalid probability.
         cite: P(cited | delivered).
+        reuse: factor on the gain shift when the card was cited on one of the parent's
+            last EXCLUDER_DEPTH ancestral mutations (1: a re-applied card acts as new; 0:
+            an insight the program already holds adds nothing).
     """
 
     card_id: str
@@ -46,12 +49,14 @@ class CardSpec:
     where: str = "always"
     invalid: float = 0.0
     cite: float = 0.75
+    reuse: float = 1.0
 
-    def gain_at(self, f: float, b: Sequence[float]) -> float:
+    def gain_at(self, f: float, b: Sequence[float], reused: bool = False) -> float:
+        scale = self.reuse if reused else 1.0
         if self.gain_else is None or self.where == "always":
-            return self.gain
+            return scale * self.gain
         holds = (1.0 - f > 0.3) if self.where == "headroom" else (b[0] < 0.5)
-        return self.gain if holds else self.gain_else
+        return scale * (self.gain if holds else self.gain_else)
 
 
 @dataclass(frozen=True)
@@ -75,20 +80,26 @@ class World:
         p = self.base_invalid + (self.invalid_step if b[1] > 0.6 else 0.0)
         return min(0.95, p + (card.invalid if card is not None else 0.0))
 
-    def value(self, f: float, b: Sequence[float], card: CardSpec | None) -> float:
+    def value(
+        self, f: float, b: Sequence[float], card: CardSpec | None, reused: bool = False
+    ) -> float:
         """Hurdle value q (memory-model.md "Policy") of using ``card`` (None: no card):
-        expected clipped valid gain times (1 - p) plus p times G- = -f."""
-        m = self.baseline(f, b) + (card.gain_at(f, b) if card is not None else 0.0)
+        expected clipped valid gain times (1 - p) plus p times G- = -f; ``reused``: the
+        card was cited on the parent's recent ancestry (``CardSpec.reuse``)."""
+        m = self.baseline(f, b) + (card.gain_at(f, b, reused) if card is not None else 0.0)
         p = self.p_invalid(b, card)
         return (1 - p) * clipped_mean(m, self.spread(f), -f, 1.0 - f) + p * (-f)
 
-    def deliver_value(self, f: float, b: Sequence[float], j: int | None) -> float:
-        """Value of delivering card j (None: nothing): it is used with probability cite."""
+    def deliver_value(
+        self, f: float, b: Sequence[float], j: int | None, recent: Sequence[int | None] = ()
+    ) -> float:
+        """Value of delivering card j (None: nothing): it is used with probability cite;
+        ``recent``: the parent's ``Program.recent``."""
         q0 = self.value(f, b, None)
         if j is None:
             return q0
         card = self.cards[j]
-        return card.cite * self.value(f, b, card) + (1 - card.cite) * q0
+        return card.cite * self.value(f, b, card, j in recent) + (1 - card.cite) * q0
 
     def harmful(self) -> int:
         """Index of the card raising invalidity most."""
@@ -122,6 +133,21 @@ def worlds(measurement_se: float = 0.0) -> dict[str, World]:
                 CardSpec("neutral-2"),
                 CardSpec("drag", -0.03, cite=0.8),
                 CardSpec("harmful", -0.02, invalid=0.30, cite=0.7),
+            ),
+            measurement_se=measurement_se,
+        ),
+        # mixed, but an insight re-applied inside its lineage (cited on one of the
+        # parent's last 3 ancestral mutations) adds nothing: the world where memory v2's
+        # lineage excluder saves wasted offers (the mixed world charges it its full price)
+        "mixed-reuse": World(
+            "mixed-reuse",
+            (
+                CardSpec("good", 0.06, 0.01, "headroom", cite=0.85, reuse=0.0),
+                CardSpec("split", 0.05, -0.04, "left", reuse=0.0),
+                CardSpec("neutral-1", reuse=0.0),
+                CardSpec("neutral-2", reuse=0.0),
+                CardSpec("drag", -0.03, cite=0.8, reuse=0.0),
+                CardSpec("harmful", -0.02, invalid=0.30, cite=0.7, reuse=0.0),
             ),
             measurement_se=measurement_se,
         ),
@@ -240,7 +266,8 @@ def mutate(world: World, parent: Program, t: int, r: Round, card: int | None) ->
     f = parent.fitness
     if r.u_invalid < world.p_invalid(parent.b, used):
         return Outcome(Program(f"c{t}", 0.0, b, parent.island, recent), True, cited, None, None)  # type: ignore[arg-type]
-    mean = world.baseline(f, parent.b) + (used.gain_at(f, parent.b) if used else 0.0)
+    reused = card in parent.recent
+    mean = world.baseline(f, parent.b) + (used.gain_at(f, parent.b, reused) if used else 0.0)
     true = float(np.clip(f + mean + world.spread(f) * r.noise, 0.0, 1.0))
     measured = float(np.clip(true + world.measurement_se * r.measurement, 0.0, 1.0))
     child = Program(f"c{t}", measured, b, parent.island, recent)  # type: ignore[arg-type]

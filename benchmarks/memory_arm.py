@@ -137,7 +137,8 @@ class MemoryArm(Policy):
         self.mem = CardBankMemory(runtime, llm=None, embedder=HashingEmbedder(), **settings)
         assert self.mem.reader is not None
         self.index = {c.card_id: i for i, c in enumerate(world.cards)}
-        self.proposals: dict[str, list[tuple[float, tuple[float, float], np.ndarray]]] = {}
+        # per proposed card: (f, b, x, re-applied inside its lineage) of each proposal
+        self.proposals: dict[str, list[tuple[float, tuple[float, float], np.ndarray, bool]]] = {}
         self.itt_truth: dict[int, float] = {}
         self.exploration: dict[str, float] = {}
         self.safe: dict[str, list[bool]] = {}
@@ -214,8 +215,11 @@ class MemoryArm(Policy):
             return None, False
         j = self.index[pid]
         f, b = parent.fitness, parent.b
-        self.proposals.setdefault(pid, []).append((f, b, np.asarray(self._last_x)))
-        self.itt_truth[t] = self.world.deliver_value(f, b, j) - self.world.value(f, b, None)
+        reused = j in parent.recent
+        self.proposals.setdefault(pid, []).append((f, b, np.asarray(self._last_x), reused))
+        self.itt_truth[t] = self.world.deliver_value(f, b, j, parent.recent) - self.world.value(
+            f, b, None
+        )
         return j, bool(decision.card_ids)
 
     def observe(self, t: int, parent: Program, out: Outcome) -> None:
@@ -273,9 +277,9 @@ class MemoryArm(Policy):
             rows = self.proposals.get(spec.card_id)
             if not rows or spec.card_id not in space.lineages:
                 continue
-            z0 = np.array([space.row(x, 0) for _, _, x in rows])
-            z1 = np.array([space.row(x, 1, spec.card_id, "insight") for _, _, x in rows])
-            lo = np.array([-f for f, _, _ in rows])
+            z0 = np.array([space.row(x, 0) for _, _, x, _ in rows])
+            z1 = np.array([space.row(x, 1, spec.card_id, "insight") for _, _, x, _ in rows])
+            lo = np.array([-f for f, _, _, _ in rows])
             hi = 1.0 + lo
             u0, u1 = beta @ z0.T, beta @ z1.T
             p0, p1 = expit(gamma @ z0.T), expit(gamma @ z1.T)
@@ -283,12 +287,12 @@ class MemoryArm(Policy):
             q1 = (1 - p1) * np.clip(u1, lo, hi) + p1 * lo
             model = {"gain": u1 - u0, "invalid": p1 - p0, "hurdle": q1 - q0}
             truth = {
-                "gain": np.mean([spec.gain_at(f, b) for f, b, _ in rows]),
+                "gain": np.mean([spec.gain_at(f, b, r) for f, b, _, r in rows]),
                 "invalid": np.mean(
-                    [world.p_invalid(b, spec) - world.p_invalid(b, None) for _, b, _ in rows]
+                    [world.p_invalid(b, spec) - world.p_invalid(b, None) for _, b, _, _ in rows]
                 ),
                 "hurdle": np.mean(
-                    [world.value(f, b, spec) - world.value(f, b, None) for f, b, _ in rows]
+                    [world.value(f, b, spec, r) - world.value(f, b, None) for f, b, _, r in rows]
                 ),
             }
             for kind, draws_ in model.items():

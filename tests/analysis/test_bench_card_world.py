@@ -127,7 +127,12 @@ def test_baselines_use_the_composed_offer_probability_and_excluder_depth(
 ) -> None:
     settings = arm.production_settings()
     assert settings["causal"]["offer_probability"] == bench.OFFER
-    assert settings["excluder"] == {"kind": "lineage", "max_depth": cw.EXCLUDER_DEPTH}
+    # the baseline's rule: every citation of the last EXCLUDER_DEPTH mutations, matured or not
+    assert settings["excluder"] == {
+        "kind": "lineage",
+        "max_depth": cw.EXCLUDER_DEPTH,
+        "release_matured": False,
+    }
 
 
 def test_thompson_with_the_excluder_never_proposes_a_card_cited_on_recent_ancestors(

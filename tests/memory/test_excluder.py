@@ -18,7 +18,15 @@ from gigaevo.memory.v2.settings import ExcluderSettings
 from gigaevo.pipeline.build import build_run
 from tests.conftest import compose_config
 from tests.memory.helpers import open_store, runtime
-from tests.memory.ledger_rows import context, decision, edge, fast_dir, observe, put_card
+from tests.memory.ledger_rows import (
+    context,
+    decision,
+    edge,
+    fast_dir,
+    lineage,
+    observe,
+    put_card,
+)
 
 X = (1.0, 0.0, 0.5, 0.0)
 
@@ -29,14 +37,16 @@ def scratch(tmp_path: Path) -> Iterator[Path]:
         yield path
 
 
-def _reader(path: Path, kind: str = "lineage", max_depth: int | None = None) -> CausalReader:
+def _reader(
+    path: Path, kind: str = "lineage", max_depth: int | None = None, release: bool = False
+) -> CausalReader:
     rt = runtime(path)
-    excluder = ExcluderSettings(kind=kind, max_depth=max_depth)  # type: ignore[arg-type]
+    excluder = ExcluderSettings(kind=kind, max_depth=max_depth, release_matured=release)  # type: ignore[arg-type]
     settings = ReaderSettings(excluder=excluder)
     return CausalReader(rt, open_store(rt.bank_dir), run_id="run-test", settings=settings)
 
 
-def _family(reader: CausalReader) -> None:
+def _family(reader: CausalReader) -> list[DecisionRow]:
     """Bank A, B (absorbed "B-old") and C; the ledger's family tree::
 
     seed -> G   (cites A)          grandparent
@@ -52,10 +62,13 @@ def _family(reader: CausalReader) -> None:
         ("G", "S", "C", 1, True),
         ("P", "Q", "A", 1, False),
     ]
+    rows = []
     for attempt, (parent, child, card, z, cited) in enumerate(plan):
         row = decision(reader, attempt, X, proposed=card, z=z, parent_id=parent)
         observe(reader, row, gain=0.0, cited=cited, child_id=child)
         edge(reader, parent, child, row)
+        rows.append(row)
+    return rows
 
 
 def _drafts(reader: CausalReader, parent: str, n: int = 40) -> list[DecisionRow]:
@@ -96,6 +109,27 @@ def test_max_depth_bounds_the_ancestry(scratch: Path, depth: int, excluded: set[
     # the memo of unbounded walks never leaks into a bounded one (and back)
     assert reader.evidence.applied_cards("P") == {"A", "B-old"}
     assert reader.excluded("P", universe) == excluded
+
+
+def test_release_matured_frees_a_card_once_its_use_has_matured(scratch: Path) -> None:
+    """A citation whose lineage window is still open excludes its card; once the delayed
+    head has the root's row (the credit is final) it no longer does, with
+    ``release_matured`` only."""
+    reader = _reader(scratch, release=True)
+    rows = _family(reader)
+    universe = reader.draft(context(1)).universe
+    assert reader.excluded("P", universe) == {"A", "B"}
+    lineage(reader, rows[0], None, status="pending")  # G's window (A) still open
+    assert reader.excluded("P", universe) == {"A", "B"}
+    lineage(reader, rows[0], 0.0, version=2)  # ... now matured
+    assert reader.excluded("P", universe) == {"B"}
+    assert reader.excluded("Q", universe) == {"B"}
+    assert {r.excluded_ids for r in _drafts(reader, "P", 5)} == {("B",)}
+    lineage(reader, rows[1], 0.0)  # P's own window (B) matures too
+    assert reader.excluded("P", universe) == frozenset()
+    # the default keeps every citation of the ancestry, matured or not
+    reader.evidence.close()
+    assert _reader(scratch).excluded("P", universe) == {"A", "B"}
 
 
 def test_exclusions_are_committed_and_survive_a_resume(scratch: Path) -> None:

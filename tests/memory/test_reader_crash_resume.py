@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import socket
@@ -115,7 +116,7 @@ def _killed_worker(tmp_path: Path) -> list[dict[str, Any]]:
 
 
 def test_orphans_of_a_killed_process_are_resumed_or_censored_never_doubled(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     orphans = _killed_worker(tmp_path)
     ckpt = tmp_path / "run"
@@ -123,7 +124,9 @@ def test_orphans_of_a_killed_process_are_resumed_or_censored_never_doubled(
     dead = leases(ckpt)  # the killed process still "holds" its two leases on file
     assert sorted(lease["attempt"] for lease in dead) == [o["attempt"] for o in orphans]
 
-    mem = provider(tmp_path)  # a new session on the same checkpoint (same run id)
+    with caplog.at_level(logging.INFO, logger="gigaevo.memory.v2.read.outcomes"):
+        mem = provider(tmp_path)  # a new session on the same checkpoint (same run id)
+    assert "memory v2: resuming 2 open decision(s)" in [r.getMessage() for r in caplog.records]
     assert mem.reader is not None and mem.recorder is not None
     ev = mem.reader.evidence
     resumed, lost = orphans

@@ -209,3 +209,60 @@ def test_staged_stamps_ride_with_the_next_write_and_survive_a_failed_one(tmp_pat
     assert done[-2:] == ["duplicate", "stamped"] and store.staged == 0
     fresh = {c.id: c for c in read_bank(tmp_path / BANK_FILE).cards}
     assert len(fresh["ins-a"].use_trials) == 3 and len(fresh["ins-b"].use_trials) == 1
+
+
+class _Killed(BaseException):
+    """Stands for a SIGKILL: the process stops between two writes of one transaction."""
+
+
+def _pool_redone_after_a_kill(bank: Path, monkeypatch: pytest.MonkeyPatch, kill: bool) -> Card:
+    """Stage two stamps on ins-a, then pool one outcome into it in the next transaction;
+    with ``kill`` the process dies after the stamps' journal lines and before the record,
+    and a fresh process (a resumed run) pools the outcome again. The card as read back."""
+    from gigaevo.memory.v2.read.trials import _stamp_into
+
+    _seed(bank, [_card("ins-a")])
+    store = open_store(bank)
+    for i in range(2):
+        store.stage(lambda cards, i=i: _stamp_into(cards, "ins-a", _trial(i), 1.0), None)
+    ev = replace(card().evidence[0], candidate_id="cand-redo")
+
+    def pool(w: dict[str, Card]) -> None:
+        if all(e.candidate_id != "cand-redo" for e in w["ins-a"].evidence):
+            w["ins-a"] = pool_into(w["ins-a"], ev, ("p",), 5.0)
+
+    if kill:
+
+        def die(*_: Any) -> bool:
+            raise _Killed
+
+        monkeypatch.setattr(store, "_journal_records", die)
+        monkeypatch.setattr(store, "_compact", die)
+        with pytest.raises(_Killed):
+            store.transaction(pool)
+        monkeypatch.undo()
+        # what the bank holds after the kill: the stamps, not the pooled outcome
+        after = {c.id: c for c in read_bank(bank / BANK_FILE).cards}["ins-a"]
+        assert len(after.use_trials) == 2 and after.n_evidence == 1
+        assert after.revision == 1 + 2  # the stamps' revisions, not the record's
+        store = open_store(bank)  # the resumed process
+    store.transaction(pool)
+    return {c.id: c for c in read_bank(bank / BANK_FILE).cards}["ins-a"]
+
+
+def test_a_kill_between_the_stamps_and_the_record_of_one_write_costs_no_revision(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 15's exactly-once run (tests/pipeline/test_exactly_once.py) failed now and then
+    with a write-ledger row one revision ahead of the uninterrupted run's: the stamps that
+    rode with a librarian write were journalled with the revision after the whole write, so
+    a kill before its record landed left the card one revision ahead of its contents, and
+    the librarian's write, redone on resume, counted one revision more."""
+    whole = _pool_redone_after_a_kill(tmp_path / "whole", monkeypatch, kill=False)
+    killed = _pool_redone_after_a_kill(tmp_path / "killed", monkeypatch, kill=True)
+    assert whole.revision == 1 + 2 + 1 and whole.n_evidence == 2
+    assert (killed.revision, killed.n_evidence, killed.use_trials) == (
+        whole.revision,
+        whole.n_evidence,
+        whole.use_trials,
+    )

@@ -38,9 +38,9 @@ print("after run:", sorted(m for m in sys.modules if m in {wanted}))
 SCIPY = ("scipy", "scipy.special", "scipy.linalg", "scipy.sparse.linalg", "scipy.optimize")
 
 
-def _probe(code: str) -> list[str]:
+def _probe(code: str, timeout: float = 180) -> list[str]:
     out = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=180
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=timeout
     )
     assert out.returncode == 0, out.stderr
     return out.stdout.strip().splitlines()
@@ -186,8 +186,12 @@ def test_hydra_is_left_alone_when_the_mode_may_be_configured(
 
 REMOTE = """
 import sys, threading
+import gigaevo.llm.preload as preload
 from tests.conftest import compose_config
 from gigaevo.pipeline.build import ConfigError, build_run
+# a thread still waiting for a first call would wait far longer than any join below, so
+# "alive: False" means it was released, however long its imports take on a loaded machine
+preload.DEFERRED_WAIT_S = 1e6
 cfg = compose_config(["problem=rastrigin", "max_mutants=0", "checkpoint_dir={ckpt}",
                       "progress=false", "evaluator.max_workers=1",
                       "llm=openai_compatible", "llm.api_base=http://127.0.0.1:9/v1", {extra}])
@@ -197,7 +201,7 @@ except ConfigError as exc:
     print("refused:", exc)
 for thread in threading.enumerate():
     if thread.name == "gigaevo-import":
-        thread.join(timeout=60)
+        thread.join(timeout=200)  # its imports (scipy, httpx) took over 60 s at load 40
         print("import thread alive:", thread.is_alive())
 print("httpx", "httpx" in sys.modules, "sklearn", "sklearn" in sys.modules)
 """
@@ -210,7 +214,7 @@ def test_the_vectoriser_waits_for_a_first_call_and_is_dropped_without_one(
     # memory=v2's card embedder needs scikit-learn's vectoriser once cards exist; it is
     # imported behind the first request, and never when the run ends (or is refused)
     # before any: the process then exits at once instead of waiting for the import
-    lines = _probe(REMOTE.format(ckpt=tmp_path / "run", extra=extra))
+    lines = _probe(REMOTE.format(ckpt=tmp_path / "run", extra=extra), timeout=280)
     assert lines[-2:] == ["import thread alive: False", "httpx True sklearn False"]
     assert lines[0].startswith("refused: llm.timeout_s") == (extra == '"llm.timeout_s=-1"')
 

@@ -276,10 +276,14 @@ class ExcluderSettings:
             parent's ancestry are read (1: the one that produced the parent; 2: also
             the grandparent's; ...); None reads the whole ancestry. The default is
             the lineage-credit depth H (3), as in ``config/memory/excluder/lineage.yaml``.
+        release_matured: with ``lineage``, a use whose lineage window has matured (the
+            delayed head has its root's row: the credit it protects is final) no longer
+            excludes its card.
     """
 
     kind: Literal["lineage", "none"] = "lineage"
     max_depth: int | None = 3
+    release_matured: bool = False
 
     def __post_init__(self) -> None:
         _at_least("max_depth", self.max_depth, 1)

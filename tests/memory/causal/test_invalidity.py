@@ -3,13 +3,10 @@ constraint."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 from scipy.special import expit
 from scipy.stats import multivariate_normal
-from threadpoolctl import threadpool_limits
 
 from gigaevo.memory.v2.causal import (
     DesignSpace,
@@ -19,15 +16,6 @@ from gigaevo.memory.v2.causal import (
     context_features,
 )
 from tests.memory.causal.simulate import CARD, card_world
-
-
-@pytest.fixture(autouse=True)
-def _one_blas_thread() -> Iterator[None]:
-    """One BLAS thread, as the provider fits the heads: on these tiny products (15
-    coefficients) multithreaded BLAS spent ~40x the time in thread hand-offs (0.15 s against
-    4 ms per fit on 2 cores; 200 fits reached the 300 s timeout under load)."""
-    with threadpool_limits(1, user_api="blas"):
-        yield
 
 
 def _example_eta() -> tuple[np.ndarray, np.ndarray]:

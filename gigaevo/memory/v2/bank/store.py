@@ -320,6 +320,7 @@ class LocalMemoryStore:
         for cid in changed:
             old, new = self._cards.get(cid), working.get(cid)
             added = stamped(old, new) if old is not None and new is not None else None
+            pure = added is not None  # only stamps changed this card
             if added is None:
                 records = True
                 revised.append(cid)
@@ -329,8 +330,19 @@ class LocalMemoryStore:
                 known = {t.decision_id for t in base}  # trials are unique by decision id
                 trials = new.use_trials if new is not None else ()
                 added = [t for t in trials if t.decision_id not in known]  # O(n), not O(n^2)
-            if new is not None:
-                entries += [TrialEntry(cid, new.revision, new.updated_at, t) for t in added]
+            if new is not None and added:
+                # each line carries the card's revision after its own stamp: a stamp makes one
+                # revision, and staged stamps are applied before the transaction's other
+                # changes. So when a kill lands between these lines and the record they go
+                # with, the bank reads as if the stamps had been written alone, and the
+                # record change, redone on resume, gets the revision it got uninterrupted
+                # (lines carrying the revision after the record change made it one too many).
+                before = 0 if old is None else old.revision
+                first = max(new.revision - len(added), before) if pure else before
+                entries += [
+                    TrialEntry(cid, min(first + i + 1, new.revision), new.updated_at, t)
+                    for i, t in enumerate(added)
+                ]
         if compact:
             self._journal.rewrite(journal_entries(working))
         elif entries:

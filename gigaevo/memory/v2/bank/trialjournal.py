@@ -8,9 +8,10 @@ One line per stamp::
 
     {"card":"ins-…","revision":4,"trial":{"decision_id":"…",…},"updated_at":1.7e9}
 
-``revision`` and ``updated_at`` are the card's after the write that carried the stamp
-(a stamp makes a new card revision, as before; stamps written together carry the
-revision after the last of them). A card as the rest of the code sees it is its
+``revision`` is the card's after that stamp (a stamp makes a new card revision, as
+before, and stamps are applied before the other changes of their write, so a line never
+carries the revision of a record change that a kill may keep from landing); ``updated_at``
+is the card's after the write that carried it. A card as the rest of the code sees it is its
 ``cards.json`` record merged with its journal lines (``merge``): its trials in stamp
 order (the newest ``MAX_USE_TRIALS``), its revision the larger of the two.
 

@@ -24,7 +24,12 @@ from gigaevo.memory.v2.causal.arrowhead import (
 )
 from gigaevo.memory.v2.causal.errors import DesignError
 from gigaevo.memory.v2.causal.levels import LevelPencil
-from gigaevo.memory.v2.causal.quadrature import EDGE_FRACTION, adaptive_gauss_legendre
+from gigaevo.memory.v2.causal.quadrature import (
+    EDGE_FRACTION,
+    QuadratureNodes,
+    adaptive_gauss_legendre,
+    planned_gauss_legendre,
+)
 from gigaevo.memory.v2.causal.spectral import DensePencil, NodeVariances, NoisePencil
 from gigaevo.memory.v2.causal.suffstats import FitStatistics
 
@@ -202,7 +207,9 @@ class BayesianLinearHead:
     Learned attributes (after ``fit``): ``log_sd_nodes_`` (K,), ``weights_`` (K,),
     ``component_means_`` (K, P), ``coef_mean_`` (P,), ``coef_var_`` (P,) marginal posterior
     variances, ``coef_cov_`` (P, P; dense designs only, else None), ``residual_variance_``
-    (posterior mean of sigma^2), ``log_marginal_``, ``health_``.
+    (posterior mean of sigma^2), ``log_marginal_``, ``health_``, ``quadrature_`` (the
+    residual-scale nodes and accepted pieces: a plan for a later fit) and ``planned_``
+    (whether a given plan was used).
     """
 
     def __init__(
@@ -233,10 +240,17 @@ class BayesianLinearHead:
         x = as_block_design(x, self.block_layout, len(prior_var))
         return self._integrate(self._solver(x, y, omega, prior_var))
 
-    def fit_statistics(self, stats: FitStatistics) -> BayesianLinearHead:
+    def fit_statistics(
+        self, stats: FitStatistics, plan: QuadratureNodes | None = None
+    ) -> BayesianLinearHead:
         """Fit on kept sufficient statistics (``suffstats``) instead of a design: the same
         posterior as ``fit`` on the rows they sum (memory-model.md "Immediate head"),
         without touching the rows.
+
+        ``plan``: the residual-scale integration of an earlier fit (its ``quadrature_``):
+        its accepted pieces are used as they are when the 8- and 16-node rules still agree
+        on each of them and the fit is healthy (``planned_`` True), else the integration is
+        adaptive (memory-model.md "Incremental fits").
 
         Wider than ``DENSE_MAX_SIZE`` columns (or with ``block_layout`` set and wide) the
         block-arrowhead solvers are used, else the dense ones, as ``fit`` chooses.
@@ -264,11 +278,16 @@ class BayesianLinearHead:
         else:
             grouped = _Statistics.from_fit(centred)
             solver = _NodeSolver(lambda tau: _conditional(grouped, prior_var, math.exp(tau)), mu0)
-        return self._integrate(solver)
+        return self._integrate(solver, plan)
 
-    def _integrate(self, solver: _NodeSolver | _PencilSolver | _DenseSolver) -> BayesianLinearHead:
+    def _integrate(
+        self,
+        solver: _NodeSolver | _PencilSolver | _DenseSolver,
+        plan: QuadratureNodes | None = None,
+    ) -> BayesianLinearHead:
         """Integrate the residual scale over ``solver``'s conditional posteriors
-        (memory-model.md "Immediate head", residual scale)."""
+        (memory-model.md "Immediate head", residual scale): on the pieces of ``plan`` when
+        they still resolve the kernel and the fit is healthy, else adaptively."""
         lo, hi = (math.log(b) for b in self.residual_sd_bounds)
         if not hi > lo:
             raise DesignError("residual sd bounds must satisfy 0 < low < high")
@@ -284,7 +303,15 @@ class BayesianLinearHead:
             def batch(taus: np.ndarray) -> np.ndarray:
                 return evidence(taus) - 0.5 * ((taus - center) / scale) ** 2
 
-        nodes = adaptive_gauss_legendre(kernel, lo, hi, h_batch=batch)
+        nodes = None
+        if plan is not None:
+            nodes = planned_gauss_legendre(
+                kernel, plan.pieces, plan.modes, plan.modes_converged, h_batch=batch
+            )
+        self.planned_ = nodes is not None
+        if nodes is None:
+            nodes = adaptive_gauss_legendre(kernel, lo, hi, h_batch=batch)
+        self.quadrature_ = nodes
         fine = _mixture(nodes.fine_nodes, nodes.fine_log_weights, solver, full=True)
         coarse = _mixture(nodes.coarse_nodes, nodes.coarse_log_weights, solver, full=False)
         self.log_sd_nodes_, self.weights_ = fine.taus, fine.weights
@@ -295,6 +322,8 @@ class BayesianLinearHead:
         self.residual_variance_ = fine.sigma2
         self.log_marginal_ = fine.log_mass
         self.health_ = _health(fine, coarse, nodes.modes_converged, nodes.depth_limit_hit, lo, hi)
+        if self.planned_ and not self.health_.ok:
+            return self._integrate(solver)  # the plan no longer serves: adaptive
         return self
 
     def _solver(

@@ -116,6 +116,22 @@ def hurdle_values(
     return ArmValues((1 - p0) * v0 + p0 * lo, (1 - p1) * v1 + p1 * lo, p0, p1)
 
 
+def control_values(
+    immediate: np.ndarray,
+    invalidity: np.ndarray,
+    gain_bounds: tuple[float, float],
+    lineage: np.ndarray | None = None,
+) -> np.ndarray:
+    """q_0 per world, shape (S,), from the control arm's latents z_0'theta (S,) of each head."""
+    none = np.zeros((len(immediate), 0))
+    return hurdle_values(
+        (immediate, none),
+        (invalidity, none),
+        gain_bounds,
+        None if lineage is None else (lineage, none),
+    ).q0
+
+
 def world_effects(
     immediate: Latents,
     invalidity: Latents,
@@ -129,12 +145,9 @@ def world_effects(
     decision's hot path. q = G- + (1 - p)(v - G-).
     """
     lo, hi = gain_bounds
-    q0 = hurdle_values(
-        (immediate[0], immediate[1][:, :0]),
-        (invalidity[0], invalidity[1][:, :0]),
-        gain_bounds,
-        None if lineage is None else (lineage[0], lineage[1][:, :0]),
-    ).q0
+    q0 = control_values(
+        immediate[0], invalidity[0], gain_bounds, None if lineage is None else lineage[0]
+    )
     u1 = immediate[1]
     if lineage is not None:
         lifted = lineage[1]
@@ -199,25 +212,37 @@ def match_worlds(card_ids: Sequence[str], effect: np.ndarray, threshold: float =
         delta = delta[:, order]
     if delta.ndim != 2 or delta.shape[1] != len(ids) or not ids:
         raise DesignError("effect must be (S, J) with J >= 1 safe cards")
-    # the two largest Delta, ties to the larger id: argmax (first maximum) over reversed
-    # columns, the first rank masked for the second; same ranks as a stable descending sort
-    rev = delta[:, ::-1]
-    world = np.arange(len(delta))
-    first = np.argmax(rev, axis=1)
-    top = (len(ids) - 1) - first
-    top_delta = delta[world, top]
+    (top, second), (top_delta, _) = top_two(delta, restore=delta is effect)
     winners = np.where(top_delta > threshold, top, -1)
     if len(ids) == 1:
         return WorldVotes(ids, winners, top)
-    if delta is effect:  # the caller's array: mask the first rank in place, then restore it
-        delta[world, top] = -np.inf
-        second = (len(ids) - 1) - np.argmax(rev, axis=1)
-        delta[world, top] = top_delta
-    else:
-        rev[world, first] = -np.inf
-        second = (len(ids) - 1) - np.argmax(rev, axis=1)
     challengers = np.where(winners >= 0, second, top)
     return WorldVotes(ids, winners, challengers)
+
+
+def top_two(
+    delta: np.ndarray, restore: bool = True
+) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """The two largest columns of each row, ties to the larger column (a stable descending
+    sort's first two): ((first, second) columns (S,) each, (their values)); with one column
+    the second is -1 with value -inf.
+
+    ``delta`` is masked in place for the second rank (restored when ``restore``).
+    """
+    # argmax (first maximum) over reversed columns; the first rank masked for the second
+    j = delta.shape[1]
+    rev = delta[:, ::-1]
+    world = np.arange(len(delta))
+    top = (j - 1) - np.argmax(rev, axis=1)
+    top_delta = delta[world, top]
+    if j == 1:
+        return (top, np.full(len(delta), -1)), (top_delta, np.full(len(delta), -np.inf))
+    delta[world, top] = -np.inf
+    second = (j - 1) - np.argmax(rev, axis=1)
+    second_delta = delta[world, second]
+    if restore:
+        delta[world, top] = top_delta
+    return (top, second), (top_delta, second_delta)
 
 
 @dataclass(frozen=True)

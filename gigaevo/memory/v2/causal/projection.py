@@ -279,6 +279,38 @@ class BlockStack:
             return np.zeros((len(self.components), 0, nodes.width, nodes.width))
         return nodes.inverse_blocks[0]
 
+    @cached_property
+    def steady(self) -> np.ndarray:
+        """(B,) per lineage block: -1 unless the block has no rows and the same mean in
+        every node (then its posterior is its prior, independent of every other block, in
+        every node), else the number of its (mean, prior sd) among such blocks."""
+        post0 = self.components[0]
+        ps, c = post0.chol_s.shape[0], post0.width
+        n_lin = (self.means.shape[1] - ps) // c
+        same = np.all(self.means[1:, ps:] == self.means[0, ps:], axis=0).reshape(n_lin, c).all(1)
+        same[post0.active] = False
+        out = np.full(n_lin, -1)
+        at = np.flatnonzero(same)
+        if len(at):
+            mean = self.means[0, ps:].reshape(n_lin, c)[at]
+            out[at] = row_groups(np.hstack([mean, post0.prior_sd[ps:].reshape(n_lin, c)[at]]))
+        return out
+
+    def node_block(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(D_l^-1 (A, C, C), T_l (A, C, P_s)) of node k's active blocks: for a block part
+        u, sd^2 = u' D_l^-1 u and the shift l21_l a = u T_l. One node's arrays, as kept
+        (no stacking): a decision reads those of the nodes its worlds visit."""
+        if isinstance(self.factors, PencilNodes):
+            return self.factors.at_node(k)
+        k_nodes, c, ps = len(self.weights), self.gram.shape[-1], self.inv_s.shape[1]
+        t = self.coupling.reshape(c, k_nodes, ps, -1)[:, k].transpose(2, 0, 1)
+        return self.gram[k], t
+
+    def form(self, nodes: np.ndarray) -> None:
+        """Form the visited nodes' blocks in one batch (a pencil's are formed lazily)."""
+        if isinstance(self.factors, PencilNodes):
+            self.factors.form(nodes)
+
     def node_blocks(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(``gram`` (n, A, C, C), T' = the coupling's (n, A, C, P_s)) of the nodes ``nodes``:
         for a block part u, sd^2 = u' gram u and the shift l21_l a = (u @ T')."""
@@ -352,6 +384,18 @@ def block_arm_latents(
     n: int,
     rng: np.random.Generator,
 ) -> tuple[np.ndarray, np.ndarray]:
+    """n coherent world draws of (z_0'theta (n,), z_1j'theta (n, J)) (``block_worlds``)."""
+    eta0, eta1, _ = block_worlds(stack, z0, z1, n, rng)
+    return eta0, eta1
+
+
+def block_worlds(
+    stack: BlockStack,
+    z0: np.ndarray,
+    z1: BlockDesign,
+    n: int,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """n coherent world draws of (z_0'theta (n,), z_1j'theta (n, J)) for a block-arrowhead head.
 
     Exactly the law of full coefficient draws (node k with probability w_k, then
@@ -368,6 +412,9 @@ def block_arm_latents(
         stack: the head's stacked nodes (``block_stack``: factored posteriors sharing one
             active set, node means with the prior mean included, node probabilities).
         z0: (P,) control row (shared columns only); z1: the cards' treated rows.
+
+    Returns:
+        (z_0'theta (n,), z_1j'theta (n, J), the worlds' shared coefficients (n, P_s)).
     """
     posts, means, weights = stack.components, stack.means, stack.weights
     post0 = posts[0]
@@ -409,20 +456,32 @@ def block_arm_latents(
     # sd |a|; the block parts u take a few distinct values (kind and RAG state), so each
     # distinct u is contracted with the cards' blocks at once
     centre = np.empty((n_nodes, len(single)))
-    sd = np.broadcast_to(prior_sd_single, (n_nodes, len(single))).copy()
     groups, group_of = _distinct_rows(u_single)
-    hot_groups = []  # (hot card indices among the singles, their shifts)
-    visited = stack.node_blocks(nodes) if np.any(hot) else None  # (n, A, C, C), (n, A, C, P_s)
+    parts = []  # per distinct u: (u, its cards whose block has rows, those blocks' positions)
     for g, u in enumerate(groups):
         idx = np.flatnonzero(group_of == g)
         centre[:, idx] = mean_blocks[nodes[:, None], block_single[idx]] @ u
         idx_hot = idx[hot[idx]]
         if len(idx_hot):
-            assert visited is not None
-            pa = pos_single[idx_hot]
-            shift = (u @ visited[1][:, pa]).transpose(0, 2, 1)  # (n, P_s, hot cards)
-            hot_groups.append((idx_hot, shift))
-            sd[:, idx_hot] = np.sqrt((visited[0][:, pa] @ u) @ u)
+            parts.append((u, idx_hot, pos_single[idx_hot]))
+    if parts:
+        stack.form(nodes)  # the visited nodes' blocks, kept for the fit's later decisions
+
+    def node_terms(k: int) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
+        """Node k's shifts l21_l a (per part: its cards, (P_s, cards)) and every single
+        card's sd |a| (prior where its block has no rows), from node k's own blocks."""
+        sd = prior_sd_single.copy()
+        if not parts:
+            return [], sd
+        d_inv, t = stack.node_block(k)
+        shifts = []
+        for u, idx_hot, pa in parts:
+            shifts.append((idx_hot, np.matmul(u, t)[pa].T))
+            # u' D_l^-1 u of every active block at once: D_l^-1 flattened against u u'
+            quad = d_inv.reshape(len(d_inv), -1) @ np.outer(u, u).reshape(-1)
+            sd[idx_hot] = np.sqrt(quad[pa])
+        return shifts, sd
+
     # worlds are handled grouped by node (contiguous slices; the xi are iid, so they can be
     # used in that order) and put back in the order of ks (world order[i] is slice row i)
     back = np.empty(n, dtype=int)
@@ -437,29 +496,31 @@ def block_arm_latents(
             sl = slice(bounds[i], bounds[i + 1])
             ds = xi_s[sl] @ stack.inv_s[k]  # L_S^-T xi_s in row form
             beta_s[sl] = means[k, :ps] + ds
+            shifts, sd = node_terms(k)
             slope = shared_t
-            if hot_groups:  # s_1j - shift_j: the shift l21_l a_j only on the cards with rows
+            if shifts:  # s_1j - shift_j: the shift l21_l a_j only on the cards with rows
                 slope = shared_t.copy()
-                for idx_hot, shift in hot_groups:
-                    slope[:, idx_hot] -= shift[i]
+                for idx_hot, shift in shifts:
+                    slope[:, idx_hot] -= shift
             out = ds @ slope  # (worlds of node k, J), small: formed in cache, then put
             out += base[i]  # straight into the worlds' own rows (no reorder of eta1 after)
             noise = xi_1[sl]
-            noise *= sd[i]
+            noise *= sd
             out += noise
             eta1[order[sl]] = out
     else:
         lift = np.empty((n, len(single)))  # lineage-block part of z_1j'theta, single cards
         beta_v = np.empty((n, len(vec_blocks), c))
-        shift = np.zeros((n_nodes, ps, len(single)))
-        for idx_hot, group_shift in hot_groups:
-            shift[:, :, idx_hot] = group_shift
         for i, k in enumerate(nodes):
             sl = slice(bounds[i], bounds[i + 1])
             post, mean = posts[k], means[k]
             ds = xi_s[sl] @ stack.inv_s[k]
             beta_s[sl] = mean[:ps] + ds
-            lift[sl] = centre[i] + xi_1[sl] * sd[i] - ds @ shift[i]
+            shifts, sd = node_terms(k)
+            shift = np.zeros((ps, len(single)))
+            for idx_hot, part in shifts:
+                shift[:, idx_hot] = part
+            lift[sl] = centre[i] + xi_1[sl] * sd - ds @ shift
             if len(vec_blocks):
                 beta_v[sl] = _vector_blocks(post, mean, ds, xi_v[sl], col[vec_blocks], pos_vec)
         eta1[:] = beta_s @ z1.shared.T
@@ -467,7 +528,21 @@ def block_arm_latents(
         which = np.searchsorted(vec_blocks, card_slot[multi])
         eta1[:, multi] += np.einsum("njc,jc->nj", beta_v[:, which], z1.lineage_part[multi])
         eta1 = eta1[back]
-    return (beta_s @ z0[:ps])[back], eta1
+    beta_s = beta_s[back]
+    return beta_s @ z0[:ps], eta1, beta_s
+
+
+def row_groups(key: np.ndarray, few: int = 8) -> np.ndarray:
+    """Group number of each row of ``key`` (equal rows, equal numbers): by comparison with
+    each distinct row while there are at most ``few`` of them (the usual case), else by
+    sorting."""
+    group = np.full(len(key), -1)
+    for g in range(few):
+        left = np.flatnonzero(group < 0)
+        if not len(left):
+            return group
+        group[left[np.all(key[left] == key[left[0]], axis=1)]] = g
+    return np.asarray(np.unique(key, axis=0, return_inverse=True)[1]).reshape(-1)
 
 
 def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -568,6 +643,21 @@ def _per_fit(
     value = build()
     cache[head] = (key, value)
     return value
+
+
+def head_worlds(
+    head: BayesianLinearHead | LogisticLaplaceHead,
+    z0: np.ndarray,
+    z1: BlockDesign,
+    n: int,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``head_latents`` of a block-arrowhead head, with the worlds' shared coefficients
+    (n, P_s) (``block_worlds``)."""
+    stack = block_stack(head)
+    if stack is None:
+        raise DesignError("world draws with shared coefficients need a block-arrowhead head")
+    return block_worlds(stack, z0, z1, n, rng)
 
 
 def head_latents(

@@ -34,6 +34,7 @@ class QuadratureNodes:
         modes: polished mode locations.
         modes_converged: every bounded mode search converged.
         depth_limit_hit: some piece was still unresolved at the maximum bisection depth.
+        pieces: the accepted pieces (a, b), in the order of the nodes.
     """
 
     fine_nodes: np.ndarray
@@ -43,6 +44,7 @@ class QuadratureNodes:
     modes: tuple[float, ...]
     modes_converged: bool
     depth_limit_hit: bool
+    pieces: tuple[tuple[float, float], ...] = ()
 
 
 def _evaluate(
@@ -199,6 +201,7 @@ def adaptive_gauss_legendre(
     fine_w: list[np.ndarray] = []
     coarse_t: list[np.ndarray] = []
     coarse_w: list[np.ndarray] = []
+    accepted: list[tuple[float, float]] = []
     depth_hit = False
     while pieces:
         a, b, depth = pieces.pop()
@@ -208,6 +211,7 @@ def adaptive_gauss_legendre(
             pieces.extend([(a, mid, depth + 1), (mid, b, depth + 1)])
             continue
         depth_hit = depth_hit or not agree
+        accepted.append((a, b))
         fine_t.append(t16)
         fine_w.append(lw16 + h16)
         coarse_t.append(t8)
@@ -220,6 +224,49 @@ def adaptive_gauss_legendre(
         modes=tuple(modes),
         modes_converged=converged,
         depth_limit_hit=depth_hit,
+        pieces=tuple(accepted),
+    )
+
+
+def planned_gauss_legendre(
+    h: Callable[[float], float],
+    pieces: tuple[tuple[float, float], ...],
+    modes: tuple[float, ...],
+    modes_converged: bool,
+    h_batch: BatchKernel | None = None,
+) -> QuadratureNodes | None:
+    """The 16- and 8-node rules of fixed ``pieces`` (a plan, e.g. an earlier fit's accepted
+    pieces), every node in one batch; None unless the two rules agree on every piece, as
+    ``adaptive_gauss_legendre`` requires of each piece it accepts (masses compared after
+    subtracting the largest node value of h).
+    """
+    if not pieces:
+        return None
+    nodes = [(_rule(a, b, _X16, _W16), _rule(a, b, _X8, _W8)) for a, b in pieces]
+    values = _evaluate(h, h_batch, np.concatenate([np.r_[n16[0], n8[0]] for n16, n8 in nodes]))
+    if not np.all(np.isfinite(values)):
+        return None
+    fine_t, fine_w, coarse_t, coarse_w = [], [], [], []
+    top = float(np.max(values))
+    for i, ((t16, lw16), (t8, lw8)) in enumerate(nodes):
+        h16, h8 = values[24 * i : 24 * i + 16], values[24 * i + 16 : 24 * (i + 1)]
+        m16 = float(np.sum(np.exp(lw16 + h16 - top)))
+        m8 = float(np.sum(np.exp(lw8 + h8 - top)))
+        if not abs(m16 - m8) <= 1e-10 + 1e-6 * m16:
+            return None
+        fine_t.append(t16)
+        fine_w.append(lw16 + h16)
+        coarse_t.append(t8)
+        coarse_w.append(lw8 + h8)
+    return QuadratureNodes(
+        fine_nodes=np.concatenate(fine_t),
+        fine_log_weights=np.concatenate(fine_w),
+        coarse_nodes=np.concatenate(coarse_t),
+        coarse_log_weights=np.concatenate(coarse_w),
+        modes=modes,
+        modes_converged=modes_converged,
+        depth_limit_hit=False,
+        pieces=pieces,
     )
 
 

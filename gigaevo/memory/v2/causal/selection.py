@@ -6,6 +6,7 @@ No I/O: the caller supplies fitted heads, the decision context and the candidate
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -17,13 +18,21 @@ import numpy as np
 from gigaevo.memory.v2.causal.arrowhead import DENSE_MAX_SIZE, BlockDesign
 from gigaevo.memory.v2.causal.blr import BayesianLinearHead
 from gigaevo.memory.v2.causal.chance import acceptance_probabilities
+from gigaevo.memory.v2.causal.errors import DesignError
+from gigaevo.memory.v2.causal.exchangeable import (
+    ExchangeableCards,
+    block_votes,
+    exchangeable_top_two,
+)
 from gigaevo.memory.v2.causal.features import DesignSpace
 from gigaevo.memory.v2.causal.invalidity import Acceptance, LogisticLaplaceHead
 from gigaevo.memory.v2.causal.policy import (
     CardSummary,
     Draw,
     Proposal,
+    WorldVotes,
     abstain_proposal,
+    control_values,
     draw_decision,
     head_allows_selection,
     hurdle_values,
@@ -37,7 +46,9 @@ from gigaevo.memory.v2.causal.projection import (
     block_stack,
     draw_arm_pairs,
     head_latents,
+    head_worlds,
     projector,
+    row_groups,
 )
 
 
@@ -116,29 +127,174 @@ def select(
     ids = [c.card_id for c in cards]
     index = {cid: i for i, cid in enumerate(ids)}
     rows = card_rows(space, x, cards)
-    # all cards at once: batched (eta-bar, Sigma_eta), vectorised integral (memory-model.md
-    # "Invalidity head and chance constraint")
-    means, covs = invalidity.linear_predictors(z0, rows)
-    acceptance = dict(zip(ids, acceptance_probabilities(means, covs, delta=cfg.delta), strict=True))
-    safe = sorted(cid for cid, acc in acceptance.items() if acc.admitted(cfg.alpha))
-    if not safe:
-        return _abstain(decision_key, cfg, "no safe card", acceptance)
-    z1 = _take(rows, [index[cid] for cid in safe])
-    # world draws project each head on the rows; one shared-block draw per world and head
     heads = (immediate, invalidity) if lineage is None else (immediate, invalidity, lineage)
-    latents = world_latents(decision_key, heads, z0, z1, cfg.world_draws, cfg.draw_threads)
-    lineage_latents = latents[2] if lineage is not None else None
-    effect = world_effects(latents[0], latents[1], gain_bounds, lineage_latents)
-    proposal = proposal_distribution(match_worlds(safe, effect), pending, cfg.epsilon)
+    blocks, hot = exchangeable_blocks(heads, rows)
+    # the cards of a block share their rows and their blocks' posterior, so their invalidity
+    # moments and P_acc: one representative each. All at once: batched (eta-bar, Sigma_eta),
+    # vectorised integral (memory-model.md "Invalidity head and chance constraint")
+    rep = np.empty(len(cards), dtype=int)
+    rep[hot] = np.arange(len(hot))
+    for b, members in enumerate(blocks):
+        rep[members] = len(hot) + b
+    firsts = np.array([members[0] for members in blocks], dtype=int)
+    means, covs = invalidity.linear_predictors(z0, _take(rows, np.r_[hot, firsts].tolist()))
+    accepted = acceptance_probabilities(means, covs, delta=cfg.delta)
+    admitted = np.array([a.admitted(cfg.alpha) for a in accepted], dtype=bool)
+    acceptance = {cid: accepted[r] for cid, r in zip(ids, rep.tolist(), strict=True)}
+    safe_at = np.flatnonzero(admitted[rep])
+    if not len(safe_at):
+        return _abstain(decision_key, cfg, "no safe card", acceptance)
+    if any(a > b for a, b in itertools.pairwise(ids[j] for j in safe_at)):
+        safe_at = np.array(sorted(safe_at.tolist(), key=ids.__getitem__), dtype=int)
+    safe = [ids[j] for j in safe_at]
+    z1 = _take(rows, safe_at.tolist())
+    # world draws project each head on the rows; one shared-block draw per world and head
+    at_safe = np.full(len(cards), -1)
+    at_safe[safe_at] = np.arange(len(safe_at))
+    safe_blocks = [np.sort(at_safe[m]) for b, m in enumerate(blocks) if admitted[len(hot) + b]]
+    safe_hot = np.sort(at_safe[hot[admitted[: len(hot)]]])
+    votes = world_votes(decision_key, heads, z0, z1, safe, safe_blocks, safe_hot, gain_bounds, cfg)
+    proposal = proposal_distribution(votes, pending, cfg.epsilon)
     draw = _draw(decision_key, proposal, cfg)
     summary = None
     if draw.proposed is not None:
-        i = index[draw.proposed]
+        i, r = index[draw.proposed], rep[index[draw.proposed]]
         summary = _summary(
-            rng_stream(decision_key, "summary"), space, x, cards[i], (means[i], covs[i]),
+            rng_stream(decision_key, "summary"), space, x, cards[i], (means[r], covs[r]),
             immediate, lineage, gain_bounds, metric_range, cfg.summary_draws,
         )  # fmt: skip
     return Selection(proposal, draw, acceptance, summary)
+
+
+def world_votes(
+    decision_key: str,
+    heads: Sequence[BayesianLinearHead | LogisticLaplaceHead],
+    z0: np.ndarray,
+    z1: np.ndarray | BlockDesign,
+    safe: Sequence[str],
+    blocks: Sequence[np.ndarray],
+    hot: np.ndarray,
+    gain_bounds: tuple[float, float],
+    cfg: SelectionConfig,
+) -> WorldVotes:
+    """Winner and challenger of each of the S_w worlds over the safe cards (memory-model.md
+    "Policy").
+
+    Args:
+        safe: the safe cards' ids, ascending; z1: their rows.
+        blocks: blocks of exchangeable safe cards (``exchangeable_blocks``), as ascending
+            positions among ``safe``; hot: the other positions, ascending.
+
+    A block's cards are not drawn card by card: its two best in every world come from
+    ``exchangeable_top_two`` on the ``worlds`` stream ``EXCHANGEABLE_STREAM``, the other
+    cards' latents from the heads' streams. Which cards form blocks depends on the fit and
+    the cards only, so a decision draws the same whatever is cached.
+    """
+    n = cfg.world_draws
+    if not blocks:
+        latents = world_latents(decision_key, heads, z0, z1, n, cfg.draw_threads)
+        lineage = latents[2] if len(heads) > 2 else None
+        return match_worlds(safe, world_effects(latents[0], latents[1], gain_bounds, lineage))
+    assert isinstance(z1, BlockDesign)
+    draws = world_draws(decision_key, heads, z0, z1.take(hot), n, cfg.draw_threads)
+    lineage = (draws[2][0], draws[2][1]) if len(heads) > 2 else None
+    q0 = control_values(
+        draws[0][0], draws[1][0], gain_bounds, None if lineage is None else lineage[0]
+    )
+    effect = world_effects(draws[0][:2], draws[1][:2], gain_bounds, lineage)
+    stream = rng_stream(decision_key, "worlds", EXCHANGEABLE_STREAM)
+    tops = []
+    for members in blocks:
+        law = block_law(heads, z1, members, [d[2] for d in draws])
+        tops.append(exchangeable_top_two(law, q0, gain_bounds, stream))
+    return block_votes(tuple(safe), hot, effect, tops)
+
+
+EXCHANGEABLE_MIN = 32  # exchangeable safe cards from which a block is drawn by its two best
+EXCHANGEABLE_STREAM = 3  # ``worlds`` counter of the blocks' stream (heads use 0, 1, 2)
+
+
+def exchangeable_blocks(
+    heads: Sequence[BayesianLinearHead | LogisticLaplaceHead],
+    z1: np.ndarray | BlockDesign,
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """Blocks of exchangeable cards among the rows ``z1``, and the other rows (ascending).
+
+    Cards are exchangeable when each is alone in its lineage block, that block has no rows
+    in any head and the same posterior in every node (``BlockStack.steady``: its prior),
+    and their rows, the blocks' means and prior sds are equal. Groups smaller than
+    ``EXCHANGEABLE_MIN`` stay with the other cards.
+    """
+    everyone = np.arange(len(z1.lineage) if isinstance(z1, BlockDesign) else len(z1))
+    if not isinstance(z1, BlockDesign) or len(everyone) < EXCHANGEABLE_MIN:
+        return [], everyone
+    stacks = [block_stack(h) for h in heads]
+    if any(st is None for st in stacks):
+        return [], everyone
+    lin = z1.lineage
+    counts = np.bincount(lin[lin >= 0], minlength=z1.n_lineages)
+    ok = lin >= 0
+    ok[ok] = counts[lin[ok]] == 1
+    for st in stacks:
+        assert st is not None
+        ok[ok] = st.steady[lin[ok]] >= 0
+    cand = np.flatnonzero(ok)
+    if len(cand) < EXCHANGEABLE_MIN:
+        return [], everyone
+    rows = row_groups(np.hstack([z1.shared[cand], z1.lineage_part[cand]]))
+    key = np.column_stack([rows] + [st.steady[lin[cand]] for st in stacks if st is not None])
+    group = row_groups(key)
+    sizes = np.bincount(group)
+    blocks = [cand[group == g] for g in np.flatnonzero(sizes >= EXCHANGEABLE_MIN)]
+    taken = np.zeros(len(everyone), dtype=bool)
+    for members in blocks:
+        taken[members] = True
+    return blocks, np.flatnonzero(~taken)
+
+
+def block_law(
+    heads: Sequence[BayesianLinearHead | LogisticLaplaceHead],
+    z1: BlockDesign,
+    members: np.ndarray,
+    shared: Sequence[np.ndarray],
+) -> ExchangeableCards:
+    """The law of a block's latents in each world: per head, centre = the world's shared
+    coefficients (S, P_s) on the members' shared row plus the block mean on their lineage
+    part, sd = the prior sd of the lineage block on that part."""
+    j = members[0]
+    u, c = z1.lineage_part[j], z1.lineage_part.shape[1]
+    centres, sds = [], []
+    for head, beta in zip(heads, shared, strict=True):
+        st = block_stack(head)
+        assert st is not None
+        ps = st.inv_s.shape[1]
+        cols = slice(ps + z1.lineage[j] * c, ps + (z1.lineage[j] + 1) * c)
+        centres.append(beta @ z1.shared[j] + float(st.means[0, cols] @ u))
+        sds.append(float(np.sqrt(np.sum(st.components[0].prior_sd[cols] ** 2 * u**2))))
+    if min(sds) <= 0.0:
+        raise DesignError("an exchangeable block needs a positive prior sd in every head")
+    return ExchangeableCards(members, tuple(centres), tuple(sds))
+
+
+def world_draws(
+    decision_key: str,
+    heads: Sequence[BayesianLinearHead | LogisticLaplaceHead],
+    z0: np.ndarray,
+    z1: BlockDesign,
+    n: int,
+    threads: int = 1,
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """``world_latents`` of block-arrowhead heads with the worlds' shared coefficients."""
+    streams = [rng_stream(decision_key, "worlds", i) for i in range(len(heads))]
+    for head in heads:
+        block_stack(head)
+    if threads <= 1 or len(heads) < 2 or len(z1.lineage) * n < THREADED_DRAWS:
+        return [head_worlds(h, z0, z1, n, rng) for h, rng in zip(heads, streams, strict=True)]
+    jobs = [
+        _draw_pool(threads).submit(head_worlds, h, z0, z1, n, rng)
+        for h, rng in zip(heads, streams, strict=True)
+    ]
+    return [job.result() for job in jobs]
 
 
 def world_latents(

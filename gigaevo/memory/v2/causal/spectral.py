@@ -402,6 +402,21 @@ class PencilNodes:
         parts = [self._at[int(k)] for k in nodes]
         return np.array([p[0] for p in parts]), np.array([p[1] for p in parts])
 
+    def at_node(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """``inverse_blocks`` of node k, (A, C, C) and (A, C, P_s): formed when first asked
+        and kept (``form``), the same numbers whichever decision formed them."""
+        full = self.__dict__.get("inverse_blocks")
+        if full is not None:
+            return full[0][k], full[1][k]
+        if k not in self._at:
+            self._form(np.array([k]))
+        return self._at[k]
+
+    def form(self, nodes: np.ndarray) -> None:
+        """Form (once) the inverse blocks of the nodes ``nodes``, in one batch."""
+        if "inverse_blocks" not in self.__dict__:
+            self._form(nodes)
+
     def block_at(self, at: int) -> tuple[np.ndarray, np.ndarray]:
         """(D_l^-1 (K, C, C), T_l (K, C, P_s)) of the active block at position ``at``, every
         node (a retirement or summary projection of one card): that block alone, O(K C^3)."""

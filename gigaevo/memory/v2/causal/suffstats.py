@@ -28,6 +28,7 @@ from which ``blr`` builds its solvers.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -171,6 +172,10 @@ class GaussianStatistics:
         self.version += 1
         if level.count == 0:
             del self._levels[row.level]
+
+    def copy(self) -> GaussianStatistics:
+        """An independent copy (the same exact sums)."""
+        return copy.deepcopy(self)
 
     def keys(self) -> set[str]:
         """Block keys that hold at least one row."""

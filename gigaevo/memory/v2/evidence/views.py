@@ -59,7 +59,9 @@ class LedgerViews:
         """Lineage rows; with ``latest`` only each root's highest version."""
         return tuple(row for row, _ in self._lineage_with_sha(latest))
 
-    def applied_cards(self, program_id: str, max_depth: int | None = None) -> frozenset[str]:
+    def applied_cards(
+        self, program_id: str, max_depth: int | None = None, *, open_only: bool = False
+    ) -> frozenset[str]:
         """Card ids cited (frozen terminal cited sets) by the mutations that produced
         ``program_id`` and each of its ancestors, walking the mutation edges back to a
         program with no recorded edge (a seed program, or one born before this ledger).
@@ -69,6 +71,10 @@ class LedgerViews:
         program's edge is recorded after its terminal and both are immutable, so the
         unbounded answer for a program with an edge never changes: it is memoised, and a
         decision walks only the part of its parent's ancestry not seen before.
+
+        With ``open_only`` a mutation whose lineage window has matured (its root has the
+        delayed head's row: its delayed credit is final) adds nothing; this answer moves
+        as windows mature and is never memoised.
         """
         chain: list[tuple[str, tuple[str, ...]]] = []
         seen: set[str] = set()  # a cycle in corrupt topology ends the walk
@@ -78,7 +84,8 @@ class LedgerViews:
             if max_depth is not None and len(chain) >= max_depth:
                 break
             seen.add(current)
-            known = self._applied.get(current) if max_depth is None else None
+            memo = max_depth is None and not open_only
+            known = self._applied.get(current) if memo else None
             if known is not None:
                 applied = known
                 break
@@ -87,12 +94,15 @@ class LedgerViews:
                 break
             decision_id = edge.decision_id or decision_key_id(edge.run_id, edge.attempt)
             terminal = self.terminal(decision_id)
-            chain.append((current, terminal.cited_ids if terminal is not None else ()))
+            cited = terminal.cited_ids if terminal is not None else ()
+            if cited and open_only and self.matured_row(decision_id) is not None:
+                cited = ()
+            chain.append((current, cited))
             current = edge.parent_id
         for pid, cited in reversed(chain):
             if cited:
                 applied = applied | frozenset(cited)
-            if max_depth is None:
+            if max_depth is None and not open_only:
                 self._applied[pid] = applied
         return applied
 

@@ -7,7 +7,9 @@ chance constraint".)
 terminal order) and each change of a root's matured lineage row (``matured_changes_since``),
 and keeps, per context width:
 
-- the immediate head's exact sufficient statistics (valid rows: y = g / R, omega per row);
+- the immediate head's exact sufficient statistics (valid rows: y = g / R, omega per row),
+  and a copy of them at its latest plan point (``anchor_size``: 256, 272, 289, ... rows, in
+  terminal order), on which the fitter plans the residual-scale integration;
 - the delayed-lineage head's (the latest matured row of each eligible valid root:
   y^L = g^L / R, omega^L); a new row version replaces the old one's terms exactly;
 - the invalidity head's rows as growing arrays (shared part, lineage part, block key,
@@ -101,6 +103,8 @@ class WidthRows:
     added: set[str] = field(default_factory=set)  # since the last ``take_changes``
     removed: set[str] = field(default_factory=set)
     link: Sequence[str] = ()  # the fit-set link of the last fit (``fitted_row_link``)
+    # the immediate head's statistics at its latest plan point (``anchor_size``): (rows, sums)
+    plan_rows: tuple[int, GaussianStatistics] | None = None
 
     def take_changes(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(ids added, ids removed) since the last call, each sorted."""
@@ -218,6 +222,9 @@ class HeadRows:
         width.invalidity.append(terms, obs.invalid)
         if obs.valid:
             width.immediate.add(terms)
+            n = width.immediate.n
+            if anchor_size(n) == n:  # a plan point: the quadrature is re-planned on these rows
+                width.plan_rows = (n, width.immediate.copy())
         if obs.z == 1:
             self.treated_keys[obs.decision.proposed_id or ""] += 1
         width.change(added=obs.decision.decision_id)

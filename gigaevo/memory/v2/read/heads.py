@@ -37,6 +37,7 @@ from gigaevo.memory.v2.causal import RewardDefinition as CausalReward
 from gigaevo.memory.v2.causal.arrowhead import DENSE_MAX_SIZE
 from gigaevo.memory.v2.causal.errors import DesignError
 from gigaevo.memory.v2.causal.invalidity import ShiftLevels, card_shift_levels
+from gigaevo.memory.v2.causal.quadrature import QuadratureNodes
 from gigaevo.memory.v2.causal.transfer import (
     TransferConfig,
     TransferFit,
@@ -113,6 +114,8 @@ class HeadFitter:
         self._heads: dict[str, tuple[tuple[object, ...], Any]] = {}
         self._space: DesignSpace | None = None
         self.head_fits = 0  # heads actually fitted (a head whose inputs stand is reused)
+        self._planned: tuple[tuple[object, ...], QuadratureNodes] | None = None
+        self.plans = 0  # residual-scale plans made (``_plan``)
         # (V, head rows, context width, cards) the cached fit was last checked against
         self._inputs: tuple[str, tuple[Observation, ...], int, tuple[Card, ...]] | None = None
         self.version = ""  # V of the last call
@@ -178,7 +181,8 @@ class HeadFitter:
                 head = self._utility_head(space)
                 # memory-model.md "Multitask transfer"; None: zero mean
                 head.prior_mean = self._transfer_prior(space)
-                return head.fit_statistics(rows.immediate.fit_view(block_of, n_lin))
+                plan = self._plan(rows, space, block_of, head.prior_mean)
+                return head.fit_statistics(rows.immediate.fit_view(block_of, n_lin), plan)
 
             def fit_lineage() -> BayesianLinearHead:
                 head = self._utility_head(space)  # "Delayed-lineage head": mu_0 = 0
@@ -212,6 +216,31 @@ class HeadFitter:
         ids = self.evidence.fitted_row_link(base, rows.ids, rows.take_changes())
         rows.link = ids
         return HeadFit(space, immediate, invalidity, diagnostics, ids, lineage=lineage)
+
+    def _plan(
+        self,
+        rows: WidthRows,
+        space: DesignSpace,
+        block_of: dict[str, int],
+        prior_mean: np.ndarray | None,
+    ) -> QuadratureNodes | None:
+        """The immediate head's residual-scale plan (memory-model.md "Incremental fits"): the
+        accepted pieces of the adaptive integration on the rows up to the latest plan point
+        (``WidthRows.plan_rows``), in this fit's layout and prior. A function of those rows
+        and the layout, so a resumed run plans what the uninterrupted one did; kept until
+        the plan point or the layout moves. None below the first plan point."""
+        if rows.plan_rows is None:
+            return None
+        n0, stats = rows.plan_rows
+        key = (n0, space, tuple(sorted(block_of.items())), self._transfer_digest)
+        if self._planned is not None and self._planned[0] == key:
+            return self._planned[1]
+        head = self._utility_head(space)
+        head.prior_mean = prior_mean
+        plan = head.fit_statistics(stats.fit_view(block_of, len(space.lineages))).quadrature_
+        self._planned = (key, plan)
+        self.plans += 1
+        return plan
 
     def _space_of(self, n_context: int, lineages: tuple[str, ...]) -> DesignSpace:
         """The design space of a fit; the very same object while the layout stands (the

@@ -188,11 +188,13 @@ class CausalReader:
 
         ``lineage``: every card whose lineage (id or an absorbed alias) was cited on the
         parent or one of its ancestors (the ledger's edges and terminals, which survive a
-        resume; ``max_depth`` bounds how far back); ``none``: nothing.
+        resume; ``max_depth`` bounds how far back; with ``release_matured`` a use whose
+        lineage window has matured no longer counts); ``none``: nothing.
         """
         if self.settings.excluder.kind == "none" or not universe:
             return frozenset()
-        applied = self.evidence.applied_cards(parent_id, self.settings.excluder.max_depth)
+        ex = self.settings.excluder
+        applied = self.evidence.applied_cards(parent_id, ex.max_depth, open_only=ex.release_matured)
         if not applied:
             return frozenset()
         return frozenset(s.card_id for s in universe if s.lineage_ids & applied)

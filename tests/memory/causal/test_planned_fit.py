@@ -1,0 +1,97 @@
+"""The immediate head's residual-scale plan (memory-model.md "Incremental fits", issue 16.1).
+
+A plan is the accepted pieces of the adaptive integration on the rows up to a plan point.
+A later fit uses them when the 8- and 16-node rules still agree on every piece and the fit
+is healthy, else it integrates adaptively. Checked: the planned fit agrees with the adaptive
+fit on the same rows (means and variances far inside the health tolerance), a plan that
+no longer resolves the kernel falls back to the adaptive fit bit for bit, and (in
+``tests/memory/test_planned_replay.py``) a resumed fitter plans and fits as the
+uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gigaevo.memory.v2.causal import BayesianLinearHead, DesignSpace
+from gigaevo.memory.v2.causal.suffstats import GaussianStatistics, RowTerms
+
+C = 4
+UNIT = DesignSpace(C, ("",), kind_contrast=True)
+PS = UNIT.shared_size
+
+
+def _rows(rng: np.random.Generator, n: int, cards: list[str], noise: float, level: float):
+    out = []
+    for _ in range(n):
+        x = np.r_[1.0, rng.uniform(-1, 1), rng.uniform(0, 1), rng.uniform(-1, 1)]
+        y = float(np.clip(0.02 + 0.05 * x[1] + rng.normal(0, noise), -1, 1))
+        if rng.random() < 0.35:
+            out.append(RowTerms(UNIT.row(x, 0)[:PS], None, None, y, level))
+            continue
+        key = cards[int(rng.integers(len(cards)))]
+        z = UNIT.row(x, 1, "", "insight")
+        out.append(RowTerms(z[:PS], z[PS:], key, y + 0.03 * (key < "card-03"), level))
+    return out
+
+
+def _head(space: DesignSpace) -> BayesianLinearHead:
+    return BayesianLinearHead(
+        space.utility_prior_variance(), block_layout=(space.shared_size, space.n_context)
+    )
+
+
+@pytest.mark.parametrize(
+    ("n_cards", "levels"),
+    [
+        pytest.param(5, (0.15**2,), id="dense"),
+        pytest.param(20, (0.15**2,), id="block, one level"),
+        pytest.param(20, (0.0, 0.15**2), id="block, two levels"),
+    ],
+)
+def test_a_planned_fit_agrees_with_the_adaptive_fit(n_cards: int, levels: tuple) -> None:
+    rng = np.random.default_rng(n_cards + len(levels))
+    cards = [f"card-{i:02d}" for i in range(n_cards)]
+    space = DesignSpace(C, tuple(cards), kind_contrast=True)
+    block_of = {c: space.lineage_position(c) for c in cards}
+    stats = GaussianStatistics(PS, C)
+    for i, row in enumerate(_rows(rng, 2048, cards, 0.1, 0.0)):
+        stats.add(RowTerms(row.shared, row.part, row.key, row.y, levels[i % len(levels)]))
+    planned_on = _head(space).fit_statistics(stats.fit_view(block_of, len(cards)))
+    plan = planned_on.quadrature_
+    assert not planned_on.planned_ and plan.pieces
+    for i, row in enumerate(_rows(rng, 128, cards, 0.1, 0.0)):  # 1/16 more rows
+        stats.add(RowTerms(row.shared, row.part, row.key, row.y, levels[i % len(levels)]))
+    view = stats.fit_view(block_of, len(cards))
+    got = _head(space).fit_statistics(view, plan)
+    want = _head(space).fit_statistics(view)
+    assert got.planned_ and not want.planned_ and got.health_.ok and want.health_.ok
+    sd = np.sqrt(want.coef_var_)
+    assert np.max(np.abs(got.coef_mean_ - want.coef_mean_) / sd) < 1e-5
+    np.testing.assert_allclose(got.coef_var_, want.coef_var_, rtol=1e-5, atol=0)
+    assert got.residual_variance_ == pytest.approx(want.residual_variance_, rel=1e-6)
+    assert got.log_marginal_ == pytest.approx(want.log_marginal_, abs=1e-6)
+    # the plan's pieces, every one checked again: no bisection, fewer kernel evaluations
+    assert got.quadrature_.pieces == plan.pieces
+
+
+def test_a_plan_that_no_longer_resolves_the_kernel_falls_back_bit_for_bit() -> None:
+    rng = np.random.default_rng(11)
+    cards = [f"card-{i:02d}" for i in range(20)]
+    space = DesignSpace(C, tuple(cards), kind_contrast=True)
+    block_of = {c: space.lineage_position(c) for c in cards}
+    early = GaussianStatistics(PS, C)
+    for row in _rows(rng, 40, cards, 0.6, 0.0):  # few rows, a wide kernel
+        early.add(row)
+    plan = _head(space).fit_statistics(early.fit_view(block_of, 20)).quadrature_
+    late = GaussianStatistics(PS, C)
+    for row in _rows(rng, 3000, cards, 0.02, 0.0):  # many rows, another scale: a sharp peak
+        late.add(row)
+    view = late.fit_view(block_of, 20)
+    got = _head(space).fit_statistics(view, plan)
+    want = _head(space).fit_statistics(view)
+    assert not got.planned_
+    assert np.array_equal(got.coef_mean_, want.coef_mean_)
+    assert np.array_equal(got.weights_, want.weights_)
+    assert got.quadrature_.pieces == want.quadrature_.pieces != plan.pieces
