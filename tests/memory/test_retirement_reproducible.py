@@ -30,10 +30,17 @@ from tests.memory.ledger_rows import fast_dir, put_card
 TASK = "toy"
 METRICS = MetricsSpec("score", True, 0.0, 1.0, 0.0)
 CARDS = {"harmful": (-0.08, 0.45), "plain": (0.0, 0.0)}  # (gain shift, added invalid rate)
-ROUNDS = 130  # the run stops at its retirement (outcome 99 with these settings)
+# Seed 3 retired the harmful card at outcome 49 until retirement weighed both invalidity
+# shift levels (issue 20, session 6); since then its seeded history keeps it to 130, as it
+# does for seeds 0, 1, 6, 7 and 8, where the lineage head's residual scale reaches its
+# boundary on these deterministic outcomes and switches the sweeps off (memory-model.md
+# "Eligibility"). Seeds 2, 4 and 5 retire it (outcomes 59, 49, 59). The point here is that
+# a retirement that happens happens identically, so the test runs a seed where one does.
+SEED = 4
+ROUNDS = 130  # the run stops at its retirement (outcome 49 with these settings)
 
 
-def _run(directory: Path, seed: int = 3) -> dict[str, Any]:
+def _run(directory: Path, seed: int = SEED) -> dict[str, Any]:
     """One seeded run; returns its decisions, sweep versions, draws and retirements."""
     directory.mkdir(parents=True)
     store = open_store(directory)
