@@ -35,11 +35,32 @@ The thresholds change only how many members are drawn, never the law of the resu
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-from scipy.special import ndtr, ndtri, owens_t
 
 from gigaevo.memory.v2.causal.policy import WorldVotes, top_two
+
+
+# scipy.special is imported on the first draw, not with the package: a run that makes no
+# decision (max_mutants=0, the CLI) never loads scipy (tests/pipeline/test_startup.py)
+def ndtr(x: Any) -> Any:
+    from scipy.special import ndtr as f
+
+    return f(x)
+
+
+def ndtri(x: Any) -> Any:
+    from scipy.special import ndtri as f
+
+    return f(x)
+
+
+def owens_t(h: Any, a: Any) -> Any:
+    from scipy.special import owens_t as f
+
+    return f(h, a)
+
 
 FIRST_ROUND = 24.0  # expected members per world in the first round's region
 GROWTH = 8.0  # each later round's region holds this many times more
