@@ -176,6 +176,30 @@ def _rule(a: float, b: float, x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray,
     return a + half * (x + 1.0), np.log(half * w)
 
 
+# one accepted piece: its 16 nodes and log weights (ln GL weight + h), then its 8
+_PieceNodes = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _nodes(
+    parts: list[_PieceNodes],
+    modes: tuple[float, ...],
+    converged: bool,
+    depth_hit: bool,
+    pieces: tuple[tuple[float, float], ...],
+) -> QuadratureNodes:
+    """The accepted pieces' nodes, concatenated in the order of ``parts``."""
+    return QuadratureNodes(
+        fine_nodes=np.concatenate([p[0] for p in parts]),
+        fine_log_weights=np.concatenate([p[1] for p in parts]),
+        coarse_nodes=np.concatenate([p[2] for p in parts]),
+        coarse_log_weights=np.concatenate([p[3] for p in parts]),
+        modes=modes,
+        modes_converged=converged,
+        depth_limit_hit=depth_hit,
+        pieces=pieces,
+    )
+
+
 def adaptive_gauss_legendre(
     h: Callable[[float], float],
     lo: float,
@@ -197,10 +221,7 @@ def adaptive_gauss_legendre(
     rules = _piece_rules(h, h_batch, _pairwise(cuts), top)
     # the accepted pieces in the order of a depth-first bisection from the last piece
     pieces = [(float(a), float(b), 0) for a, b in _pairwise(cuts)]
-    fine_t: list[np.ndarray] = []
-    fine_w: list[np.ndarray] = []
-    coarse_t: list[np.ndarray] = []
-    coarse_w: list[np.ndarray] = []
+    parts: list[_PieceNodes] = []
     accepted: list[tuple[float, float]] = []
     depth_hit = False
     while pieces:
@@ -212,20 +233,8 @@ def adaptive_gauss_legendre(
             continue
         depth_hit = depth_hit or not agree
         accepted.append((a, b))
-        fine_t.append(t16)
-        fine_w.append(lw16 + h16)
-        coarse_t.append(t8)
-        coarse_w.append(lw8 + h8)
-    return QuadratureNodes(
-        fine_nodes=np.concatenate(fine_t),
-        fine_log_weights=np.concatenate(fine_w),
-        coarse_nodes=np.concatenate(coarse_t),
-        coarse_log_weights=np.concatenate(coarse_w),
-        modes=tuple(modes),
-        modes_converged=converged,
-        depth_limit_hit=depth_hit,
-        pieces=tuple(accepted),
-    )
+        parts.append((t16, lw16 + h16, t8, lw8 + h8))
+    return _nodes(parts, tuple(modes), converged, depth_hit, tuple(accepted))
 
 
 def planned_gauss_legendre(
@@ -246,7 +255,7 @@ def planned_gauss_legendre(
     values = _evaluate(h, h_batch, np.concatenate([np.r_[n16[0], n8[0]] for n16, n8 in nodes]))
     if not np.all(np.isfinite(values)):
         return None
-    fine_t, fine_w, coarse_t, coarse_w = [], [], [], []
+    parts: list[_PieceNodes] = []
     top = float(np.max(values))
     for i, ((t16, lw16), (t8, lw8)) in enumerate(nodes):
         h16, h8 = values[24 * i : 24 * i + 16], values[24 * i + 16 : 24 * (i + 1)]
@@ -254,20 +263,8 @@ def planned_gauss_legendre(
         m8 = float(np.sum(np.exp(lw8 + h8 - top)))
         if not abs(m16 - m8) <= 1e-10 + 1e-6 * m16:
             return None
-        fine_t.append(t16)
-        fine_w.append(lw16 + h16)
-        coarse_t.append(t8)
-        coarse_w.append(lw8 + h8)
-    return QuadratureNodes(
-        fine_nodes=np.concatenate(fine_t),
-        fine_log_weights=np.concatenate(fine_w),
-        coarse_nodes=np.concatenate(coarse_t),
-        coarse_log_weights=np.concatenate(coarse_w),
-        modes=modes,
-        modes_converged=modes_converged,
-        depth_limit_hit=False,
-        pieces=pieces,
-    )
+        parts.append((t16, lw16 + h16, t8, lw8 + h8))
+    return _nodes(parts, modes, modes_converged, False, pieces)
 
 
 Rule = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]
