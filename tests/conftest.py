@@ -62,6 +62,29 @@ def run_py(*args: str, cwd: Path, timeout: float = 300) -> tuple[int, str, str]:
     return proc.returncode, proc.stdout, proc.stderr
 
 
+def kill_9_after_commits(args: list[str], ckpt: Path, cwd: Path, commits: int) -> int:
+    """Start ``run.py ARGS checkpoint_dir=CKPT``, SIGKILL its process group once the store
+    holds ``commits`` programs (or after 120 s), and return how many it holds then."""
+    import subprocess
+    import time
+
+    from gigaevo.pipeline.build import STORE_FILE
+
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "run.py"), *args, f"checkpoint_dir={ckpt}"],
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while committed_count(ckpt / STORE_FILE) < commits and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return committed_count(ckpt / STORE_FILE)
+
+
 def program_ids(checkpoint_dir: str | Path) -> list[str]:
     """Ids of every program in a run's store, in commit order."""
     from gigaevo.evolution.store import ProgramStore

@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import sqlite3
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -20,7 +15,7 @@ from gigaevo.evolution import BestOrTournament, Elite
 from gigaevo.evolution.records import EngineSettings
 from gigaevo.pipeline.build import STORE_FILE, ConfigError, build_run, validate_config
 from gigaevo.problems.spec import MetricsSpec
-from tests.conftest import ROOT, committed_count, program_ids, run_py
+from tests.conftest import kill_9_after_commits, program_ids, run_py
 
 
 class CountInFlight:
@@ -137,19 +132,7 @@ def test_kill_9_during_the_ramp_then_resume_matches_uninterrupted_run(tmp_path: 
         "evolution.in_flight_ramp=50",
     ]
     ckpt = tmp_path / "killed"
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "run.py"), *args, f"checkpoint_dir={ckpt}"],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 120
-    while committed_count(ckpt / STORE_FILE) < 15 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    done = committed_count(ckpt / STORE_FILE)
+    done = kill_9_after_commits(args, ckpt, tmp_path, 15)
     assert 15 <= done < 61, "the run should have been killed mid-way"
     code, _, err = run_py(*args, f"checkpoint_dir={ckpt}", "resume=true", cwd=tmp_path)
     assert code == 0, err

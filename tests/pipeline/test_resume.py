@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from omegaconf import DictConfig
 
 from gigaevo.evolution.store import ProgramStore
 from gigaevo.pipeline.build import STORE_FILE, run_from_config
-from tests.conftest import ROOT, committed_count, program_ids, run_py
+from tests.conftest import ROOT, committed_count, kill_9_after_commits, program_ids, run_py
 
 
 def test_resume_extends_budget_without_readding_initial(
@@ -74,17 +73,7 @@ def _islands(ckpt: Path) -> dict[str, Any]:
 def test_kill_9_then_resume_matches_uninterrupted_run(tmp_path: Path) -> None:
     args = ["problem=rastrigin", "max_mutants=60", "progress=false", "seed=5"]
     ckpt = tmp_path / "killed"
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "run.py"), *args, f"checkpoint_dir={ckpt}"],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    _wait_for_commits(ckpt / STORE_FILE, 25)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    done = committed_count(ckpt / STORE_FILE)
+    done = kill_9_after_commits(args, ckpt, tmp_path, 25)
     assert 25 <= done < 61, "the run should have been killed mid-way"
     code, _, err = run_py(*args, f"checkpoint_dir={ckpt}", "resume=true", cwd=tmp_path)
     assert code == 0, err
