@@ -31,4 +31,3 @@ def test_counts_and_sign_test_p_in_the_metric_direction() -> None:
 def test_no_seed_differs() -> None:
     text = _paired(_results([1.0, 2.0], [1.0, 2.0]), "x", "ref", 1, higher=True)
     assert text.endswith("(0/2/0, p = 1)")
-
