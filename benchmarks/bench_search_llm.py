@@ -18,7 +18,9 @@ feedback lists for a failed child; it recombines numbers from the
 inspirations; it perturbs numbers, sometimes boldly; a few answers hold no
 code. ``--server perturb`` only nudges 1 to 3 numbers of the parent (the
 previous benchmark). Answers are seeded by the attempt's seed and the
-prompt, latencies are log-normal with a stall now and then.
+prompt, latencies are log-normal with a stall now and then. The latencies come
+from a separate stream and the runs use strict dispatch, so ``--median 0``
+(no waiting) gives the same curves in a fraction of the time.
 
 **Paired.** Each contestant talks to the seed's server under its own name
 (``/c/<name>/v1``): the server counts repeated requests per contestant and
@@ -57,9 +59,10 @@ It prints the best-so-far after each checkpoint (mutants, the seed program
 not counted), per seed and as medians with a distribution-free interval over
 seeds (order statistics: the widest pair whose coverage of the true median is
 at least 90 %, stated), the per-seed difference of every contestant to the
-(1+1) hill-climb (median with its interval, and seeds ahead / level /
-behind), the archive coverage (occupied cells per island) of gigaevo runs,
-the server's answers by kind, and the load average.
+(1+1) hill-climb and of every variant to ours (median with its interval,
+seeds ahead / level / behind and the two-sided sign test's p), the archive
+coverage (occupied cells per island) of gigaevo runs, the server's answers by
+kind, and the load average.
 """
 
 from __future__ import annotations
@@ -83,7 +86,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _config import run_openevolve  # noqa: E402
 from bench_search import _archive, launch  # noqa: E402
-from scipy.stats import binom  # noqa: E402
+from scipy.stats import binom, binomtest  # noqa: E402
 
 from gigaevo.evaluation import SandboxEvaluator  # noqa: E402
 from gigaevo.mutation import (  # noqa: E402
@@ -305,12 +308,15 @@ def _median_ci(values: list[float]) -> str:
 
 def _paired(results: list[dict[str, Any]], name: str, ref: str, c: int, higher: bool) -> str:
     """Per-seed difference of ``name`` to ``ref`` at checkpoint ``c`` in the metric's
-    direction (positive: ``name`` better): median [interval], seeds ahead/level/behind."""
+    direction (positive: ``name`` better): median [interval], seeds ahead/level/behind
+    and the two-sided sign test's p over the seeds that differ."""
     sign = 1.0 if higher else -1.0
     diffs = [sign * (r["curves"][name][c] - r["curves"][ref][c]) for r in results]
     ahead = sum(d > 0 for d in diffs)
     level = sum(d == 0 for d in diffs)
-    return f"{_median_ci(diffs)} ({ahead}/{level}/{len(diffs) - ahead - level})"
+    behind = len(diffs) - ahead - level
+    p = binomtest(ahead, ahead + behind).pvalue if ahead + behind else 1.0
+    return f"{_median_ci(diffs)} ({ahead}/{level}/{behind}, p = {p:.2g})"
 
 
 def run_seed(
@@ -399,17 +405,18 @@ def main() -> int:
         cover = [float(c) for r in results for c in r["cells"].get(name, ())]
         cells = f"  cells/island {_median_range(cover)}" if cover else ""
         print(f"  {name:12} {at}{cells}")
-    if "hill-climb" in results[0]["curves"]:
-        higher = load_problem(name=args.problem).metrics.higher_is_better
+    higher = load_problem(name=args.problem).metrics.higher_is_better
+    for ref in ("hill-climb", "ours"):
+        if ref not in results[0]["curves"] or len(results[0]["curves"]) < 2:
+            continue
         print(
-            "\nminus the hill-climb per seed (positive: better), median [interval]"
-            " (seeds ahead/level/behind):"
+            f"\nminus {ref} per seed (positive: better), median [interval]"
+            " (seeds ahead/level/behind, sign-test p):"
         )
         for name in results[0]["curves"]:
-            if name != "hill-climb":
+            if name not in (ref, "hill-climb"):
                 at = "  ".join(
-                    f"@{c}: {_paired(results, name, 'hill-climb', c, higher)}"
-                    for c in args.checkpoints
+                    f"@{c}: {_paired(results, name, ref, c, higher)}" for c in args.checkpoints
                 )
                 print(f"  {name:12} {at}")
     return 0
