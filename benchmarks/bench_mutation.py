@@ -160,6 +160,7 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
             "tests/memory/test_reader_run.py",
             f"{T}/test_ope_ground_truth.py",
             "tests/memory/test_outcomes_leases.py",
+            "tests/memory/test_outcomes_lost.py",
         ),
     ),
 }
