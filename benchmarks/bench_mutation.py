@@ -74,6 +74,7 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
             f"{T}/test_arrowhead.py",
             f"{T}/test_retirement.py",
             f"{T}/test_invalidity_evidence.py",
+            f"{T}/test_acceptance_near_singular.py",
             "tests/memory/test_invalidity_anchor.py",
         ),
     ),
