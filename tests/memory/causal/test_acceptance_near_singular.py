@@ -93,3 +93,22 @@ def test_a_nearly_degenerate_law_is_integrated_to_its_certified_error(ratio: flo
 @pytest.mark.parametrize("ratio", [1e-3, 5e-5, 2e-5])
 def test_a_near_step_inner_law_is_integrated_to_its_certified_error(ratio: float) -> None:
     _check(ratio)
+
+
+@pytest.mark.parametrize(
+    ("mean", "cov", "cap"),
+    [
+        ((-1.0, -2.0), ((0.3, 0.1), (0.1, 0.4)), 0.05),
+        ((0.5, -3.5), ((1.0, -0.3), (-0.3, 0.6)), 0.08),
+        ((-2.0, -2.9), ((0.2, 0.0), (0.0, 2.0)), 0.09),
+    ],
+)
+def test_the_reported_probability_is_the_integral_minus_its_error(mean, cov, cap) -> None:
+    """A cap below delta makes the boundary constant (lambda >= logit(delta) > logit(cap)), so
+    the integral has a closed form, Phi((logit(cap) - m1) / sqrt(Sigma_11)) (up to the 1e-23
+    outside [-10, 10]): the reported P_acc lies below it by at most twice the reported
+    error, and never above it."""
+    acc = acceptance_probability(np.array(mean), np.array(cov), delta=0.10, absolute_cap=cap)
+    exact = float(ndtr((math.log(cap / (1 - cap)) - mean[1]) / math.sqrt(cov[1][1])))
+    assert not acc.failed and 0.0 < acc.error <= 1e-8
+    assert exact - 2 * acc.error - 1e-15 <= acc.probability <= exact + 1e-15
