@@ -7,7 +7,12 @@
 #
 # Usage, from the repository root:
 #   benchmarks/rerun_timing_figures.sh [FIRST [LAST]]     # items FIRST..LAST (default 1..12)
-#   BASELINE=/tmp/main-s5 benchmarks/rerun_timing_figures.sh   # the tree compared side by side
+#   BASELINE=/tmp/main-s7 benchmarks/rerun_timing_figures.sh   # the tree compared side by side
+#   SIDE=1 BASELINE=/tmp/main-s7 benchmarks/rerun_timing_figures.sh 6 11   # under load
+# With SIDE=1 every item whose benchmark has no --baseline of its own runs twice, here and
+# then the same script of $BASELINE (cwd and PYTHONPATH that tree, same interpreter), one
+# right after the other: on a loaded machine only such ratios mean anything (items 1, 5, 9
+# and 12 compare side by side themselves).
 # Output goes to $OUT (default /tmp/timing-figures/<item>.log) with the load average before
 # and after each item; copy the figures into the section the audit names, with the date,
 # the commit (git rev-parse --short HEAD) and the load average.
@@ -15,8 +20,9 @@
 # quiet runs recorded in BENCHMARKS.md; about 75 minutes for all twelve).
 set -u
 cd "$(dirname "$0")/.."
-PY=${PY:-.venv/bin/python}
-BASELINE=${BASELINE:-/tmp/main-s5}
+PY=${PY:-$PWD/.venv/bin/python}
+BASELINE=${BASELINE:-/tmp/main-s7}
+SIDE=${SIDE:-0}
 OUT=${OUT:-/tmp/timing-figures}
 FIRST=${1:-1}
 LAST=${2:-12}
@@ -36,34 +42,44 @@ item() {  # item N NAME COMMAND...
     echo "== end of item $n: $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$log"
 }
 
+pair() {  # pair N NAME SCRIPT ARGS...: item N on this tree, then (SIDE=1) on $BASELINE
+    local n=$1 name=$2 script=$3
+    shift 3
+    item "$n" "$name" "$PY" "benchmarks/$script" "$@"
+    if [ "$SIDE" = 1 ]; then
+        item "$n" "$name-baseline" env PYTHONPATH="$BASELINE" bash -c \
+            'cd "$0" && exec "$1" "benchmarks/$2" "${@:3}"' "$BASELINE" "$PY" "$script" "$@"
+    fi
+}
+
 # 1. Start-up (section "Start-up without litellm": its 11-30 rows; the latest figures are
 #    "Quiet machine, session 4 final code" under "Remote models"). ~3 min.
-item 1 startup bash -c "cd benchmarks && ../$PY bench_startup.py --reps 9 --baseline $BASELINE"
+item 1 startup bash -c "cd benchmarks && $PY bench_startup.py --reps 9 --baseline $BASELINE"
 # 2. Offline mutator throughput, memory=v2 (default) and the no-memory arm. ~3 min.
-item 2 throughput-v2 "$PY" benchmarks/bench_throughput.py
-item 2 throughput-none "$PY" benchmarks/bench_throughput.py --set memory=none pipeline=guided
+pair 2 throughput-v2 bench_throughput.py
+pair 2 throughput-none bench_throughput.py --set memory=none pipeline=guided
 # 3. Offline search progress (best per seed is seeded; wall per run is the timing). ~20 min.
-item 3 progress-300 "$PY" benchmarks/bench_progress.py
-item 3 progress-3000 "$PY" benchmarks/bench_progress.py --mutants 3000 --seeds 0 1 2
-item 3 progress-heilbronn "$PY" benchmarks/bench_progress.py --problem heilbronn --seeds 0 1 2
-item 3 progress-none "$PY" benchmarks/bench_progress.py --set memory=none pipeline=guided
+pair 3 progress-300 bench_progress.py
+pair 3 progress-3000 bench_progress.py --mutants 3000 --seeds 0 1 2
+pair 3 progress-heilbronn bench_progress.py --problem heilbronn --seeds 0 1 2
+pair 3 progress-none bench_progress.py --set memory=none pipeline=guided
 # 4. Decision latency (the 11-30 tables) and the memory kept per decision. ~12 min.
-item 4 decision-latency "$PY" benchmarks/bench_decision_latency.py --sizes 100 1000 10000 --ledger 3000 --repeats 8
-item 4 ledger-footprint "$PY" benchmarks/bench_ledger_footprint.py --sizes 100 1000
+pair 4 decision-latency bench_decision_latency.py --sizes 100 1000 10000 --ledger 3000 --repeats 8
+pair 4 ledger-footprint bench_ledger_footprint.py --sizes 100 1000
 # 5. Memory v2 at scale: CPU per mutant against ledger length, side by side. ~7 min.
-item 5 memory-scale bash -c "cd benchmarks && ../$PY bench_memory_scale.py --skip-run --cards 100 1000 --rows 1000 10000 --measure 20 --baseline $BASELINE --baseline-measure 20"
+item 5 memory-scale bash -c "cd benchmarks && $PY bench_memory_scale.py --skip-run --cards 100 1000 --rows 1000 10000 --measure 20 --baseline $BASELINE --baseline-measure 20"
 # 6. Card bank: ingest latency and index refresh (1,000 and 10,000 cards). ~3 min.
-item 6 memory-bank "$PY" benchmarks/bench_memory_bank.py
+pair 6 memory-bank bench_memory_bank.py
 # 7. Scratchpad cost (2,000 mutants x 3 settings x 4 repeats, memory=v2). ~15 min.
-item 7 scratchpad "$PY" benchmarks/bench_scratchpad.py
+pair 7 scratchpad bench_scratchpad.py
 # 8. Retirement sweep times (its counts are deterministic and re-run under load). ~5 min.
-item 8 retirement-sweep "$PY" benchmarks/bench_retirement.py --cards 1000 --ledger 3000 --repeats 3
+pair 8 retirement-sweep bench_retirement.py --cards 1000 --ledger 3000 --repeats 3
 # 9. Sandbox overhead, side by side with the baseline tree. ~1 min (as root).
 item 9 sandbox "$PY" benchmarks/bench_sandbox.py --n 200 --fresh-n 20 --baseline "$BASELINE" --layers
 # 10. The timing claims moved out of the unit tests. ~1 min.
-item 10 timing-claims "$PY" benchmarks/bench_timing_claims.py --repeats 2
+pair 10 timing-claims bench_timing_claims.py --repeats 2
 # 11. Dashboard (a 10,000-mutant run, then page loads and polls). ~3 min.
-item 11 dashboard "$PY" benchmarks/bench_dashboard.py
+pair 11 dashboard bench_dashboard.py
 # 12. Remote models: loop time against a heavy-tailed server, CPU per request. ~5 min.
-item 12 dispatch bash -c "cd benchmarks && ../$PY bench_dispatch.py --strict"
-item 12 wire-cpu bash -c "cd benchmarks && ../$PY bench_wire_cpu.py --requests 300"
+item 12 dispatch bash -c "cd benchmarks && $PY bench_dispatch.py --strict"
+item 12 wire-cpu bash -c "cd benchmarks && $PY bench_wire_cpu.py --requests 300"

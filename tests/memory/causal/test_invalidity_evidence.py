@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 import pytest
-from scipy import integrate
+from scipy import integrate, optimize
 from scipy.special import expit, log_expit
 
 from gigaevo.memory.v2.causal import DesignSpace, LogisticLaplaceHead
@@ -262,10 +262,10 @@ def test_shift_levels_pick_the_columns_whose_posterior_odds_favour_the_wide_leve
 
 
 def test_card_shift_levels_put_the_wide_level_on_each_lineage_intercept() -> None:
-    levels = card_shift_levels(7, 7 + 4 * 5, 5, 2.0, 0.1)
+    levels = card_shift_levels(7, 7 + 4 * 5, 5, 1.5, 0.1)
     assert levels is not None
     assert levels.columns.tolist() == [7, 12, 17, 22]
-    assert levels.wide_variance == pytest.approx(5 * 4.0)
+    assert levels.wide_variance == pytest.approx(5 * 1.5**2)
     assert levels.weight == 0.1
     assert card_shift_levels(7, 27, 5, None, 0.1) is None  # no wide sd: one level
     assert card_shift_levels(7, 27, 5, 2.0, 1.0) is None  # weight 1: wide is the only level
@@ -273,15 +273,96 @@ def test_card_shift_levels_put_the_wide_level_on_each_lineage_intercept() -> Non
     assert card_shift_levels(7, 7, 5, 2.0, 0.1) is None  # no lineage block
 
 
-def test_block_condition_is_the_gershgorin_bound_of_f() -> None:
+@pytest.mark.parametrize(
+    "case",
+    ["reference", "card rows dominate", "every row sum under 1"],
+)
+def test_block_condition_is_the_gershgorin_bound_of_f(case: str) -> None:
     """Block path, bound under 1e12: cond(F) reported as max_i sum_j |F_ij| * max(v), which
-    is at least the true condition number."""
+    is at least the true condition number; whichever rows hold the largest sum (the shared
+    block's with the reference prior, a card block's when its prior is tight, and a bound
+    under 1 when every prior variance is large and the rows are faint)."""
     space, x, d, mu, v = _problem(24, 150, seed=12)
+    if case == "card rows dominate":
+        v = v.copy()
+        v[space.shared_size :] = 0.05**2
+    elif case == "every row sum under 1":
+        x, v = 0.02 * x, np.full(len(v), 40.0)
     head = LogisticLaplaceHead(mu, v, block_layout=(space.shared_size, space.n_context)).fit(x, d)
     assert head.ok_ and head.block_factor is not None
     p = expit(x @ head.coef_)
     fisher = np.diag(1 / v) + x.T @ ((p * (1 - p))[:, None] * x)
-    bound = float(np.max(np.abs(fisher).sum(axis=1))) * float(np.max(v))
-    assert head.condition_ == pytest.approx(bound, rel=1e-9)
+    sums = np.abs(fisher).sum(axis=1)
+    top = int(np.argmax(sums))
+    if case == "card rows dominate":
+        assert top >= space.shared_size and sums[top] > 1.01 * np.max(sums[: space.shared_size])
+    elif case == "every row sum under 1":
+        assert sums[top] < 0.1
+    else:
+        assert top < space.shared_size
+    assert head.condition_ == pytest.approx(float(sums[top]) * float(np.max(v)), rel=1e-9)
     eig = np.linalg.eigvalsh(fisher)
     assert head.condition_ >= eig[-1] / eig[0]
+
+
+def _one_column_map(k: int, n: int, v: float) -> float:
+    """MAP of one logit g with prior N(0, v) after k invalid of n rows: the root of
+    k - n expit(g) - g / v, by bracketing."""
+    return float(optimize.brentq(lambda g: k - n * expit(g) - g / v, -50.0, 50.0, xtol=1e-14))
+
+
+@pytest.mark.parametrize("start", [12.0, -30.0])
+def test_newton_from_a_far_start_backtracks_to_the_map(start: float) -> None:
+    """From a start far in the flat tail of expit the full Newton step overshoots by orders of
+    magnitude (the Fisher weight there is ~e^-|g|): the halving line search must shorten it
+    many times, and the head still reaches the MAP."""
+    n, k, v = 40, 12, 100.0
+    d = np.r_[np.ones(k), np.zeros(n - k)]
+    head = LogisticLaplaceHead(np.zeros(1), np.full(1, v)).fit(np.ones((n, 1)), d, start=[start])
+    assert head.ok_ and head.gradient_norm_ <= 1e-6
+    assert head.coef_[0] == pytest.approx(_one_column_map(k, n, v), abs=1e-7)
+
+
+def test_a_map_short_of_the_gradient_tolerance_fails_closed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No Newton step allowed (the module's step budget set to 0) from a start far from the
+    MAP: |grad J|_inf stays above 1e-5 and the head fails closed, naming the gradient."""
+    from gigaevo.memory.v2.causal import invalidity
+
+    monkeypatch.setattr(invalidity, "NEWTON_STEPS", 0)
+    n, k, v = 40, 12, 100.0
+    d = np.r_[np.ones(k), np.zeros(n - k)]
+    head = LogisticLaplaceHead(np.zeros(1), np.full(1, v)).fit(np.ones((n, 1)), d, start=[2.0])
+    grad = n * expit(2.0) - k + 2.0 / v
+    assert head.gradient_norm_ == pytest.approx(grad, rel=1e-12)
+    assert not head.ok_
+    assert head.failure_ == f"MAP not converged (|grad|_inf = {grad:.3g})"
+    with pytest.raises(DesignError, match=r"^invalidity head failed: MAP not converged"):
+        head.linear_predictor(np.ones(1), np.ones(1))
+
+
+def test_a_non_finite_prior_fails_closed() -> None:
+    """A NaN prior variance: F cannot be factored or conditioned, so the head fails closed
+    (no condition number, every decision abstains) instead of reporting a posterior."""
+    _, x, d, mu, v = _problem(4, 60, seed=8)
+    v = v.copy()
+    v[2] = np.nan
+    with np.errstate(all="ignore"):
+        head = LogisticLaplaceHead(mu, v).fit(x, d)
+    assert not head.ok_
+    assert head.failure_.startswith("Fisher information not positive definite (")
+    assert head.condition_ == math.inf
+    assert head.coef_cov_ is None
+
+
+def test_a_head_without_wide_columns_reports_an_empty_integer_index() -> None:
+    """``wide_columns_`` indexes the prior variances (the levels the head chose): empty, and
+    usable as an index, for a head without levels and for one whose cards have no rows."""
+    space, x, d, mu, v, levels = _levelled(4, seed=9)
+    plain = LogisticLaplaceHead(mu, v).fit(x, d)
+    unseen = LogisticLaplaceHead(mu, v, None, levels).fit(np.zeros((0, space.size)), [])
+    for head in (plain, unseen):
+        assert head.ok_
+        assert head.wide_columns_.shape == (0,) and head.wide_columns_.dtype.kind == "i"
+        assert v[head.wide_columns_].shape == (0,)
