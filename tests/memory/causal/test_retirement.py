@@ -361,6 +361,9 @@ def test_heads_gate_names_the_head_and_checks_both_masses() -> None:
     h = exact.immediate.health_
     assert h.ok and not h.at_boundary and h.mass_lower > 0.10
     assert "boundary" in heads_gate(exact, 0.10)
+    # ... unless every row's measurement is declared: then M- does not count (M+ does)
+    assert heads_gate(exact, 0.10, declared=True) == ""
+    assert "immediate head" in heads_gate(tight, 0.10, declared=True)
 
 
 def test_a_failed_invalidity_head_disables_retirement() -> None:
