@@ -141,7 +141,8 @@ def judge_rows(
     """Judge the card on ``data`` as a sweep would: (retired, "retired" or the keep reason)."""
     fitted = heads(data, omega, post)
     cfg = RetirementConfig()
-    gate = heads_gate(fitted, cfg.alpha)
+    # omega 0 is a declared (deterministic) measurement, 0.15 the stand-in for none
+    gate = heads_gate(fitted, cfg.alpha, declared=omega == 0.0)
     if gate:
         return False, "heads gate"
     treated = np.flatnonzero(data["z"] == 1)

@@ -31,11 +31,13 @@ TASK = "toy"
 METRICS = MetricsSpec("score", True, 0.0, 1.0, 0.0)
 CARDS = {"harmful": (-0.08, 0.45), "plain": (0.0, 0.0)}  # (gain shift, added invalid rate)
 # Seed 3 retired the harmful card at outcome 49 until retirement weighed both invalidity
-# shift levels (issue 20, session 6); since then its seeded history keeps it to 130, as it
-# does for seeds 0, 1, 6, 7 and 8, where the lineage head's residual scale reaches its
-# boundary on these deterministic outcomes and switches the sweeps off (memory-model.md
-# "Eligibility"). Seeds 2, 4 and 5 retire it (outcomes 59, 49, 59). The point here is that
-# a retirement that happens happens identically, so the test runs a seed where one does.
+# shift levels (issue 20, session 6). Seeds 0, 1, 6, 7 and 8 then never retired it: the
+# lineage head's residual scale piled at its lower bound on these deterministic outcomes
+# and the gate switched the sweeps off. Since the gate ignores that lower-end mass when
+# every row's measurement is declared (session 7), seeds 2-6 retire it (outcomes 59, 99,
+# 49, 59, 79); in 0, 1, 7 and 8 the sweeps run and keep it (it left the safe set with 4
+# to 13 cited rows, and one context keeps W at 0.10-0.21). The point here is that a
+# retirement that happens happens identically, so the test runs a seed where one does.
 SEED = 4
 ROUNDS = 130  # the run stops at its retirement (outcome 49 with these settings)
 
@@ -117,3 +119,28 @@ def test_the_same_seeded_run_retires_identically_three_times(tmp_path: Path) -> 
     for other in runs[1:]:
         for key in ("decisions", "retired", "retired_events", "evaluations", "verdicts"):
             assert other[key] == first[key], key
+
+
+def test_a_deterministic_task_retires_a_harmful_card_though_lineage_residuals_are_exactly_0(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seed 6: every matured lineage residual is exactly 0 (deterministic outcomes), so the
+    lineage head's residual scale sits at its lower bound. The gate used to count that mass
+    (M- > alpha) and switch retirement off for good; with every measurement declared it
+    does not (memory-model.md "Eligibility"), and the harmful card is retired at a sweep
+    the old rule would have disabled."""
+    from gigaevo.memory.v2.read import evictor
+
+    gates: list[tuple[str, str]] = []
+    gate = evictor.heads_gate
+
+    def recording(heads: Any, alpha: float, declared: bool = False) -> str:
+        gates.append((gate(heads, alpha, declared), gate(heads, alpha, False)))
+        return gates[-1][0]
+
+    monkeypatch.setattr(evictor, "heads_gate", recording)
+    with fast_dir(tmp_path) as base:
+        run = _run(base / "run", seed=6)
+    assert run["retired"] == [(79, "harmful")], run["retired"]
+    assert gates and all(new == "" for new, _ in gates)
+    assert gates[-1][1].startswith("lineage head residual scale at its boundary"), gates[-1]

@@ -361,6 +361,9 @@ def test_heads_gate_names_the_head_and_checks_both_masses() -> None:
     h = exact.immediate.health_
     assert h.ok and not h.at_boundary and h.mass_lower > 0.10
     assert "boundary" in heads_gate(exact, 0.10)
+    # ... unless every row's measurement is declared: then M- does not count (M+ does)
+    assert heads_gate(exact, 0.10, declared=True) == ""
+    assert "immediate head" in heads_gate(tight, 0.10, declared=True)
 
 
 def test_a_failed_invalidity_head_disables_retirement() -> None:
@@ -627,3 +630,105 @@ def test_the_level_weights_follow_the_exact_marginal_likelihood_of_one_coefficie
         odds = math.log(0.1 / 0.9)
         wide, wide_exact = expit(odds + got[1] - got[0]), expit(odds + want[1] - want[0])
         assert wide == pytest.approx(wide_exact, abs=0.03), (n, k, wide, wide_exact)
+
+
+# -- the level weights against a numerical marginal likelihood (issue 20, session 7) -------
+
+
+def _importance_log_evidence(
+    x: np.ndarray, d: np.ndarray, mu: np.ndarray, v: np.ndarray, rng: np.random.Generator
+) -> float:
+    """log p(d) of the logistic model with prior N(mu, diag(v)) by importance sampling from a
+    multivariate t (5 degrees of freedom, scale 1.3 x the Laplace covariance) around the MAP:
+    a numerical marginal likelihood that shares no code with the head's Laplace evidence
+    (columns no row touches integrate to 1 and are left out)."""
+    import math
+
+    from scipy import optimize, stats
+    from scipy.special import expit, logsumexp
+
+    used = np.abs(x).sum(axis=0) > 0
+    x, mu, v = x[:, used], mu[used], v[used]
+
+    def neg_log_joint(g: np.ndarray) -> tuple[float, np.ndarray]:
+        eta = x @ g
+        j = np.sum(np.logaddexp(0.0, eta) - d * eta) + 0.5 * np.sum((g - mu) ** 2 / v)
+        return float(j), x.T @ (expit(eta) - d) + (g - mu) / v
+
+    mode = optimize.minimize(neg_log_joint, mu.copy(), jac=True, method="BFGS", tol=1e-10).x
+    w = expit(x @ mode) * (1.0 - expit(x @ mode))
+    cov = 1.69 * np.linalg.inv(np.diag(1.0 / v) + x.T @ (w[:, None] * x))
+    proposal = stats.multivariate_t(mode, cov, df=5)
+    g = proposal.rvs(60_000, random_state=rng)
+    eta = g @ x.T
+    log_lik = np.sum(d * eta - np.logaddexp(0.0, eta), axis=1)
+    log_prior = stats.multivariate_normal(mu, np.diag(v)).logpdf(g)
+    return float(logsumexp(log_lik + log_prior - proposal.logpdf(g)) - math.log(len(g)))
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_the_other_level_weight_matches_a_numerical_marginal_likelihood(seed: int) -> None:
+    """Ground truth for ``RetirementHeads.other_level`` (``with_level`` + ``log_evidence``):
+    three cards and controls whose invalid rates are step functions of the parent's
+    fitness (not logistic in the features), fitted with the production priors; for each
+    card, the posterior probability of the level the head did not choose must match the one
+    from importance-sampled marginal likelihoods of the two priors, which differ only in
+    that card's shift column (memory-model.md "Card shift levels"), to 0.03.
+
+    Session 6 suspected that re-levelling one column leaves the card's other columns free
+    to absorb the shift, so that a harmful card kept 0.29-0.46 of the posterior on the
+    narrow level: the weights here are the model's, and a card with 4 of 13 cited rows
+    invalid against about 7 % really is 0.6-0.7 narrow under a prior weight of 0.1."""
+    import math
+
+    from scipy.special import expit
+
+    from gigaevo.memory.v2.read.heads import invalidity_prior, shift_levels
+    from gigaevo.memory.v2.settings import PosteriorSettings
+
+    post = PosteriorSettings()
+    rng = np.random.default_rng(100 + seed)
+    cards = {"harm": (13, 0.30), "plain": (25, 0.0), "mild": (18, 0.10)}  # (rows, extra)
+    space = DesignSpace(5, tuple(cards), kind_contrast=True)
+    n_control = 220
+    x = random_contexts(n_control + sum(n for n, _ in cards.values()), rng)
+    f = (x[:, 1] + 1.0) / 2.0
+    base = np.where(f < 0.5, 0.04, 0.10)  # a step in the parent's fitness
+    rows, rate = [space.row(xi, 0) for xi in x[:n_control]], list(base[:n_control])
+    i = n_control
+    for card, (n, extra) in cards.items():
+        for j in range(i, i + n):
+            rows.append(space.row(x[j], 1, card, "insight"))
+            rate.append(base[j] + (extra if f[j] > 0.25 else extra / 3))
+        i += n
+    design = np.array(rows)
+    d = (rng.uniform(size=len(rate)) < np.array(rate)).astype(float)
+    valid = d == 0
+    y = 0.02 * np.sin(6.0 * f) + 0.02 * rng.standard_normal(len(f))
+    immediate = BayesianLinearHead(space.utility_prior_variance())
+    immediate.fit(design[valid], y[valid], np.zeros(int(valid.sum())))
+    mu, v_narrow = invalidity_prior(post, space)
+    levels = shift_levels(post, space)
+    assert levels is not None
+    invalidity = LogisticLaplaceHead(mu, v_narrow, None, levels).fit(design, d)
+    heads = RetirementHeads(space, immediate, invalidity)
+    prior_odds = math.log(levels.weight / (1.0 - levels.weight))
+    weights = {}
+    for card in cards:
+        col = space.lineage_slice(card).start
+        other = heads.other_level(card)
+        assert other is not None and other[1].ok_
+        wide_chosen = bool(np.isin(col, invalidity.wide_columns_))
+        v = invalidity._v.copy()  # the chosen head's levels for every other card
+        log_z = {}
+        for wide in (False, True):
+            v[col] = levels.wide_variance if wide else v_narrow[col]
+            log_z[wide] = _importance_log_evidence(design, d, mu, v.copy(), rng)
+        wide_exact = float(expit(prior_odds + log_z[True] - log_z[False]))
+        other_exact = 1.0 - wide_exact if wide_chosen else wide_exact
+        assert other[0] == pytest.approx(other_exact, abs=0.03), (card, other[0], other_exact)
+        weights[card] = wide_exact
+        # the other level's fit moves only the card's shift, not its context slopes
+        block = space.lineage_slice(card)
+        assert np.max(np.abs(other[1].coef_[block][1:] - invalidity.coef_[block][1:])) < 0.05
+    assert weights["plain"] < 0.2  # a card at the base rate: narrow

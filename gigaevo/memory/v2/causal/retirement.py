@@ -203,9 +203,17 @@ class RetirementHeads:
         return s @ inv.coef_[cols], s @ inv.coef_cov_[np.ix_(cols, cols)] @ s.T
 
 
-def heads_gate(heads: RetirementHeads, alpha: float) -> str:
+def heads_gate(heads: RetirementHeads, alpha: float, declared: bool = False) -> str:
     """The sweep's gate of memory-model.md "Eligibility" (heads healthy, invalidity fitted): ""
-    when retirement may run, else why not."""
+    when retirement may run, else why not.
+
+    ``declared``: every reward row's measurement sd omega is the problem's own (deterministic
+    or a declared standard error), none the ``unknown_measurement_sd`` stand-in. Then the
+    residual-scale mass at the *lower* bound (M-) does not count: it says the rows need no
+    spread beyond their declared noise (on a deterministic problem: lineage residuals that
+    are exactly 0), and truncating sigma there only adds sigma_min^2 to each row's variance,
+    which widens every conditional posterior. Mass at the upper bound always counts.
+    """
     reward = [("immediate", heads.immediate)]
     if heads.lineage is not None:
         reward.append(("lineage", heads.lineage))
@@ -213,7 +221,8 @@ def heads_gate(heads: RetirementHeads, alpha: float) -> str:
         h = head.health_
         if not h.ok:
             return f"{name} head not healthy ({RESIDUAL_KNOB})"
-        if h.at_boundary or h.mass_lower + h.mass_upper > alpha:
+        mass = h.mass_upper + (0.0 if declared else h.mass_lower)
+        if h.at_boundary or mass > alpha:
             return (
                 f"{name} head residual scale at its boundary (M- + M+ = "
                 f"{h.mass_lower + h.mass_upper:.3g}; see {RESIDUAL_KNOB})"

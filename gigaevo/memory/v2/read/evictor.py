@@ -288,6 +288,7 @@ class CausalEvictor:
         self._controls: list[float] = []
         self._treated: dict[str, list[Observation]] = {}
         self._cited: list[str] = []  # proposed id of each eligible row ("" unless cited)
+        self._undeclared = 0  # valid eligible rows whose omega is the unknown stand-in
         self._retirements: Counter[str] = Counter()  # retirements run, by evidence version
 
     # -- cadence ---------------------------------------------------------------
@@ -380,12 +381,12 @@ class CausalEvictor:
                 RetirementHeads(fit.space, fit.immediate, fit.invalidity, fit.lineage),
             )
         heads = self._heads[1]
-        reason = heads_gate(heads, self.config.alpha)
+        controls, treated = self._rows()
+        reason = heads_gate(heads, self.config.alpha, declared=self._undeclared == 0)
         if reason:
             self._disable(f"retirement disabled: {reason}")
             return
         self.version = version
-        controls, treated = self._rows()
         theta = practical_threshold(
             controls, self.config.min_global_control, self.config.practical_effect_quantile
         )
@@ -471,9 +472,12 @@ class CausalEvictor:
     # -- evidence --------------------------------------------------------------
     def _rows(self) -> tuple[list[float], dict[str, list[Observation]]]:
         """Valid control gains and cited treated rows per proposed id, kept as eligible
-        rows arrive (a sweep does not walk the ledger)."""
+        rows arrive (a sweep does not walk the ledger); counts the valid rows without a
+        declared measurement (``heads_gate``'s ``declared``)."""
         for o in self.reader.evidence.eligible_since(self._seen):
             self._seen += 1
+            if o.valid and o.terminal.se is None and o.terminal.measurement != "deterministic":
+                self._undeclared += 1
             if o.z == 0 and o.valid:
                 self._controls.append(self._gain(o))
             if o.cited:
