@@ -71,6 +71,9 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
             f"{T}/test_invalidity_levels.py",
             f"{T}/test_chance.py",
             f"{T}/test_arrowhead.py",
+            f"{T}/test_retirement.py",
+            f"{T}/test_invalidity_evidence.py",
+            "tests/memory/test_invalidity_anchor.py",
         ),
     ),
     "policy": (
@@ -172,13 +175,15 @@ FORK_SERVER = frozenset({"chance", "outcome", "outcomes"})
 # and _claim survived: 18 of a sample's first 26 on 473a7f9). The kill -9 test stays out: its
 # run.py children cannot start from mutmut's venv (and mutmut cannot attribute their hits)
 WITH_SLOW: dict[str, tuple[str, ...]] = {
+    # the 1,000-card block fit (P = 5011): the only test of the block precision at scale
+    "invalidity": ("-m", "slow or not slow"),
     "outcomes": (
         "-m",
         "slow or not slow",
         "--deselect",
         "tests/memory/test_reader_crash_resume.py::"
         "test_kill_9_mid_run_then_resume_matches_uninterrupted_memory_v2_run",
-    )
+    ),
 }
 # functions that run when their module is imported (chance builds its quadrature rules
 # then): the fork server ran them unmutated, so their mutants are checked in a second pass

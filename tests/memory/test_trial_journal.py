@@ -215,13 +215,28 @@ class _Killed(BaseException):
     """Stands for a SIGKILL: the process stops between two writes of one transaction."""
 
 
-def _pool_redone_after_a_kill(bank: Path, monkeypatch: pytest.MonkeyPatch, kill: bool) -> Card:
+def _legacy_bank(bank: Path, a: Card) -> None:
+    """A bank written before the trial journal: ``a``'s trials inline in ``cards.json``."""
+    header = {"format": "gigaevo.cards/1", "generation": 3, "write_id": "ab", "written_at": "t"}
+    text = json.dumps({**header, "n_cards": 2}, separators=(",", ":"))[:-1]
+    text += ',"cards":[\n' + card_line(a) + ",\n" + card_line(_card("ins-b")) + "\n]}\n"
+    bank.mkdir(parents=True, exist_ok=True)
+    (bank / BANK_FILE).write_text(text)
+
+
+def _pool_redone_after_a_kill(
+    bank: Path, monkeypatch: pytest.MonkeyPatch, kill: bool, legacy: int = 0
+) -> Card:
     """Stage two stamps on ins-a, then pool one outcome into it in the next transaction;
     with ``kill`` the process dies after the stamps' journal lines and before the record,
     and a fresh process (a resumed run) pools the outcome again. The card as read back."""
     from gigaevo.memory.v2.read.trials import _stamp_into
 
-    _seed(bank, [_card("ins-a")])
+    if legacy:  # the write also migrates the bank: the journal is rewritten whole
+        inline = tuple(_trial(i, "old") for i in range(legacy))
+        _legacy_bank(bank, replace(_card("ins-a"), use_trials=inline, revision=1 + legacy))
+    else:
+        _seed(bank, [_card("ins-a")])
     store = open_store(bank)
     for i in range(2):
         store.stage(lambda cards, i=i: _stamp_into(cards, "ins-a", _trial(i), 1.0), None)
@@ -243,8 +258,8 @@ def _pool_redone_after_a_kill(bank: Path, monkeypatch: pytest.MonkeyPatch, kill:
         monkeypatch.undo()
         # what the bank holds after the kill: the stamps, not the pooled outcome
         after = {c.id: c for c in read_bank(bank / BANK_FILE).cards}["ins-a"]
-        assert len(after.use_trials) == 2 and after.n_evidence == 1
-        assert after.revision == 1 + 2  # the stamps' revisions, not the record's
+        assert len(after.use_trials) == legacy + 2 and after.n_evidence == 1
+        assert after.revision == 1 + legacy + 2  # the stamps' revisions, not the record's
         store = open_store(bank)  # the resumed process
     store.transaction(pool)
     return {c.id: c for c in read_bank(bank / BANK_FILE).cards}["ins-a"]
@@ -261,6 +276,23 @@ def test_a_kill_between_the_stamps_and_the_record_of_one_write_costs_no_revision
     whole = _pool_redone_after_a_kill(tmp_path / "whole", monkeypatch, kill=False)
     killed = _pool_redone_after_a_kill(tmp_path / "killed", monkeypatch, kill=True)
     assert whole.revision == 1 + 2 + 1 and whole.n_evidence == 2
+    assert (killed.revision, killed.n_evidence, killed.use_trials) == (
+        whole.revision,
+        whole.n_evidence,
+        whole.use_trials,
+    )
+
+
+def test_a_kill_between_a_journal_rewrite_and_the_record_costs_no_revision(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same window when the write migrates a bank with trials inline in ``cards.json``,
+    so the journal is rewritten whole before the records: the rewritten lines carried each
+    card's revision after the whole write, so a kill between the two left it one ahead."""
+    whole = _pool_redone_after_a_kill(tmp_path / "whole", monkeypatch, False, legacy=5)
+    killed = _pool_redone_after_a_kill(tmp_path / "killed", monkeypatch, True, legacy=5)
+    assert whole.revision == 1 + 5 + 2 + 1 and whole.n_evidence == 2
+    assert len(whole.use_trials) == 5 + 2
     assert (killed.revision, killed.n_evidence, killed.use_trials) == (
         whole.revision,
         whole.n_evidence,

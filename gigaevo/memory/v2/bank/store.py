@@ -344,7 +344,13 @@ class LocalMemoryStore:
                     for i, t in enumerate(added)
                 ]
         if compact:
-            self._journal.rewrite(journal_entries(working))
+            # the whole journal, each line at the revision it has without this write's record
+            # changes (the stamps' own, as above): a kill before the records land must not
+            # leave a card a revision ahead of its contents here either
+            capped = {cid: self._cards[cid].revision for cid in revised if cid in self._cards}
+            for e in entries:
+                capped[e.card] = max(capped.get(e.card, 0), e.revision)
+            self._journal.rewrite(journal_entries(working, capped))
         elif entries:
             self._journal.append(entries)
         if records:

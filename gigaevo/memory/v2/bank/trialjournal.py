@@ -217,8 +217,15 @@ def stamped(old: Card, new: Card) -> list[UseTrial] | None:
     return added
 
 
-def journal_entries(cards: Mapping[str, Card]) -> list[TrialEntry]:
-    """Every trial of ``cards`` as journal lines (each card's revision), for ``rewrite``."""
+def journal_entries(
+    cards: Mapping[str, Card], capped: Mapping[str, int] | None = None
+) -> list[TrialEntry]:
+    """Every trial of ``cards`` as journal lines, for ``rewrite``: each at its card's
+    revision, or at most ``capped[card]`` for the cards whose record the same write changes
+    (their lines must not carry a revision that only the record, not yet written, holds)."""
+    caps = capped or {}
     return [
-        TrialEntry(c.id, c.revision, c.updated_at, t) for c in cards.values() for t in c.use_trials
+        TrialEntry(c.id, min(c.revision, caps.get(c.id, c.revision)), c.updated_at, t)
+        for c in cards.values()
+        for t in c.use_trials
     ]
