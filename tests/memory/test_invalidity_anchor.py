@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from gigaevo.memory.v2.causal import DesignSpace, LogisticLaplaceHead
+from gigaevo.memory.v2.causal.invalidity import ShiftLevels, card_shift_levels
 from gigaevo.memory.v2.causal.suffstats import RowTerms
 from gigaevo.memory.v2.read.headrows import InvalidityFitter, RowTable, anchor_size
 
@@ -85,3 +86,44 @@ def test_a_fresh_fitter_gives_the_same_bits_as_one_that_fitted_all_along() -> No
     fresh = InvalidityFitter(True, False).fit(table, space, alias, _prior)
     assert np.array_equal(last.coef_, fresh.coef_)
     assert along.anchors > 1
+
+
+def _production_prior(space: DesignSpace) -> tuple[np.ndarray, np.ndarray]:
+    return space.invalidity_prior(0.05, 0.15, 0.10, 0.15, baseline_intercept_sd=1.5)
+
+
+def _levels(space: DesignSpace) -> ShiftLevels | None:
+    return card_shift_levels(space.shared_size, space.size, C, 2.0, 0.1)
+
+
+def test_the_anchored_two_level_fit_finds_the_cold_fits_modes_on_random_row_sequences() -> None:
+    """Newton from the anchor, reusing its factored Fisher information while it converges
+    fast (chord steps), ends at the mode L-BFGS-B + Newton finds from the prior mean: the
+    same wide cards, means and Laplace covariances, on six random ledgers of 300-800 rows
+    with a few harmful cards (the production priors, two shift levels)."""
+    space = DesignSpace(C, CARDS, kind_contrast=True)
+    alias = {c: c for c in CARDS}
+    block_of = {k: space.lineage_position(k) for k in CARDS}
+    x0 = np.r_[1.0, 0.2, 0.5, -0.3]
+    z0 = np.r_[UNIT.row(x0, 0)[:PS], np.zeros(space.size - PS)]
+    z1 = np.array([space.row(x0, 1, c, "insight") for c in CARDS])
+    widened = 0
+    for seed in range(6):
+        n = int(np.random.default_rng(100 + seed).integers(300, 800))
+        table = _table(n, seed=100 + seed)
+        fitter = InvalidityFitter(True, False, shift_levels=_levels)
+        warm = fitter.fit(table, space, alias, _production_prior)
+        assert fitter.anchors == 1 and warm.ok_
+        mu, var = _production_prior(space)
+        cold = LogisticLaplaceHead(mu, var, (PS, C), _levels(space)).fit(
+            table.design(block_of, len(CARDS)), table.invalid[: table.n]
+        )
+        assert cold.ok_
+        assert np.array_equal(warm.wide_columns_, cold.wide_columns_)
+        widened += len(cold.wide_columns_) > 0
+        np.testing.assert_allclose(warm.coef_, cold.coef_, atol=1e-6, rtol=0)
+        m_w, s_w = warm.linear_predictors(z0, z1)
+        m_c, s_c = cold.linear_predictors(z0, z1)
+        np.testing.assert_allclose(m_w, m_c, atol=1e-6, rtol=0)
+        np.testing.assert_allclose(s_w, s_c, rtol=1e-6, atol=1e-12)
+    assert widened >= 3  # the wide-level refit is exercised
