@@ -374,8 +374,11 @@ class BayesianLinearHead:
         ks = rng.choice(len(self.weights_), size=n, p=self.weights_)
         xi = rng.standard_normal((n, self.component_means_.shape[1]))
         out = np.empty_like(xi)
-        for k in np.unique(ks):
-            rows = ks == k
+        # the draws of each node, in draw order (a stable sort groups them once instead of
+        # one mask over all n draws per node)
+        order = np.argsort(ks, kind="stable")
+        nodes, starts = np.unique(ks[order], return_index=True)
+        for k, rows in zip(nodes.tolist(), np.split(order, starts[1:]), strict=True):
             out[rows] = self._components[k].sample(xi[rows]) + (
                 self.component_means_[k] - self._components[k].mean
             )
