@@ -184,12 +184,12 @@ class HeadFitter:
                 head = self._utility_head(space)
                 # memory-model.md "Multitask transfer"; None: zero mean
                 head.prior_mean = self._transfer_prior(space)
-                plan = self._plan("immediate", rows.plan_rows, space, block_of, head.prior_mean)
+                plan = self._plan("immediate", rows.plan_rows, n_context, alias)
                 return head.fit_statistics(rows.immediate.fit_view(block_of, n_lin), plan)
 
             def fit_lineage() -> BayesianLinearHead:
                 head = self._utility_head(space)  # "Delayed-lineage head": mu_0 = 0
-                plan = self._plan("lineage", rows.lineage_plan_rows, space, block_of, None)
+                plan = self._plan("lineage", rows.lineage_plan_rows, n_context, alias)
                 return head.fit_statistics(rows.lineage.fit_view(block_of, n_lin), plan)
 
             def fit_invalidity() -> LogisticLaplaceHead:
@@ -225,35 +225,44 @@ class HeadFitter:
         self,
         name: str,
         plan_rows: tuple[int, GaussianStatistics] | None,
-        space: DesignSpace,
-        block_of: dict[str, int],
-        prior_mean: np.ndarray | None,
+        n_context: int,
+        alias: dict[str, str],
     ) -> QuadratureNodes | None:
         """The residual-scale plan of head ``name`` (memory-model.md "Incremental fits"): the
         accepted pieces of the adaptive integration on its statistics at its latest plan
         point (``WidthRows.plan_rows`` for the immediate head, ``lineage_plan_rows`` for the
-        delayed-lineage head), in this fit's layout and prior. A function of those rows and
-        the layout, so a resumed run plans what the uninterrupted one did; kept until the
-        plan point or the layout moves. None below the first plan point, or when the plan's
-        rows do not fit this layout (the fit is then adaptive)."""
+        delayed-lineage head), fitted in the space of those rows' own lineages (the cards
+        they were decided under, through the bank's aliases) with the configured prior (the
+        immediate head's transfer mean of those lineages). Lineages without rows add nothing
+        to the log evidence the pieces are placed on, so the plan is a function of the
+        plan's rows and their aliases only: a resumed run plans what the uninterrupted one
+        did, and a card that gains its first row elsewhere does not re-plan. None below
+        the first plan point."""
         if plan_rows is None:
             return None
         n0, stats = plan_rows
+        mapping = tuple((k, alias.get(k, k)) for k in sorted(stats.keys()))
         digest = self._transfer_digest if name == "immediate" else ""  # mu_0 of the immediate
-        key = (n0, space, tuple(sorted(block_of.items())), digest)
+        key = (n0, n_context, mapping, digest)
         kept = self._planned.get(name)
         if kept is not None and kept[0] == key:
             return kept[1]
-        head = self._utility_head(space)
-        head.prior_mean = prior_mean
+        plan: QuadratureNodes | None = None
         try:
-            view = stats.fit_view(block_of, len(space.lineages))
-        except DesignError:  # a lineage the plan's rows held has left the layout
-            plan = None
-        else:
-            plan = head.fit_statistics(view).quadrature_
-            self.plans += name == "immediate"
-            self.lineage_plans += name == "lineage"
+            own = DesignSpace(
+                n_context,
+                tuple(sorted({lin for _, lin in mapping})),
+                kind_contrast=self.posterior.kind_contrast,
+                rag_contrast=self.rag_contrast,
+            )
+            head = self._utility_head(own)
+            head.prior_mean = self._transfer_prior(own) if name == "immediate" else None
+            block_of = {k: own.lineage_position(lin) for k, lin in mapping}
+            plan = head.fit_statistics(stats.fit_view(block_of, len(own.lineages))).quadrature_
+        except DesignError as exc:  # no plan: this head's fits integrate adaptively
+            log.debug("memory v2 %s head: no residual-scale plan (%s)", name, exc)
+        self.plans += name == "immediate"
+        self.lineage_plans += name == "lineage"
         self._planned[name] = (key, plan)
         return plan
 
