@@ -367,7 +367,7 @@ def components(n_cards: int, n_rows: int, reps: int = 5) -> dict[str, float]:
         keys = rows.immediate.keys() | rows.lineage.keys() | set(rows.invalidity.keys)
         block_of = {k: space.lineage_position(alias.get(k, k)) for k in keys}
         view = rows.immediate.fit_view(block_of, len(space.lineages))
-        plan = heads._plan(rows, space, block_of, None)
+        plan = heads._plan("immediate", rows.plan_rows, heads.rows.last_width, alias)
         times: dict[str, list[float]] = {k: [] for k in ("full", "bounded", "adaptive", "planned")}
 
         def cpu(key: str, work: Any) -> Any:

@@ -165,3 +165,26 @@ def test_exact_sums_round_once() -> None:
     for v in values:
         acc.add(v, -1)
     assert np.array_equal(acc.value(), np.zeros(3))
+
+
+def test_a_row_out_of_range_raises_and_changes_nothing() -> None:
+    """A row whose products leave the sums' range (|y| = 9: y^2 = 81 >= 64) raises
+    DesignError and leaves the statistics as they were: no level, block or count moves, so
+    a later fit (and a replay that meets the same row) sees only the rows taken."""
+    from gigaevo.memory.v2.causal.errors import DesignError
+
+    rng = np.random.default_rng(7)
+    stats = GaussianStatistics(PS, C)
+    for i in range(40):
+        stats.add(_row(rng, f"card-{i % 3}", 0.01))
+    before = stats.copy()
+    bad = _row(rng, "card-new", 0.04)
+    bad = RowTerms(bad.shared, bad.part, bad.key, 9.0, bad.level)
+    with pytest.raises(DesignError):
+        stats.add(bad)
+    assert stats.n == before.n and stats.keys() == before.keys()
+    assert sorted(stats._levels) == sorted(before._levels) == [0.01]
+    view, ref = (s.fit_view({f"card-{i}": i for i in range(3)}, 3) for s in (stats, before))
+    for g, h in zip(view.groups, ref.groups, strict=True):
+        assert g.count == h.count and g.yty == h.yty
+        assert np.array_equal(g.a, h.a) and np.array_equal(g.d, h.d) and np.array_equal(g.g, h.g)

@@ -374,8 +374,11 @@ class BayesianLinearHead:
         ks = rng.choice(len(self.weights_), size=n, p=self.weights_)
         xi = rng.standard_normal((n, self.component_means_.shape[1]))
         out = np.empty_like(xi)
-        for k in np.unique(ks):
-            rows = ks == k
+        # the draws of each node, in draw order (a stable sort groups them once instead of
+        # one mask over all n draws per node)
+        order = np.argsort(ks, kind="stable")
+        nodes, starts = np.unique(ks[order], return_index=True)
+        for k, rows in zip(nodes.tolist(), np.split(order, starts[1:]), strict=True):
             out[rows] = self._components[k].sample(xi[rows]) + (
                 self.component_means_[k] - self._components[k].mean
             )
@@ -461,6 +464,8 @@ class _PencilSolver(_BatchEvidence):
     def __init__(self, pencil: NoisePencil | LevelPencil, mu0: np.ndarray) -> None:
         self._pencil, self.mu0 = pencil, mu0
         self._block = pencil
+        # the columns where node means can move (one noise level), None: all of them
+        self.moving = pencil.moving if isinstance(pencil, NoisePencil) else None
 
     def nodes(
         self, taus: np.ndarray, full: bool
@@ -468,6 +473,8 @@ class _PencilSolver(_BatchEvidence):
         """(components, centred means (K, P), marginal variances (K, P) when ``full``: for
         one noise level a ``NodeVariances``, formed as far as the mixture asks)."""
         if not full:
+            if isinstance(self._block, NoisePencil):  # (K, len(moving)): see ``_mixture``
+                return [], self._block.moving_means(np.exp(taus)), None
             return [], self._block.means(np.exp(taus)), None
         if isinstance(self._block, NoisePencil):
             posts, means, lazy = self._block.lazy_posteriors(np.exp(taus))
@@ -503,7 +510,9 @@ class _DenseSolver(_BatchEvidence):
 @dataclass(frozen=True)
 class _Mixture:
     """The sigma mixture; ``var`` = sum_k w_k var_k + sum_k w_k (m_k - mean)^2, formed from
-    ``node_var`` when first read (None unless built in full)."""
+    ``node_var`` when first read (None unless built in full). ``means`` are the node means
+    (K, P); a mixture not built in full on a one-level pencil keeps only their moving
+    columns (``NoisePencil.moving``)."""
 
     taus: np.ndarray
     weights: np.ndarray
@@ -540,15 +549,35 @@ def _mixture(
     taus, w = taus[keep][order], w[keep][order]
     w = w / np.sum(w)
     posts, centred, node_var = solver.nodes(taus, full)
-    means = centred + solver.mu0
-    mean = w @ means
-    dev = means - mean
+    mu0 = solver.mu0
+    shifted = bool(np.any(mu0))
+    moving = getattr(solver, "moving", None)
     cov = None
-    if full and all(isinstance(p, ConditionalPosterior) for p in posts):
-        covs = np.array([p.cov for p in posts])  # type: ignore[attr-defined]
-        cov = np.einsum("k,kij->ij", w, covs) + (dev.T * w) @ dev
+    if moving is None:
+        means = centred + mu0 if shifted else centred
+        mean = w @ means
+        dev = means - mean
+        if full and all(isinstance(p, ConditionalPosterior) for p in posts):
+            covs = np.array([p.cov for p in posts])  # type: ignore[attr-defined]
+            cov = np.einsum("k,kij->ij", w, covs) + (dev.T * w) @ dev
+        spread = w @ dev**2
+    else:
+        # a column outside ``moving`` holds mu0 at every node: its mixture mean is mu0 and
+        # its spread 0, so only the moving columns are weighed. The solver gives the means
+        # on the moving columns only when no per-node means are kept (``full`` False); then
+        # ``means`` holds those columns.
+        narrow = centred.shape[1] == len(moving)
+        sub = centred if narrow else centred[:, moving]
+        if shifted:
+            sub = sub + mu0[moving]
+        means = sub if not full else (centred + mu0 if shifted else centred)
+        mean = np.array(mu0, dtype=float)
+        mean[moving] = w @ sub
+        dev = sub - mean[moving]
+        spread = np.zeros(len(mean))
+        spread[moving] = w @ (dev * dev)
     sigma2 = float(w @ np.exp(2.0 * taus))
-    return _Mixture(taus, w, posts, means, mean, node_var, w @ dev**2, cov, sigma2, log_mass)
+    return _Mixture(taus, w, posts, means, mean, node_var, spread, cov, sigma2, log_mass)
 
 
 def _mean_shift(fine: _Mixture, coarse: _Mixture) -> float:

@@ -130,21 +130,47 @@ class NoisePencil:
         sigmas = np.asarray(sigmas, dtype=float)
         return self._log_evidence(sigmas, *self._schur(sigmas))
 
-    def _means(self, w: np.ndarray, f: np.ndarray, chol_s: np.ndarray, t: np.ndarray) -> np.ndarray:
+    def _means(
+        self,
+        w: np.ndarray,
+        f: np.ndarray,
+        chol_s: np.ndarray,
+        t: np.ndarray,
+        moving_only: bool = False,
+    ) -> np.ndarray:
+        """Posterior means (K, P), or (K, len(``moving``)) on the moving columns only."""
         k, ps = len(w), self.p_shared
         m_s = np.linalg.solve(chol_s.transpose(0, 2, 1), np.linalg.solve(chol_s, t[:, :, None]))
         m_s = m_s[:, :, 0]
         proj = f * w[:, None] * (self._s - m_s @ self._r.T)  # (K, N)
+        n_act, c = len(self.active), self.width
+        # V^1/2 Q (.) per block, as one (K, C) x (C, C) product per block (not K A tiny ones)
+        blocks = proj.reshape(k, n_act, c).transpose(1, 0, 2)  # (A, K, C)
+        part = (blocks @ self._vq.transpose(0, 2, 1)).transpose(1, 0, 2)  # (K, A, C)
+        if moving_only:
+            return np.concatenate([m_s, part.reshape(k, -1)], axis=1)
         mean = np.zeros((k, len(self.prior_var)))
         mean[:, :ps] = m_s
-        if len(self.active):
-            blocks = proj.reshape(k, len(self.active), self.width)
-            mean[:, self.cols] = (self._vq @ blocks[..., None])[..., 0]  # V^1/2 Q (.) per block
+        if n_act:
+            mean[:, ps:].reshape(k, -1, c)[:, self.active] = part  # the active blocks' columns
         return mean
+
+    def moving_means(self, sigmas: np.ndarray) -> np.ndarray:
+        """``means`` on the ``moving`` columns only, (K, len(moving)): what a mixture that
+        keeps no per-node means (the coarse rule of the health check) needs."""
+        w, f, chol_s, t = self._schur(np.asarray(sigmas, dtype=float))
+        return self._means(w, f, chol_s, t, moving_only=True)
+
+    @property
+    def moving(self) -> np.ndarray:
+        """The columns where the nodes' means can differ from the prior mean: the shared
+        block and the active lineage blocks (every other column is 0 at every node)."""
+        return np.r_[np.arange(self.p_shared), self.cols.reshape(-1)].astype(int)
 
     def means(self, sigmas: np.ndarray) -> np.ndarray:
         """Posterior means m(sigma) (centred targets), shape (K, P)."""
-        return self._means(*self._schur(np.asarray(sigmas, dtype=float)))
+        w, f, chol_s, t = self._schur(np.asarray(sigmas, dtype=float))
+        return self._means(w, f, chol_s, t)
 
     def posteriors(self, sigmas: np.ndarray) -> tuple[list[BlockPosterior], np.ndarray, np.ndarray]:
         """The factored conditional posteriors at K residual sds, their means and variances.
@@ -215,8 +241,9 @@ class NodeVariances:
     def _block_diag_inverse(self, pos: np.ndarray) -> np.ndarray:
         """diag(D_l^-1) of the active blocks at positions ``pos``, (K, len(pos), C)."""
         k, c = len(self._w), self.width
-        fa = self._f.reshape(k, len(self.active), c, 1)[:, pos]
-        return ((self._vq[pos] * self._vq[pos]) @ fa)[..., 0]
+        fa = self._f.reshape(k, len(self.active), c)[:, pos].transpose(1, 0, 2)  # (len, K, C)
+        vq2 = self._vq[pos] * self._vq[pos]
+        return (fa @ vq2.transpose(0, 2, 1)).transpose(1, 0, 2)  # one product per block
 
     def _block_yy(self, pos: np.ndarray) -> np.ndarray:
         """diag(Y_l Y_l') of the active blocks at positions ``pos``, (K, len(pos), C)."""
@@ -240,8 +267,16 @@ class NodeVariances:
         return yy.transpose(2, 0, 1)
 
     def weighted(self, weights: np.ndarray) -> np.ndarray:
-        """sum_k weights_k diag(Lambda_k^-1), (P,)."""
-        return weights @ self.per_node()
+        """sum_k weights_k diag(Lambda_k^-1), (P,): the shared and active blocks weighed
+        node by node; a prior block's variance is its prior variance at every node."""
+        ps = self.p_shared
+        out = np.array(self.prior_var, dtype=float)
+        out[:ps] = weights @ np.sum(self._inv_s * self._inv_s, axis=1)
+        if len(self.active):
+            every = np.arange(len(self.active))
+            part = self._block_diag_inverse(every) + self._block_yy(every)
+            out[self.cols] = np.tensordot(weights, part, axes=1)
+        return out
 
     def weighted_lower(self, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(a lower bound of ``weighted`` (P,), where it is exact (P,) bool)."""

@@ -63,7 +63,10 @@ class ExactSum:
         self.lo = np.zeros(shape, dtype=np.int64)
 
     def add(self, values: np.ndarray, sign: int = 1) -> None:
-        hi, lo = _fixed(values)
+        self.add_fixed(*_fixed(values), sign)
+
+    def add_fixed(self, hi: np.ndarray, lo: np.ndarray, sign: int = 1) -> None:
+        """Add (or subtract) terms already converted by ``_fixed``."""
         if sign > 0:
             self.hi += hi
             self.lo += lo
@@ -118,22 +121,22 @@ class _Level:
         return at
 
     def update(self, row: RowTerms, sign: int) -> None:
+        """Add (sign +1) or remove (-1) one row's terms; all or nothing (every product is
+        converted before any sum moves, so a row out of range changes nothing)."""
         s = row.shared
+        shared = [_fixed(np.outer(s, s)), _fixed(s * row.y), _fixed(np.array(row.y * row.y))]
+        block = None
+        if row.part is not None and row.key is not None:
+            u = row.part
+            block = [_fixed(np.outer(u, u)), _fixed(np.outer(u, s)), _fixed(u * row.y)]
         self.count += sign
-        self.a.add(np.outer(s, s), sign)
-        self.bs.add(s * row.y, sign)
-        self.yty.add(np.array(row.y * row.y), sign)
-        if row.part is None or row.key is None:
+        for acc, (hi, lo) in zip((self.a, self.bs, self.yty), shared, strict=True):
+            acc.add_fixed(hi, lo, sign)
+        if block is None or row.key is None:
             return
         at = self.slot(row.key)
         self.block_rows[at] += sign
-        u = row.part
-        for acc, terms in (
-            (self.d, np.outer(u, u)),
-            (self.g, np.outer(u, s)),
-            (self.bl, u * row.y),
-        ):
-            hi, lo = _fixed(terms)
+        for acc, (hi, lo) in zip((self.d, self.g, self.bl), block, strict=True):
             if sign > 0:
                 acc.hi[at] += hi
                 acc.lo[at] += lo
@@ -160,7 +163,13 @@ class GaussianStatistics:
         return sum(lv.count for lv in self._levels.values())
 
     def add(self, row: RowTerms) -> None:
-        self._level(row.level).update(row, +1)
+        """Add one row; a row out of range raises DesignError and changes nothing."""
+        level = self._level(row.level)
+        try:
+            level.update(row, +1)
+        finally:
+            if level.count == 0:
+                del self._levels[row.level]
         self.version += 1
 
     def remove(self, row: RowTerms) -> None:

@@ -46,7 +46,12 @@ class LedgerTally:
     lineage_count: int = 0
     matured: dict[str, tuple[Observation, LineageRow]] = field(default_factory=dict)
     unmatured: Counter[str] = field(default_factory=Counter)  # proposed id -> open roots
-    matured_log: list[str] = field(default_factory=list)  # roots whose matured row moved
+    # roots whose matured row moved, each with the row it moved to (None: it left), in the
+    # order the ledger's rows were read: replayed from the start it passes through every
+    # state the live reader saw (``matured_moves_since``)
+    matured_log: list[tuple[str, tuple[Observation, LineageRow] | None]] = field(
+        default_factory=list
+    )
     counts: Counter[str] = field(default_factory=Counter)
     version: VersionSum = field(default_factory=VersionSum)
     _waiting: dict[str, str] = field(default_factory=dict)  # root -> proposed id, unmatured
@@ -101,7 +106,7 @@ class LedgerTally:
             self.matured[root] = (obs, row[0])
         now = self.matured.get(root)
         if (now is None) != (before is None) or (now and before and now[1] is not before[1]):
-            self.matured_log.append(root)
+            self.matured_log.append((root, now))
         pid = obs.decision.proposed_id if obs is not None else None
         waiting = bool(is_root and pid and (row is None or row[0].status == "pending"))
         if waiting and root not in self._waiting:

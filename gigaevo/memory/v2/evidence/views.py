@@ -157,6 +157,15 @@ class LedgerViews:
     def matured_changes_since(self, start: int) -> list[str]:
         """Roots whose matured lineage row (``matured_lineage``) changed, from the
         ``start``-th change on; a root may repeat."""
+        return [root for root, _ in self._sync().matured_log[start:]]
+
+    def matured_moves_since(
+        self, start: int
+    ) -> list[tuple[str, tuple[Observation, LineageRow] | None]]:
+        """The changes of ``matured_changes_since``, each with the root's matured row right
+        after it ((observation, ``outcome`` row), or None when the root left). From 0 they
+        replay every state of the matured rows in ledger order, so a reader that resumes
+        passes through the states the uninterrupted one saw."""
         return self._sync().matured_log[start:]
 
     def matured_row(self, root_decision_id: str) -> tuple[Observation, LineageRow] | None:

@@ -4,14 +4,17 @@
 chance constraint".)
 
 ``HeadRows`` reads each new usefulness-eligible observation once (``eligible_since``, in
-terminal order) and each change of a root's matured lineage row (``matured_changes_since``),
-and keeps, per context width:
+terminal order) and each move of a root's matured lineage row with the row it moved to
+(``matured_moves_since``, in ledger order), and keeps, per context width:
 
 - the immediate head's exact sufficient statistics (valid rows: y = g / R, omega per row),
   and a copy of them at its latest plan point (``anchor_size``: 256, 272, 289, ... rows, in
   terminal order), on which the fitter plans the residual-scale integration;
 - the delayed-lineage head's (the latest matured row of each eligible valid root:
-  y^L = g^L / R, omega^L); a new row version replaces the old one's terms exactly;
+  y^L = g^L / R, omega^L); a new row version replaces the old one's terms exactly, and a
+  copy at its latest plan point (the 256th, 272nd, 289th, ... move of its rows): replayed
+  from the start the moves pass through the states the live reader saw, so a resumed run
+  holds the same copies;
 - the invalidity head's rows as growing arrays (shared part, lineage part, block key,
   D): the logistic MAP needs the rows themselves, but never their rebuild;
 - the ids of the rows fitted on, and how they changed since the last fit.
@@ -105,6 +108,10 @@ class WidthRows:
     link: Sequence[str] = ()  # the fit-set link of the last fit (``fitted_row_link``)
     # the immediate head's statistics at its latest plan point (``anchor_size``): (rows, sums)
     plan_rows: tuple[int, GaussianStatistics] | None = None
+    # the delayed-lineage head's: its rows are replaced as windows mature, so its plan points
+    # count the moves of its rows (a row added, replaced or withdrawn), in ledger order
+    lineage_moves: int = 0
+    lineage_plan_rows: tuple[int, GaussianStatistics] | None = None
 
     def take_changes(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(ids added, ids removed) since the last call, each sorted."""
@@ -152,7 +159,8 @@ class HeadRows:
         self.widths: dict[int, WidthRows] = {}
         self.treated_keys: Counter[str] = Counter()  # proposed ids of eligible Z = 1 rows
         self.last_width = 0  # context width of the newest eligible row
-        self.failure = ""  # a row that could not be taken (fits then fail closed)
+        self._row_failure = ""  # an eligible row that could not be taken (for good)
+        self._lineage_failures: dict[str, str] = {}  # root -> its current row's failure
         self._seen = 0
         self._changes = 0
         self._units: dict[int, DesignSpace] = {}
@@ -164,14 +172,23 @@ class HeadRows:
             try:
                 self._observation(obs)
             except ValueError as exc:  # a gain outside its interval, a bad design value
-                self.failure = self.failure or f"row {obs.decision.decision_id}: {exc}"
-        changes = self.evidence.matured_changes_since(self._changes)
-        self._changes += len(changes)
-        for root in dict.fromkeys(changes):
+                self._row_failure = self._row_failure or f"row {obs.decision.decision_id}: {exc}"
+        # every move of a matured row in ledger order, each with the row it moved to: a
+        # resumed reader replays the states (and plan points) the live one passed through
+        for root, found in self.evidence.matured_moves_since(self._changes):
+            self._changes += 1
+            self._lineage_failures.pop(root, None)
             try:
-                self._lineage(root, self.evidence.matured_row(root))
-            except ValueError as exc:
-                self.failure = self.failure or f"lineage row of {root}: {exc}"
+                self._lineage(root, found)
+            except ValueError as exc:  # fails the fits while it is the root's row
+                self._lineage_failures[root] = f"lineage row of {root}: {exc}"
+
+    @property
+    def failure(self) -> str:
+        """Why the current rows cannot be fitted ("" when they can): an eligible row that
+        could not be taken, or a root's current matured lineage row that could not (a row
+        version superseded since does not count: it is no longer among the rows)."""
+        return self._row_failure or next(iter(self._lineage_failures.values()), "")
 
     def rows(self, n_context: int) -> WidthRows:
         """The rows of width ``n_context`` (empty when there are none)."""
@@ -240,24 +257,38 @@ class HeadRows:
         )
 
     def _lineage(self, root: str, found: tuple[Observation, LineageRow] | None) -> None:
+        """One move of a root's matured row: its old terms leave, the new ones (if any)
+        come; each width it touched counts the move, and a width whose moves reach a plan
+        point (``anchor_size``) keeps a copy of its delayed-lineage statistics."""
+        moved: list[WidthRows] = []
         for width in self.widths.values():
             old = width.lineage_terms.pop(root, None)
             if old is not None:
                 width.lineage.remove(old[1])
                 width.change(removed=old[0])
-        if found is None:
-            return
-        obs, row = found
-        width = self._width(len(obs.decision.context.features))
-        y = float(row.residual or 0.0) / self.reward.range
-        fixed = self.posterior.lineage_measurement_sd  # None: the root's own omega
-        terms = self._terms(obs, y, self._omega(obs) if fixed is None else fixed)
-        if not math.isfinite(y):
-            raise ValueError(f"lineage residual {row.residual} is not finite")
-        width.lineage.add(terms)
-        row_id = f"lineage:{root}:v{row.version}"
-        width.lineage_terms[root] = (row_id, terms)
-        width.change(added=row_id)
+                moved.append(width)
+        try:
+            if found is None:
+                return
+            obs, row = found
+            width = self._width(len(obs.decision.context.features))
+            y = float(row.residual or 0.0) / self.reward.range
+            fixed = self.posterior.lineage_measurement_sd  # None: the root's own omega
+            terms = self._terms(obs, y, self._omega(obs) if fixed is None else fixed)
+            if not math.isfinite(y):
+                raise ValueError(f"lineage residual {row.residual} is not finite")
+            width.lineage.add(terms)
+            row_id = f"lineage:{root}:v{row.version}"
+            width.lineage_terms[root] = (row_id, terms)
+            width.change(added=row_id)
+            if not any(w is width for w in moved):
+                moved.append(width)
+        finally:
+            for width in moved:
+                width.lineage_moves += 1
+                n = width.lineage_moves
+                if anchor_size(n) == n:  # a plan point of the delayed-lineage head
+                    width.lineage_plan_rows = (n, width.lineage.copy())
 
 
 ANCHOR_MIN = 256  # below this many rows every invalidity fit starts at the prior mean

@@ -38,6 +38,7 @@ from gigaevo.memory.v2.causal.arrowhead import DENSE_MAX_SIZE
 from gigaevo.memory.v2.causal.errors import DesignError
 from gigaevo.memory.v2.causal.invalidity import ShiftLevels, card_shift_levels
 from gigaevo.memory.v2.causal.quadrature import QuadratureNodes
+from gigaevo.memory.v2.causal.suffstats import GaussianStatistics
 from gigaevo.memory.v2.causal.transfer import (
     TransferConfig,
     TransferFit,
@@ -114,8 +115,10 @@ class HeadFitter:
         self._heads: dict[str, tuple[tuple[object, ...], Any]] = {}
         self._space: DesignSpace | None = None
         self.head_fits = 0  # heads actually fitted (a head whose inputs stand is reused)
-        self._planned: tuple[tuple[object, ...], QuadratureNodes] | None = None
-        self.plans = 0  # residual-scale plans made (``_plan``)
+        # per head: (the plan's inputs, its residual-scale plan); see ``_plan``
+        self._planned: dict[str, tuple[tuple[object, ...], QuadratureNodes | None]] = {}
+        self.plans = 0  # the immediate head's residual-scale plans made (``_plan``)
+        self.lineage_plans = 0  # the delayed-lineage head's
         # (V, head rows, context width, cards) the cached fit was last checked against
         self._inputs: tuple[str, tuple[Observation, ...], int, tuple[Card, ...]] | None = None
         self.version = ""  # V of the last call
@@ -181,12 +184,13 @@ class HeadFitter:
                 head = self._utility_head(space)
                 # memory-model.md "Multitask transfer"; None: zero mean
                 head.prior_mean = self._transfer_prior(space)
-                plan = self._plan(rows, space, block_of, head.prior_mean)
+                plan = self._plan("immediate", rows.plan_rows, n_context, alias)
                 return head.fit_statistics(rows.immediate.fit_view(block_of, n_lin), plan)
 
             def fit_lineage() -> BayesianLinearHead:
                 head = self._utility_head(space)  # "Delayed-lineage head": mu_0 = 0
-                return head.fit_statistics(rows.lineage.fit_view(block_of, n_lin))
+                plan = self._plan("lineage", rows.lineage_plan_rows, n_context, alias)
+                return head.fit_statistics(rows.lineage.fit_view(block_of, n_lin), plan)
 
             def fit_invalidity() -> LogisticLaplaceHead:
                 prior = self._invalidity_prior
@@ -219,27 +223,47 @@ class HeadFitter:
 
     def _plan(
         self,
-        rows: WidthRows,
-        space: DesignSpace,
-        block_of: dict[str, int],
-        prior_mean: np.ndarray | None,
+        name: str,
+        plan_rows: tuple[int, GaussianStatistics] | None,
+        n_context: int,
+        alias: dict[str, str],
     ) -> QuadratureNodes | None:
-        """The immediate head's residual-scale plan (memory-model.md "Incremental fits"): the
-        accepted pieces of the adaptive integration on the rows up to the latest plan point
-        (``WidthRows.plan_rows``), in this fit's layout and prior. A function of those rows
-        and the layout, so a resumed run plans what the uninterrupted one did; kept until
-        the plan point or the layout moves. None below the first plan point."""
-        if rows.plan_rows is None:
+        """The residual-scale plan of head ``name`` (memory-model.md "Incremental fits"): the
+        accepted pieces of the adaptive integration on its statistics at its latest plan
+        point (``WidthRows.plan_rows`` for the immediate head, ``lineage_plan_rows`` for the
+        delayed-lineage head), fitted in the space of those rows' own lineages (the cards
+        they were decided under, through the bank's aliases) with the configured prior (the
+        immediate head's transfer mean of those lineages). Lineages without rows add nothing
+        to the log evidence the pieces are placed on, so the plan is a function of the
+        plan's rows and their aliases only: a resumed run plans what the uninterrupted one
+        did, and a card that gains its first row elsewhere does not re-plan. None below
+        the first plan point."""
+        if plan_rows is None:
             return None
-        n0, stats = rows.plan_rows
-        key = (n0, space, tuple(sorted(block_of.items())), self._transfer_digest)
-        if self._planned is not None and self._planned[0] == key:
-            return self._planned[1]
-        head = self._utility_head(space)
-        head.prior_mean = prior_mean
-        plan = head.fit_statistics(stats.fit_view(block_of, len(space.lineages))).quadrature_
-        self._planned = (key, plan)
-        self.plans += 1
+        n0, stats = plan_rows
+        mapping = tuple((k, alias.get(k, k)) for k in sorted(stats.keys()))
+        digest = self._transfer_digest if name == "immediate" else ""  # mu_0 of the immediate
+        key = (n0, n_context, mapping, digest)
+        kept = self._planned.get(name)
+        if kept is not None and kept[0] == key:
+            return kept[1]
+        plan: QuadratureNodes | None = None
+        try:
+            own = DesignSpace(
+                n_context,
+                tuple(sorted({lin for _, lin in mapping})),
+                kind_contrast=self.posterior.kind_contrast,
+                rag_contrast=self.rag_contrast,
+            )
+            head = self._utility_head(own)
+            head.prior_mean = self._transfer_prior(own) if name == "immediate" else None
+            block_of = {k: own.lineage_position(lin) for k, lin in mapping}
+            plan = head.fit_statistics(stats.fit_view(block_of, len(own.lineages))).quadrature_
+        except DesignError as exc:  # no plan: this head's fits integrate adaptively
+            log.debug("memory v2 %s head: no residual-scale plan (%s)", name, exc)
+        self.plans += name == "immediate"
+        self.lineage_plans += name == "lineage"
+        self._planned[name] = (key, plan)
         return plan
 
     def _space_of(self, n_context: int, lineages: tuple[str, ...]) -> DesignSpace:
