@@ -233,7 +233,8 @@ class CandidateTable(Sequence[Candidate]):
         """
         ids = shared_ids(card_ids)
         rho_a = _frozen(rho)
-        safe_b = bytes(bool(s) for s in safe)
+        flags = safe if isinstance(safe, np.ndarray) else np.fromiter(map(bool, safe), bool)
+        safe_b = flags.astype(bool).astype(np.uint8).tobytes()
         offer_x: dict[int, float | None] = {}
         if offers is not None:
             if len(offers) != len(ids):
