@@ -293,7 +293,10 @@ class BlockStack:
         post0 = self.components[0]
         ps, c = post0.chol_s.shape[0], post0.width
         n_lin = (self.means.shape[1] - ps) // c
-        same = np.all(self.means[1:, ps:] == self.means[0, ps:], axis=0).reshape(n_lin, c).all(1)
+        # equal in every node: largest == smallest (NaN unequal, -0.0 == 0.0, as ==), two
+        # reductions over the rows instead of a (K - 1, P) comparison
+        lin = self.means[:, ps:]
+        same = (lin.max(axis=0) == lin.min(axis=0)).reshape(n_lin, c).all(1)
         same[post0.active] = False
         out = np.full(n_lin, -1)
         at = np.flatnonzero(same)
