@@ -94,6 +94,7 @@ from gigaevo.memory.v2.causal.policy import (
 from gigaevo.memory.v2.causal.quadrature import QuadratureNodes, adaptive_gauss_legendre
 from gigaevo.memory.v2.causal.selection import (
     CandidateCard,
+    CandidateSet,
     Selection,
     SelectionConfig,
     select,
@@ -108,6 +109,7 @@ __all__ = [
     "BlockStatistics",
     "CandidateCard",
     "CandidateRow",
+    "CandidateSet",
     "CardSummary",
     "ConditionalPosterior",
     "DesignError",

@@ -270,7 +270,16 @@ def proposal_distribution(
 ) -> Proposal:
     """rho_j = (1 - eps) n_j / S_w + eps chi_j, rho_0 = (1 - eps) n_0 / S_w."""
     s = len(votes.winners)
-    nu = np.array([(pending or {}).get(j, 0) for j in votes.card_ids], dtype=float)
+    nu = np.zeros(len(votes.card_ids))
+    for card, count in (pending or {}).items():  # the few cards with pending outcomes
+        start = 0
+        while count:  # each position of ``card`` (found by a scan in C, not a dict of J)
+            try:
+                start = votes.card_ids.index(card, start)
+            except ValueError:
+                break
+            nu[start] = count
+            start += 1
     scale = 1.0 / np.sqrt(1.0 + nu)
     a = np.ones(len(nu)) if uniform_exploration else (1.0 + votes.challenger_counts) * scale
     chi = a / a.sum()
@@ -338,15 +347,19 @@ def draw_decision(proposal: Proposal, offer_probability: float, u1: float, u2: f
     """Walk abstain first then ascending ids with u1; Z = 1{u2 < e}."""
     if not 0.0 < offer_probability < 1.0:
         raise ValueError("offer probability e must lie in (0, 1)")
-    cumulative = proposal.rho0
-    if u1 < cumulative or not proposal.card_ids:
+    if u1 < proposal.rho0 or not proposal.card_ids:
         return Draw(None, None, proposal.rho0, proposal.rho0)
-    for card, rho in zip(proposal.card_ids, proposal.rho, strict=True):
-        cumulative += float(rho)
-        if u1 < cumulative:
-            z = int(u2 < offer_probability)
-            e = offer_probability if z else 1.0 - offer_probability
-            return Draw(card, z, float(rho), float(rho) * e)
+    # rho_0 + rho_1 + ... + rho_j added left to right (cumsum adds in order, as a walk would)
+    rho = np.asarray(proposal.rho, dtype=float)
+    if len(rho) != len(proposal.card_ids):
+        raise ValueError("proposal masses and card ids differ in length")
+    cumulative = np.cumsum(np.r_[float(proposal.rho0), rho])[1:]
+    past = np.flatnonzero(u1 < cumulative)
+    if len(past):
+        j = int(past[0])
+        z = int(u2 < offer_probability)
+        e = offer_probability if z else 1.0 - offer_probability
+        return Draw(proposal.card_ids[j], z, float(rho[j]), float(rho[j]) * e)
     # u1 fell in the floating-point remainder: the last card with positive mass
     idx = int(np.flatnonzero(proposal.rho > 0)[-1])
     z = int(u2 < offer_probability)

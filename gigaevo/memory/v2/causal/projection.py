@@ -247,7 +247,8 @@ class BlockStack:
             part u, (u @ coupling).reshape(K, P_s, A)[k, :, l] = l21_l a with a = L_l^-1 u
             (one matrix-vector product for every node).
         gram: (K, A, C, C) L_l^-T L_l^-1, so |a|^2 = u' gram u.
-        lineage_means: (K B, C) the nodes' means of every lineage block, contiguous.
+        lineage_means: (K, B, C) the nodes' means of every lineage block (a view of
+            ``means``: copying them would cost a pass over K P values per fit).
 
     A stack of one pencil's nodes (``from_pencil``) forms ``gram`` and ``coupling`` only when
     read; the draws take the nodes their worlds visit (``node_blocks``).
@@ -257,8 +258,13 @@ class BlockStack:
     means: np.ndarray
     weights: np.ndarray
     inv_s: np.ndarray
-    lineage_means: np.ndarray
     factors: tuple[np.ndarray, np.ndarray] | PencilNodes  # (coupling, gram) or the pencil's
+
+    @cached_property
+    def lineage_means(self) -> np.ndarray:
+        ps = self.inv_s.shape[1]
+        c = self.components[0].width
+        return self.means[:, ps:].reshape(len(self.means), -1, c)
 
     @cached_property
     def coupling(self) -> np.ndarray:
@@ -287,7 +293,10 @@ class BlockStack:
         post0 = self.components[0]
         ps, c = post0.chol_s.shape[0], post0.width
         n_lin = (self.means.shape[1] - ps) // c
-        same = np.all(self.means[1:, ps:] == self.means[0, ps:], axis=0).reshape(n_lin, c).all(1)
+        # equal in every node: largest == smallest (NaN unequal, -0.0 == 0.0, as ==), two
+        # reductions over the rows instead of a (K - 1, P) comparison
+        lin = self.means[:, ps:]
+        same = (lin.max(axis=0) == lin.min(axis=0)).reshape(n_lin, c).all(1)
         same[post0.active] = False
         out = np.full(n_lin, -1)
         at = np.flatnonzero(same)
@@ -328,7 +337,7 @@ class BlockStack:
         if nodes is not None:
             return cls.from_pencil(components, nodes, means, weights)
         post0 = components[0]
-        ps, c = post0.chol_s.shape[0], post0.width
+        c = post0.width
         if any(not np.array_equal(p.active, post0.active) for p in components):
             raise DesignError("mixture nodes must share their active lineage blocks")
         inv_s = np.array([p.inverse_factors[0] for p in components])
@@ -342,7 +351,7 @@ class BlockStack:
             gram = np.zeros((len(components), 0, c, c))
         return cls(
             tuple(components), np.asarray(means, dtype=float), np.asarray(weights, dtype=float),
-            inv_s, np.ascontiguousarray(means[:, ps:]).reshape(-1, c), (coupling, gram),
+            inv_s, (coupling, gram),
         )  # fmt: skip
 
     @classmethod
@@ -357,10 +366,9 @@ class BlockStack:
         D_l^-1 G_l), both from the pencil's eigenbasis (``PencilNodes.inverse_blocks``),
         the same matrices as ``build`` forms from the Cholesky factors, to rounding; both
         formed when first read, and per visited node for the draws (``node_blocks``)."""
-        ps, c = nodes.p_shared, nodes.width
         return cls(
             tuple(components), np.asarray(means, dtype=float), np.asarray(weights, dtype=float),
-            nodes.inv_s, np.ascontiguousarray(means[:, ps:]).reshape(-1, c), nodes,
+            nodes.inv_s, nodes,
         )  # fmt: skip
 
 
@@ -451,7 +459,7 @@ def block_worlds(
     order = np.argsort(ks, kind="stable")  # worlds grouped by node: contiguous slices
     bounds = np.r_[0, np.cumsum(counts)]
     n_nodes = len(nodes)  # only the nodes the worlds visit are projected (row i: node nodes[i])
-    mean_blocks = stack.lineage_means.reshape(k_nodes, -1, c)  # node k's block l: [k, l]
+    mean_blocks = stack.lineage_means  # node k's block l: [k, l]
     # per visited node, for the cards alone in their block: centre u'm_l, shift l21_l a,
     # sd |a|; the block parts u take a few distinct values (kind and RAG state), so each
     # distinct u is contracted with the cards' blocks at once

@@ -9,9 +9,10 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import overload
 
 import numpy as np
 
@@ -62,6 +63,115 @@ class CandidateCard:
     rag: str | None = None
 
 
+class CandidateSet(Sequence[CandidateCard]):
+    """Candidate cards with their per-card columns, computed once and kept.
+
+    A reader builds one per bank state and takes the eligible cards of each decision out of
+    it (``take``), so the card ids, the (kind, RAG label) of each card and its lineage block
+    in a design space are arrays looked up, not rebuilt card by card in every decision.
+    Any sequence of ``CandidateCard`` is taken (``of``); the set behaves as the tuple of its
+    cards.
+    """
+
+    def __init__(self, cards: Sequence[CandidateCard]) -> None:
+        self.cards = tuple(cards)
+        self._objects = np.empty(len(self.cards), dtype=object)
+        self._objects[:] = self.cards
+        self.ids: tuple[str, ...] = tuple(c.card_id for c in self.cards)
+        self._id_array = np.empty(len(self.ids), dtype=object)
+        self._id_array[:] = self.ids
+        self._ascending: bool | None = None
+        self._codes: tuple[np.ndarray, tuple[tuple[str | None, str | None], ...]] | None = None
+        self._blocks: tuple[DesignSpace, np.ndarray] | None = None  # the last space's
+
+    @classmethod
+    def of(cls, cards: Sequence[CandidateCard]) -> CandidateSet:
+        """``cards`` as a set (returned as is when it already is one)."""
+        return cards if isinstance(cards, CandidateSet) else cls(cards)
+
+    def take(self, positions: np.ndarray) -> CandidateSet:
+        """The cards at ``positions`` (ascending), with the columns already computed."""
+        out = object.__new__(CandidateSet)
+        out.cards = tuple(self._objects[positions].tolist())
+        out._objects = self._objects[positions]
+        out._id_array = self._id_array[positions]
+        out.ids = tuple(out._id_array.tolist())
+        out._ascending = True if self._ascending else None  # a subsequence keeps the order
+        codes, blocks = self._codes, self._blocks
+        out._codes = None if codes is None else (codes[0][positions], codes[1])
+        out._blocks = None if blocks is None else (blocks[0], blocks[1][positions])
+        return out
+
+    def __len__(self) -> int:
+        return len(self.cards)
+
+    @overload
+    def __getitem__(self, index: int) -> CandidateCard: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[CandidateCard, ...]: ...
+    def __getitem__(self, index: int | slice) -> CandidateCard | tuple[CandidateCard, ...]:
+        return self.cards[index]
+
+    def __iter__(self) -> Iterator[CandidateCard]:
+        return iter(self.cards)
+
+    def id_list(self, positions: np.ndarray) -> list[str]:
+        """The ids of the cards at ``positions``."""
+        return self._id_array[positions].tolist()
+
+    @property
+    def ascending(self) -> bool:
+        """Whether the ids are in ascending order."""
+        if self._ascending is None:
+            self._ascending = not any(a > b for a, b in itertools.pairwise(self.ids))
+        return self._ascending
+
+    def codes(self) -> tuple[np.ndarray, tuple[tuple[str | None, str | None], ...]]:
+        """(each card's code, the distinct (kind, RAG label) pairs in order of appearance)."""
+        if self._codes is None:
+            kinds: dict[tuple[str | None, str | None], int] = {}
+            which = np.fromiter(
+                (kinds.setdefault((c.kind, c.rag), len(kinds)) for c in self.cards),
+                dtype=int,
+                count=len(self.cards),
+            )
+            which.flags.writeable = False
+            self._codes = (which, tuple(kinds))
+        return self._codes
+
+    def blocks(self, space: DesignSpace) -> np.ndarray:
+        """Each card's lineage block in ``space`` (kept for the last space object)."""
+        if self._blocks is None or self._blocks[0] is not space:
+            index = space.lineage_position
+            block = np.fromiter(
+                (index(c.lineage) for c in self.cards), dtype=int, count=len(self.cards)
+            )
+            block.flags.writeable = False
+            self._blocks = (space, block)
+        return self._blocks[1]
+
+
+class AcceptanceMap(Mapping[str, Acceptance]):
+    """P_acc per candidate id (a read-only mapping in candidate order): the cards of a block
+    of exchangeable cards share one ``Acceptance``, so it is kept as each card's
+    representative and the representatives' results instead of one dict entry a card."""
+
+    def __init__(self, ids: tuple[str, ...], rep: np.ndarray, accepted: Sequence[Acceptance]):
+        self.ids, self._rep, self._accepted = ids, rep, accepted
+        self._index: dict[str, int] | None = None
+
+    def __getitem__(self, card_id: str) -> Acceptance:
+        if self._index is None:
+            self._index = {cid: i for i, cid in enumerate(self.ids)}
+        return self._accepted[int(self._rep[self._index[card_id]])]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.ids)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
 @dataclass(frozen=True)
 class SelectionConfig:
     """Policy constants (defaults of memory-model.md "Symbols and defaults")."""
@@ -87,9 +197,32 @@ class Selection:
 
     proposal: Proposal
     draw: Draw
-    acceptance: dict[str, Acceptance] = field(default_factory=dict)
+    acceptance: Mapping[str, Acceptance] = field(default_factory=dict)
     summary: CardSummary | None = None
     abstain_reason: str = ""
+    # each candidate's position among the proposal's cards (-1: not proposable), in the
+    # order of ``acceptance`` (None: looked up from the ids when built)
+    proposal_at: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.proposal_at is None:
+            at = {cid: i for i, cid in enumerate(self.proposal.card_ids)}
+            n = len(self.acceptance)
+            where = np.fromiter((at.get(cid, -1) for cid in self.acceptance), np.intp, count=n)
+            object.__setattr__(self, "proposal_at", where)
+
+    def candidate_columns(self) -> tuple[list[str], np.ndarray]:
+        """(every candidate's id ascending, its position among the proposal's cards or -1):
+        the candidates a decision logs are those of ``acceptance``, or the proposal's when
+        no acceptance was computed."""
+        ids = list(self.acceptance) if self.acceptance else list(self.proposal.card_ids)
+        at = self.proposal_at if self.acceptance else np.arange(len(ids), dtype=np.intp)
+        assert at is not None
+        ordered = sorted(ids)
+        if ordered != ids:
+            order = sorted(range(len(ids)), key=ids.__getitem__)
+            at = at[np.asarray(order, dtype=np.intp)]
+        return ordered, np.asarray(at, dtype=np.intp)
 
 
 def select(
@@ -123,10 +256,10 @@ def select(
         reason = f"invalidity head failed: {invalidity.failure_}"
     if reason or not cards:
         return _abstain(decision_key, cfg, reason or "no candidates")
+    cset = CandidateSet.of(cards)
     z0 = space.row(x, 0)
-    ids = [c.card_id for c in cards]
-    index = {cid: i for i, cid in enumerate(ids)}
-    rows = card_rows(space, x, cards)
+    ids = cset.ids
+    rows = card_rows(space, x, cset)
     heads = (immediate, invalidity) if lineage is None else (immediate, invalidity, lineage)
     blocks, hot = exchangeable_blocks(heads, rows)
     # the cards of a block share their rows and their blocks' posterior, so their invalidity
@@ -140,13 +273,13 @@ def select(
     means, covs = invalidity.linear_predictors(z0, _take(rows, np.r_[hot, firsts].tolist()))
     accepted = acceptance_probabilities(means, covs, delta=cfg.delta)
     admitted = np.array([a.admitted(cfg.alpha) for a in accepted], dtype=bool)
-    acceptance = {cid: accepted[r] for cid, r in zip(ids, rep.tolist(), strict=True)}
+    acceptance = AcceptanceMap(ids, rep, accepted)
     safe_at = np.flatnonzero(admitted[rep])
     if not len(safe_at):
         return _abstain(decision_key, cfg, "no safe card", acceptance)
-    if any(a > b for a, b in itertools.pairwise(ids[j] for j in safe_at)):
+    if not cset.ascending and any(a > b for a, b in itertools.pairwise(ids[j] for j in safe_at)):
         safe_at = np.array(sorted(safe_at.tolist(), key=ids.__getitem__), dtype=int)
-    safe = [ids[j] for j in safe_at]
+    safe = cset.id_list(safe_at)
     z1 = _take(rows, safe_at.tolist())
     # world draws project each head on the rows; one shared-block draw per world and head
     at_safe = np.full(len(cards), -1)
@@ -155,15 +288,18 @@ def select(
     safe_hot = np.sort(at_safe[hot[admitted[: len(hot)]]])
     votes = world_votes(decision_key, heads, z0, z1, safe, safe_blocks, safe_hot, gain_bounds, cfg)
     proposal = proposal_distribution(votes, pending, cfg.epsilon)
+    # the proposal's cards are the safe ones in ascending id order, as ``safe``
+    proposal_at = at_safe if tuple(safe) == proposal.card_ids else None
     draw = _draw(decision_key, proposal, cfg)
     summary = None
     if draw.proposed is not None:
-        i, r = index[draw.proposed], rep[index[draw.proposed]]
+        i = ids.index(draw.proposed)
+        r = rep[i]
         summary = _summary(
             rng_stream(decision_key, "summary"), space, x, cards[i], (means[r], covs[r]),
             immediate, lineage, gain_bounds, metric_range, cfg.summary_draws,
         )  # fmt: skip
-    return Selection(proposal, draw, acceptance, summary)
+    return Selection(proposal, draw, acceptance, summary, proposal_at=proposal_at)
 
 
 def world_votes(
@@ -402,18 +538,14 @@ def card_rows(
         space.n_context, ("",), kind_contrast=space.kind_contrast, rag_contrast=space.rag_contrast
     )
     ps = space.shared_size
-    kinds: dict[tuple[str | None, str | None], int] = {}  # (kind, RAG label) -> its row
-    which = np.fromiter(
-        (kinds.setdefault((c.kind, c.rag), len(kinds)) for c in cards), dtype=int, count=len(cards)
-    )
+    cset = CandidateSet.of(cards)
+    which, kinds = cset.codes()  # each card's (kind, RAG label), kept with the cards
     distinct = np.array([unit.row(x, 1, "", kind, rag) for kind, rag in kinds]).reshape(
         len(kinds), ps + space.n_context
     )
     rows = distinct[which]  # every card's row, taken from its (kind, label)'s
     shared, part = np.ascontiguousarray(rows[:, :ps]), np.ascontiguousarray(rows[:, ps:])
-    index = space.lineage_position
-    block = np.fromiter((index(c.lineage) for c in cards), dtype=int, count=len(cards))
-    return BlockDesign(shared, block, part, len(space.lineages))
+    return BlockDesign(shared, cset.blocks(space), part, len(space.lineages))
 
 
 def _take(rows: np.ndarray | BlockDesign, idx: list[int]) -> np.ndarray | BlockDesign:
@@ -430,7 +562,9 @@ def _abstain(
     decision_key: str,
     cfg: SelectionConfig,
     reason: str,
-    acceptance: dict[str, Acceptance] | None = None,
+    acceptance: Mapping[str, Acceptance] | None = None,
 ) -> Selection:
     proposal = abstain_proposal()
-    return Selection(proposal, _draw(decision_key, proposal, cfg), acceptance or {}, None, reason)
+    acc = acceptance or {}
+    at = np.full(len(acc), -1, dtype=np.intp)  # no card is proposable
+    return Selection(proposal, _draw(decision_key, proposal, cfg), acc, None, reason, at)

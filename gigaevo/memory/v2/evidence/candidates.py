@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import json
 import math
 import struct
@@ -232,7 +233,8 @@ class CandidateTable(Sequence[Candidate]):
         """
         ids = shared_ids(card_ids)
         rho_a = _frozen(rho)
-        safe_b = bytes(bool(s) for s in safe)
+        flags = safe if isinstance(safe, np.ndarray) else np.fromiter(map(bool, safe), bool)
+        safe_b = flags.astype(bool).astype(np.uint8).tobytes()
         offer_x: dict[int, float | None] = {}
         if offers is not None:
             if len(offers) != len(ids):
@@ -583,14 +585,30 @@ def unpack(text: str, universe_ids: Sequence[str]) -> CandidateTable:
     return CandidateTable._make(shared_ids(ids), rho, safe, offer, offer_x, oj, cj, rag, extra)
 
 
+_POSITIONS: list[tuple[Sequence[str], dict[str, int] | None]] = []  # the last universe's
+
+
+def _positions(universe_ids: Sequence[str]) -> dict[str, int] | None:
+    """Card id -> position in ``universe_ids``, or None when an id is there twice (kept for
+    the last universe object: the decisions of one bank state share it)."""
+    if _POSITIONS and _POSITIONS[0][0] is universe_ids:
+        return _POSITIONS[0][1]
+    at: dict[str, int] | None = {}
+    for i, cid in enumerate(universe_ids):
+        if at.setdefault(cid, i) != i:  # type: ignore[union-attr]
+            at = None  # an id twice in the universe: positions would be ambiguous
+            break
+    _POSITIONS[:] = [(universe_ids, at)]
+    return at
+
+
 def _universe_mask(ids: Sequence[str], universe_ids: Sequence[str]) -> bytes | None:
     """The bitmap of ``ids`` over ``universe_ids`` when they are a subsequence of it
     (ascending positions, each id once in the universe), else None."""
-    at: dict[str, int] = {}
-    for i, cid in enumerate(universe_ids):
-        if at.setdefault(cid, i) != i:
-            return None  # an id twice in the universe: positions would be ambiguous
-    pos = np.fromiter((at.get(c, -1) for c in ids), dtype=np.int64, count=len(ids))
+    at = _positions(universe_ids)
+    if at is None:
+        return None
+    pos = np.fromiter(map(at.get, ids, itertools.repeat(-1)), dtype=np.int64, count=len(ids))
     if len(pos) and (pos[0] < 0 or (np.diff(pos) <= 0).any()):
         return None
     bits = np.zeros(len(universe_ids), dtype=np.uint8)

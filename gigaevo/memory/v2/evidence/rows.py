@@ -97,6 +97,40 @@ class CardSnapshot:
         return frozenset((self.card_id, *self.absorbed_ids))
 
 
+UNIVERSES_KEPT = 8  # universe indexes kept (decisions of one bank share their universe tuple)
+_UNIVERSES: dict[int, tuple[Sequence[CardSnapshot], tuple[str, ...], dict[str, int]]] = {}
+
+
+def _universe_entry(
+    universe: Sequence[CardSnapshot],
+) -> tuple[Sequence[CardSnapshot], tuple[str, ...], dict[str, int]]:
+    hit = _UNIVERSES.get(id(universe))
+    if hit is not None and hit[0] is universe:
+        return hit
+    ids = tuple(snap.card_id for snap in universe)
+    index: dict[str, int] = {}
+    for i, cid in enumerate(ids):
+        index.setdefault(cid, i)
+    if len(_UNIVERSES) >= UNIVERSES_KEPT:
+        _UNIVERSES.pop(next(iter(_UNIVERSES), 0), None)
+    entry = _UNIVERSES[id(universe)] = (universe, ids, index)  # held: its id is not reused
+    return entry
+
+
+def universe_ids(universe: Sequence[CardSnapshot]) -> tuple[str, ...]:
+    """The card ids of ``universe`` in order (the same tuple for the same universe object)."""
+    return _universe_entry(universe)[1]
+
+
+def universe_index(universe: Sequence[CardSnapshot]) -> dict[str, int]:
+    """Card id -> its first position in ``universe`` (do not modify the dict).
+
+    Kept per universe object: the decisions of one bank state share their universe tuple, so
+    a decision over 10,000 cards looks its proposed card up instead of scanning them.
+    """
+    return _universe_entry(universe)[2]
+
+
 @dataclass(frozen=True)
 class Diagnostic:
     """One named fit diagnostic (e.g. ``immediate.rows``, ``immediate.sigma``)."""
@@ -177,7 +211,7 @@ class DecisionRow:
             raise ValueError("a non-abstaining decision needs proposed_id, z, offer, rho, joint")
         if self.z not in (0, 1):
             raise ValueError(f"z must be 0 or 1, got {self.z}")
-        if self.proposed_id not in {c.card_id for c in self.universe}:
+        if self.proposed_id not in universe_index(self.universe):
             raise ValueError(f"proposed id {self.proposed_id!r} is not in the universe")
         if self.proposed_id in self.excluded_ids:
             raise ValueError(f"proposed id {self.proposed_id!r} was excluded")
@@ -195,7 +229,8 @@ class DecisionRow:
         return not self.abstain
 
     def snapshot(self, card_id: str) -> CardSnapshot | None:
-        return next((c for c in self.universe if c.card_id == card_id), None)
+        i = universe_index(self.universe).get(card_id)
+        return None if i is None else self.universe[i]
 
     def candidate(self, card_id: str) -> Candidate | None:
         """The candidate of ``card_id`` (the first, as logged), or None."""

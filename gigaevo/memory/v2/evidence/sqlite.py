@@ -30,6 +30,7 @@ from gigaevo.memory.v2.evidence.rows import (
     TerminalRow,
     canonical_json,
     sha256_hex,
+    universe_ids,
 )
 from gigaevo.memory.v2.records import from_json, to_json
 
@@ -197,7 +198,7 @@ def encode_decision(
     data["universe_ref"] = universe_ref
     table = CandidateTable.of(row.candidates)
     if len(table) >= PACK_FROM:
-        data["candidate_pack"] = pack(table, [s.card_id for s in row.universe])
+        data["candidate_pack"] = pack(table, universe_ids(row.universe))
     else:
         data["candidate_columns"] = table.columns()
     if fits_ref is None:

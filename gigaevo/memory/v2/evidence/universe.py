@@ -121,6 +121,8 @@ class UniverseStore:
     def committed(self, encoded: EncodedUniverse) -> None:
         """Record that the transaction holding ``write(encoded)`` committed (its
         universe, that of the newest decision, is the next one's base)."""
+        if encoded is self._base and encoded.sha in self._stored:
+            return  # the base again (an unchanged universe): its hashes are known
         self._stored.add(encoded.sha)
         self._stored.update(sha for sha, _ in encoded.snapshots)
         self._base = encoded

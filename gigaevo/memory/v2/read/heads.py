@@ -114,6 +114,16 @@ class HeadFitter:
         # per head: (the inputs it was fitted on, the fitted head); see ``_head``
         self._heads: dict[str, tuple[tuple[object, ...], Any]] = {}
         self._space: DesignSpace | None = None
+        # (cards, alias, their ids, (treated keys that are no card, the lineages)): ``_lineages``
+        self._lineage_cache: (
+            tuple[
+                tuple[Card, ...],
+                dict[str, str],
+                frozenset[str],
+                tuple[frozenset[str], tuple[str, ...]] | None,
+            ]
+            | None
+        ) = None
         self.head_fits = 0  # heads actually fitted (a head whose inputs stand is reused)
         # per head: (the plan's inputs, its residual-scale plan); see ``_plan``
         self._planned: dict[str, tuple[tuple[object, ...], QuadratureNodes | None]] = {}
@@ -137,13 +147,11 @@ class HeadFitter:
             and last[0] == self.version
             and last[2] == n_context
             and len(last[3]) == len(cards)
-            and all(a is b for a, b in zip(last[3], cards, strict=True))
+            and (last[3] is cards or all(a is b for a, b in zip(last[3], cards, strict=True)))
         ):
             return self.current[1]
         self._inputs = (self.version, (), n_context, tuple(cards))
-        alias = {a: c.id for c in cards for a in (c.id, *c.aliases)}
-        treated = {alias.get(k, k) for k in self.rows.treated_keys}
-        lineages = tuple(sorted({c.id for c in cards} | treated))
+        alias, lineages = self._lineages(self._inputs[3])
         version = self.version + self._transfer_key(cards)  # the trial digest joins V
         key = (version, lineages, n_context, ())
         if self.current is not None and self.current[0] == key:
@@ -152,6 +160,22 @@ class HeadFitter:
         self.current = (key, fit)
         self.fits += 1
         return fit
+
+    def _lineages(self, cards: tuple[Card, ...]) -> tuple[dict[str, str], tuple[str, ...]]:
+        """(card id or absorbed id -> card id, the lineages of a fit: every card and every
+        treated key), kept while the cards (the same objects) and the treated keys stand,
+        so a refit over 10,000 cards does not rebuild them."""
+        kept = self._lineage_cache
+        if kept is None or kept[0] is not cards:
+            alias = {a: c.id for c in cards for a in (c.id, *c.aliases)}
+            kept = self._lineage_cache = (cards, alias, frozenset(alias.values()), None)
+        _, alias, ids, last = kept
+        treated = frozenset(alias.get(k, k) for k in self.rows.treated_keys)
+        extra = treated - ids
+        if last is None or last[0] != extra:
+            last = (extra, tuple(sorted(ids | extra)))
+            self._lineage_cache = (cards, alias, ids, last)
+        return alias, last[1]
 
     def for_evictor(self, cards: Sequence[Card]) -> tuple[str, HeadFit] | None:
         """(V, heads) on the current evidence for ``cards``: the evictor's view.
@@ -269,6 +293,15 @@ class HeadFitter:
     def _space_of(self, n_context: int, lineages: tuple[str, ...]) -> DesignSpace:
         """The design space of a fit; the very same object while the layout stands (the
         per-fit caches of the draws are keyed by it)."""
+        last = self._space
+        if (
+            last is not None
+            and last.lineages is lineages
+            and last.n_context == n_context
+            and last.kind_contrast == self.posterior.kind_contrast
+            and last.rag_contrast == self.rag_contrast
+        ):
+            return last  # the same layout (the very lineages tuple ``_lineages`` kept)
         space = DesignSpace(
             n_context,
             lineages,

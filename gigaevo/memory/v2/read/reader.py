@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -38,6 +40,7 @@ from gigaevo.memory.v2.bank.cards import Card
 from gigaevo.memory.v2.bank.store import LocalMemoryStore
 from gigaevo.memory.v2.causal import (
     CandidateCard,
+    CandidateSet,
     Selection,
     context_features,
     select,
@@ -62,7 +65,7 @@ from gigaevo.memory.v2.read.applicability import ApplicabilityAssessor, Assessme
 from gigaevo.memory.v2.read.events import MemoryEvents, applicability_fields
 from gigaevo.memory.v2.read.heads import HeadFit, HeadFitter
 from gigaevo.memory.v2.read.leases import Lease, SelectionLeases
-from gigaevo.memory.v2.read.snapshots import SnapshotCache, lease_counts
+from gigaevo.memory.v2.read.snapshots import SnapshotCache, lineage_owners, pending_counts
 from gigaevo.memory.v2.settings import (
     ReaderSettings,
 )
@@ -132,6 +135,7 @@ class CausalReader:
         self.assessment: Assessment | None = None  # labels of the decision being drafted
         self.snapshots = SnapshotCache()  # the universe, rendered once per card revision
         self._candidates: dict[tuple[str, str, RagLabel | None], CandidateCard] = {}
+        self._bank: BankView | None = None  # the cards of the last decision, with columns
 
     # -- decide ----------------------------------------------------------------
     def decide(self, context: MutationContext) -> Decision:
@@ -169,19 +173,39 @@ class CausalReader:
     def draft(self, context: MutationContext) -> DecisionRow:
         """The decision row of ``context`` as ``decide`` would commit it (nothing is written)."""
         decision_id = decision_key_id(self.run_id, context.attempt)
-        self.store.refresh()
-        task = None if self.transfer.cross_task_candidates else context.task_key
-        cards = sorted(self.store.cards(task_key=task), key=lambda c: c.id)
-        universe = self.snapshots.universe(cards)
+        bank = self._cards(context.task_key)
+        cards, universe = bank.cards, bank.universe
         x = self._features(context)
         active = self.leases.active() if cards else ()
-        pending = lease_counts(universe, active)
+        pending = pending_counts(universe, active, bank.owners)  # the cards with any
         excluded = self.excluded(context.parent_id, universe)
-        eligible = [c for c in cards if pending[c.id] < PENDING_LIMIT and c.id not in excluded]
-        self.assessment = self._assess(context, eligible)
+        # every card but those at the pending limit and those the excluder removed
+        left_out = excluded.union(c for c, n in pending.items() if n >= PENDING_LIMIT)
+        keep = np.ones(len(cards), dtype=bool)
+        keep[[bank.position[c] for c in left_out if c in bank.position]] = False
+        eligible = np.flatnonzero(keep)
+        if self.assessor is not None:
+            self.assessment = self._assess(context, [cards[i] for i in eligible])
+        else:
+            self.assessment = None
         fit = self._fitted(len(x), cards)
-        selection = self._select(decision_id, fit, x, context, eligible, pending)
+        selection = self._select(decision_id, fit, x, context, bank, eligible, pending)
         return self._row(decision_id, context, x, universe, pending, fit, selection, excluded)
+
+    def _cards(self, task_key: str) -> BankView:
+        """The cards a decision chooses among (every card of the task, or of every task with
+        ``cross_task_candidates``) in id order, with their universe and candidate columns:
+        built again only when the bank's cards changed."""
+        self.store.refresh()
+        task = None if self.transfer.cross_task_candidates else task_key
+        raw = self.store.cards(task_key=task)
+        bank = self._bank
+        if bank is None or bank.raw != raw:  # element by element: the same objects, or equal
+            cards = tuple(sorted(raw, key=lambda c: c.id))
+            universe = self.snapshots.universe(cards)
+            candidates = CandidateSet([self._candidate(c, None) for c in cards])
+            bank = self._bank = BankView(raw, cards, universe, candidates)
+        return bank
 
     def excluded(self, parent_id: str, universe: Sequence[CardSnapshot]) -> frozenset[str]:
         """Cards of ``universe`` the excluder removes for a child of ``parent_id``.
@@ -197,17 +221,21 @@ class CausalReader:
         applied = self.evidence.applied_cards(parent_id, ex.max_depth, open_only=ex.release_matured)
         if not applied:
             return frozenset()
-        return frozenset(s.card_id for s in universe if s.lineage_ids & applied)
+        bank = self._bank
+        owners = bank.owners if bank is not None and bank.universe is universe else None
+        if owners is None:
+            owners = lineage_owners(universe)
+        return frozenset(universe[i].card_id for lid in applied for i in owners.get(lid, ()))
 
     # -- applicability labels (memory/applicability) ----------------------------
     def _assess(self, context: MutationContext, eligible: Sequence[Card]) -> Assessment | None:
         """The RAG labels of ``eligible`` for this parent (None: agentic labels are off)."""
         return None if self.assessor is None else self.assessor.assess(context, eligible)
 
-    def _candidate(self, card: Card) -> CandidateCard:
-        """The selection's view of ``card`` (kept per (id, kind, label): 1,000 cards made
-        1,000 new objects per decision)."""
-        key = (card.id, card.kind, self._rag(card.id))
+    def _candidate(self, card: Card, rag: RagLabel | None) -> CandidateCard:
+        """The selection's view of ``card`` under RAG label ``rag`` (kept per (id, kind,
+        label): 1,000 cards made 1,000 new objects per decision)."""
+        key = (card.id, card.kind, rag)
         found = self._candidates.get(key)
         if found is None:
             if len(self._candidates) >= CANDIDATES_KEPT:  # retired cards, old labels
@@ -254,12 +282,21 @@ class CausalReader:
         fit: HeadFit,
         x: np.ndarray,
         context: MutationContext,
-        eligible: Sequence[Card],
+        bank: BankView,
+        eligible: np.ndarray,
         pending: dict[str, int],
     ) -> Selection:
         if fit.immediate is None or fit.invalidity is None or x.shape[0] != fit.space.n_context:
             return _abstain(fit.failure or "heads not fitted")
-        cands = [self._candidate(c) for c in eligible]
+        cands: CandidateSet
+        if self.assessment is None and len(eligible) == len(bank.cards):
+            cands = bank.candidates
+        elif self.assessment is None:  # the bank's candidates, the eligible ones taken out
+            cands = bank.candidates.take(eligible)
+        else:  # under this decision's RAG labels
+            cands = CandidateSet(
+                [self._candidate(bank.cards[i], self._rag(bank.cards[i].id)) for i in eligible]
+            )
         bounds = self.causal_reward.feasible_interval(context.parent_fitness)
         try:
             return select(
@@ -292,9 +329,7 @@ class CausalReader:
     ) -> DecisionRow:
         e = self.config.offer_probability
         prop = sel.proposal
-        at = {cid: i for i, cid in enumerate(prop.card_ids)}
-        ids = sorted(sel.acceptance or at)  # one candidate per card, as columns
-        where = np.fromiter((at.get(cid, -1) for cid in ids), dtype=np.intp, count=len(ids))
+        ids, where = sel.candidate_columns()  # one candidate per card, as columns
         # an unsafe card (-1) reads the appended 0.0; + 0.0 turns -0.0 into 0.0, as before
         rho = np.append(np.asarray(prop.rho, dtype=float), 0.0)[where] + 0.0
         proposed, summ = sel.draw.proposed, sel.summary
@@ -431,6 +466,26 @@ class CausalReader:
             "lease_redrafts": self.lease_redrafts,
             "leases_held": len(self.held),
         }
+
+
+@dataclass(frozen=True, eq=False)
+class BankView:
+    """The cards of a decision in id order (``raw``: as the store listed them, to see a
+    change), their universe, candidates and positions, and which snapshots hold each lineage
+    id: kept while the bank's cards stand, so a decision does not rebuild them card by card."""
+
+    raw: list[Card]
+    cards: tuple[Card, ...]
+    universe: tuple[CardSnapshot, ...]
+    candidates: CandidateSet
+
+    @cached_property
+    def position(self) -> dict[str, int]:
+        return {c.id: i for i, c in enumerate(self.cards)}
+
+    @cached_property
+    def owners(self) -> dict[str, tuple[int, ...]]:
+        return lineage_owners(self.universe)
 
 
 def _abstain(reason: str) -> Selection:

@@ -67,14 +67,36 @@ def _snapshot_key(card: Card) -> tuple[Any, ...]:
             card.explanation_summary)  # fmt: skip
 
 
+def lineage_owners(universe: Sequence[CardSnapshot]) -> dict[str, tuple[int, ...]]:
+    """Lineage id (a card's id or an absorbed id) -> positions of the snapshots holding it."""
+    owners: dict[str, list[int]] = {}
+    for i, snap in enumerate(universe):
+        for lid in snap.lineage_ids:
+            owners.setdefault(lid, []).append(i)
+    return {lid: tuple(at) for lid, at in owners.items()}
+
+
 def lease_counts(universe: Sequence[CardSnapshot], leases: Sequence[Lease]) -> dict[str, int]:
     """Pending outcomes per card: the active leases touching its lineage (id or alias)."""
     pending = dict.fromkeys((s.card_id for s in universe), 0)
+    pending.update(pending_counts(universe, leases))
+    return pending
+
+
+def pending_counts(
+    universe: Sequence[CardSnapshot],
+    leases: Sequence[Lease],
+    owners: dict[str, tuple[int, ...]] | None = None,
+) -> dict[str, int]:
+    """``lease_counts`` of the cards that have pending outcomes (a card left out has none),
+    looked up from the leases' lineage ids. ``owners``: ``lineage_owners(universe)`` when
+    the caller keeps it."""
     if not leases:
-        return pending
+        return {}
     touched = {i for lease in leases for i in lease.lineage_ids}
-    for s in universe:
-        if s.card_id in touched or not touched.isdisjoint(s.absorbed_ids):
-            ids = s.lineage_ids
-            pending[s.card_id] = sum(1 for lease in leases if lease.touches(ids))
+    owners = lineage_owners(universe) if owners is None else owners
+    pending: dict[str, int] = {}
+    for at in sorted({p for lid in touched for p in owners.get(lid, ())}):
+        ids = universe[at].lineage_ids
+        pending[universe[at].card_id] = sum(1 for lease in leases if lease.touches(ids))
     return pending
