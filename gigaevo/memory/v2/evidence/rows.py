@@ -45,7 +45,7 @@ def decision_key_id(run_id: str, attempt: int) -> str:
     return "d-" + sha256_hex(canonical_json([run_id, attempt]))[:24]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FrozenContext:
     """Pre-treatment context as binned at decision time (memory-model.md "Context features")."""
 
@@ -59,7 +59,7 @@ class FrozenContext:
     features: tuple[float, ...]  # x = [1, 2f~-1, pi(t), 2b_1-1, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RewardDefinition:
     """Metric, direction, declared bounds [lower, upper], lineage depth H and budget O."""
 
@@ -82,7 +82,7 @@ class RewardDefinition:
         return (parent_fitness - self.upper) / span, (parent_fitness - self.lower) / span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CardSnapshot:
     """One card of the eligible universe as it stood at the decision."""
 
@@ -97,7 +97,7 @@ class CardSnapshot:
         return frozenset((self.card_id, *self.absorbed_ids))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Diagnostic:
     """One named fit diagnostic (e.g. ``immediate.rows``, ``immediate.sigma``)."""
 
@@ -105,13 +105,13 @@ class Diagnostic:
     value: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PendingCount:
     card_id: str
     count: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DecisionRow:
     """A decision, committed before the prompt is exposed. Abstentions carry no treatment.
 
@@ -204,7 +204,7 @@ class DecisionRow:
         return table.get(card_id)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TerminalRow:
     """The one terminal of a decision (valid, invalid or censored).
 
@@ -246,7 +246,7 @@ class TerminalRow:
             raise ValueError("a measurement is recorded for valid terminals and only for them")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EdgeRow:
     """A mutation edge (every mutation, memory or not); ``ordinal`` counts per island."""
 
@@ -264,7 +264,7 @@ class EdgeRow:
     created_at: float = 0.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LineageRow:
     """One version of a root's delayed-lineage row; the highest ``version`` supersedes."""
 
