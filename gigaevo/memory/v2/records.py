@@ -96,11 +96,64 @@ def _record_converter(cls: type) -> _Converter:
             raise CardFormatError(f"{where}: missing key {missing[0]!r}")
         values = {k: converters[k](v, f"{where}.{k}") for k, v in data.items()}
         try:
-            return cls(**values)
+            return recent.share(cls(**values))
         except ValueError as exc:
             raise CardFormatError(f"{where}: {exc}") from exc
 
+    recent = _Recent()
     return convert
+
+
+class _Recent:
+    """The last value a converter built, handed out again for an identical one.
+
+    Consecutive ledger rows repeat parts (a decision's reward definition, the fit
+    diagnostics of the decisions between two fits, an empty pending list): a long-lived
+    reader then keeps one copy. Identical means equal and of equal ``repr`` (a float's repr
+    round-trips, so 0.0 and -0.0 are not identical); values are immutable records and
+    tuples, so sharing one is never seen. A race between threads at worst shares less.
+    """
+
+    __slots__ = ("last",)
+
+    def __init__(self) -> None:
+        self.last: Any = None
+
+    def share(self, value: Any) -> Any:
+        last = self.last
+        if last is not None and _identical(last, value):
+            return last
+        self.last = value
+        return value
+
+    def share_items(self, items: tuple[Any, ...]) -> tuple[Any, ...]:
+        """``items``, or the last tuple if identical; short tuples of the same length also
+        take each identical item from the last one (the diagnostics of two fits differ in
+        a few values)."""
+        last = self.last
+        if last is None or len(last) != len(items) or len(items) > _SHARED_ITEMS:
+            self.last = items
+            return items
+        shared = tuple(
+            old if old is new or _identical(old, new) else new
+            for old, new in zip(last, items, strict=True)
+        )
+        if all(map(operator.is_, shared, last)):
+            return last
+        self.last = shared
+        return shared
+
+
+_SHARED_ITEMS = 64
+
+
+def _identical(a: Any, b: Any) -> bool:
+    if type(a) is not type(b):
+        return False
+    try:
+        return bool(a == b) and repr(a) == repr(b)
+    except ValueError:  # an element whose == is not a truth value (an array)
+        return False
 
 
 def _converter(hint: Any) -> _Converter:
@@ -150,8 +203,9 @@ def _sequence(inner: _Converter) -> _Converter:
         out = tuple(inner(v, f"{where}[{i}]") for i, v in enumerate(value))
         if isinstance(value, tuple) and all(map(operator.is_, out, value)):
             return value  # parts already built: the tuple is shared, not copied
-        return out
+        return recent.share_items(out) if out else out
 
+    recent = _Recent()
     return convert
 
 
