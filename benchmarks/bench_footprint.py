@@ -134,7 +134,7 @@ def child_footprint(ledger_dir: Path) -> dict[str, Any]:
     total = sum(s.size for s in stats)
     sites = [
         (f"{s.traceback[0].filename.split('/')[-1]}:{s.traceback[0].lineno}", s.size)
-        for s in stats[:5]
+        for s in stats[:6]
     ]
     return {"decisions": decisions, "bytes": total, "sites": sites}
 
