@@ -109,9 +109,10 @@ class _Recent:
 
     Consecutive ledger rows repeat parts (a decision's reward definition, the fit
     diagnostics of the decisions between two fits, an empty pending list): a long-lived
-    reader then keeps one copy. Identical means equal and of equal ``repr`` (a float's repr
-    round-trips, so 0.0 and -0.0 are not identical); values are immutable records and
-    tuples, so sharing one is never seen. A race between threads at worst shares less.
+    reader then keeps one copy. Identical means equal, of the same types and with the same
+    sign on every zero (``_same_zeros``: 0.0 and -0.0 are equal but not identical); values
+    are immutable records and tuples, so sharing one is never seen. A race between threads
+    at worst shares less.
     """
 
     __slots__ = ("last",)
@@ -151,9 +152,29 @@ def _identical(a: Any, b: Any) -> bool:
     if type(a) is not type(b):
         return False
     try:
-        return bool(a == b) and repr(a) == repr(b)
+        return bool(a == b) and _same_zeros(a, b)
     except ValueError:  # an element whose == is not a truth value (an array)
         return False
+
+
+def _same_zeros(a: Any, b: Any) -> bool:
+    """Of two equal values: no float of one is 0.0 where the other has -0.0 (the one case
+    where equal JSON-built values differ in bits; types are checked at every level)."""
+    kind = type(a)
+    if kind is not type(b):
+        return False
+    if kind is float:
+        return a != 0.0 or math.copysign(1.0, a) == math.copysign(1.0, b)
+    if kind in _EXACT:
+        return True
+    if kind is tuple:
+        return all(map(_same_zeros, a, b))
+    if dataclasses.is_dataclass(kind):
+        return all(_same_zeros(getattr(a, n), getattr(b, n)) for n in _field_names(kind))
+    return repr(a) == repr(b)  # anything else (a column table): its exact text
+
+
+_EXACT = frozenset({str, int, bool, type(None)})
 
 
 def _converter(hint: Any) -> _Converter:
