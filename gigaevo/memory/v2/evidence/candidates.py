@@ -31,7 +31,7 @@ import numpy as np
 RagLabel = Literal["applicable", "not_applicable", "unassessed"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Candidate:
     """Per-candidate propensities: rho_j, e (None if unsafe), rho_j*e, rho_j*(1-e).
 

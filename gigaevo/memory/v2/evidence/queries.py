@@ -18,7 +18,6 @@ import dataclasses
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any, Literal
 
 from gigaevo.memory.v2.evidence.rows import (
@@ -33,7 +32,7 @@ Head = Literal["immediate", "invalidity", "lineage"]
 HEADS: tuple[str, ...] = ("immediate", "invalidity", "lineage")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Observation:
     """A decision with its terminal, and the content hashes of both rows."""
 
@@ -60,9 +59,11 @@ class Observation:
     def invalid(self) -> bool:
         return self.terminal.status == "invalid"
 
-    @cached_property
+    @property
     def content_digest(self) -> str:
-        """SHA-256 of what this observation says to the heads (see ``observation_content``)."""
+        """SHA-256 of what this observation says to the heads (see ``observation_content``);
+        computed on each call (the tally asks once per row; a cached copy would be kept for
+        every observation of the run)."""
         return sha256_hex(canonical_json(observation_content(self.decision, self.terminal)))
 
 

@@ -45,7 +45,7 @@ def decision_key_id(run_id: str, attempt: int) -> str:
     return "d-" + sha256_hex(canonical_json([run_id, attempt]))[:24]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FrozenContext:
     """Pre-treatment context as binned at decision time (memory-model.md "Context features")."""
 
@@ -59,7 +59,7 @@ class FrozenContext:
     features: tuple[float, ...]  # x = [1, 2f~-1, pi(t), 2b_1-1, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RewardDefinition:
     """Metric, direction, declared bounds [lower, upper], lineage depth H and budget O."""
 
@@ -82,7 +82,7 @@ class RewardDefinition:
         return (parent_fitness - self.upper) / span, (parent_fitness - self.lower) / span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CardSnapshot:
     """One card of the eligible universe as it stood at the decision."""
 
@@ -131,7 +131,7 @@ def universe_index(universe: Sequence[CardSnapshot]) -> dict[str, int]:
     return _universe_entry(universe)[2]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Diagnostic:
     """One named fit diagnostic (e.g. ``immediate.rows``, ``immediate.sigma``)."""
 
@@ -139,13 +139,13 @@ class Diagnostic:
     value: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PendingCount:
     card_id: str
     count: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DecisionRow:
     """A decision, committed before the prompt is exposed. Abstentions carry no treatment.
 
@@ -239,7 +239,7 @@ class DecisionRow:
         return table.get(card_id)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TerminalRow:
     """The one terminal of a decision (valid, invalid or censored).
 
@@ -281,7 +281,7 @@ class TerminalRow:
             raise ValueError("a measurement is recorded for valid terminals and only for them")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EdgeRow:
     """A mutation edge (every mutation, memory or not); ``ordinal`` counts per island."""
 
@@ -299,7 +299,7 @@ class EdgeRow:
     created_at: float = 0.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LineageRow:
     """One version of a root's delayed-lineage row; the highest ``version`` supersedes."""
 
