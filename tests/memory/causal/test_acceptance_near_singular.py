@@ -23,24 +23,28 @@ from scipy.special import expit, ndtr
 from gigaevo.memory.v2.causal import acceptance_probability
 
 
-def _gap(m0: float, sd0: float, m1: float, zeta: float, delta: float):
+def _gap(m0: float, sd0: float, m1: float, zeta: float, delta: float, cap: float | None = None):
     def gap(t):
         t = np.asarray(t, dtype=float)
         p = expit(m0 + sd0 * t) + delta
         with np.errstate(divide="ignore", invalid="ignore"):
             lam = np.where(p < 1.0, np.log(p / (1.0 - p)), np.inf)
+            if cap is not None:
+                lam = np.minimum(lam, np.log(cap / (1.0 - cap)))
         return lam - m1 - zeta * t
 
     return gap
 
 
-def _truth_of(m0: float, sd0: float, m1: float, zeta: float, vs: float, delta: float) -> float:
+def _truth_of(
+    m0: float, sd0: float, m1: float, zeta: float, vs: float, delta: float, cap: float | None = None
+) -> float:
     """Split [-10, 10] at every root and turning point of the gap (a 200,001-point grid,
     polished by brentq / bounded Brent) and integrate each piece by tanh-sinh, whose nodes
     crowd double-exponentially towards the piece's ends, where the steps now sit (the
     20,001-point grid with adaptive Gauss-Kronrod pieces used before was itself
     2.5e-5 off at ratio 1e-4: a step at a piece's end without a node)."""
-    gap = _gap(m0, sd0, m1, zeta, delta)
+    gap = _gap(m0, sd0, m1, zeta, delta, cap)
     grid = np.linspace(-10.0, 10.0, 200_001)
     g = gap(grid)
     cuts = []
@@ -149,3 +153,21 @@ def test_the_reported_probability_is_the_integral_minus_its_error(mean, cov, cap
     exact = float(ndtr((math.log(cap / (1 - cap)) - mean[1]) / math.sqrt(cov[1][1])))
     assert not acc.failed and 0.0 < acc.error <= 1e-8
     assert exact - 2 * acc.error - 1e-15 <= acc.probability <= exact + 1e-15
+
+
+@pytest.mark.parametrize("ratio", [1e-3, 1e-4])
+def test_a_near_step_law_under_an_absolute_cap_is_integrated_to_its_certified_error(
+    ratio: float,
+) -> None:
+    """c_abs = 0.3 binds from t ~ 0.23 on, so the capped gap crosses zero at t ~ 0.65 where the
+    uncapped one is still positive (its root is near 0.94, and it has no turning point): the
+    breakpoints must come from the capped gap, or the step at 0.65 has no node."""
+    m0, sd0, zeta, delta, cap, m1 = -1.5, 0.5, 1.0, 0.10, 0.3, -1.5
+    vs = ratio * zeta / math.sqrt(1.0 - ratio * ratio)
+    cov = np.array([[sd0 * sd0, zeta * sd0], [zeta * sd0, zeta * zeta + vs * vs]])
+    acc = acceptance_probability(np.array([m0, m1]), cov, delta=delta, absolute_cap=cap)
+    truth = _truth_of(m0, sd0, m1, zeta, vs, delta, cap)
+    uncapped = _truth_of(m0, sd0, m1, zeta, vs, delta)
+    assert abs(truth - uncapped) > 1e-2  # the cap matters here
+    assert not acc.failed and acc.error <= 1e-8
+    assert truth - 2 * acc.error - 1e-9 <= acc.probability <= truth + 1e-9, (truth, acc)
