@@ -1,39 +1,69 @@
-"""The recorder writes a lineage row only when a root's outcome is known (memory-model.md
-"Delayed-lineage head": until its window matures the row is *pending*, never zero).
+"""The recorder writes a lineage row version only when a root's credited outcome is known and
+has changed (memory-model.md "Delayed-lineage head": until its window matures the row is
+*pending*, never zero; a new version replaces the root's previous one).
 
-A pending root has no row in the ledger: its first version is its matured (or censored)
-outcome, and since a matured window never changes (per-island ordinals are assigned in
-commit order, so no edge lands inside a closed window) each root has exactly one version.
-Writing pending versions would change the evidence digest V, and so refit the heads, on
-every new root, and would count roots that have no outcome in ``lineage_roots``.
+A pending root has no row in the ledger: its first version is its matured outcome. A later
+version exists only when exclusive credit moved (a later root claimed the same best
+descendant), and it differs from the previous one in a compared field. A new session on the
+same ledger re-matures every root at start-up and writes nothing: the outcomes are the same.
+Writing pending or unchanged versions would change the evidence digest V, and so refit the
+heads, and count roots without an outcome in ``lineage_roots``.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import itertools
+from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 from gigaevo.memory.v2.evidence import SelectionEvidence, usefulness_eligible
-from tests.memory.test_incremental_views import _drive
+from gigaevo.memory.v2.read.outcomes import _COMPARED
+from tests.memory.helpers import memory_provider
+from tests.memory.test_incremental_views import BUDGET, _drive
 
 
-def test_only_known_outcomes_are_written_and_each_root_once(tmp_path: Path) -> None:
-    mem = _drive(tmp_path, 24, seed=5)
-    assert mem.reader is not None and mem.recorder is not None
-    fresh = SelectionEvidence(mem.reader.evidence.path.parent).open(censor_orphans=False)
-    every = fresh.lineage(latest=False)
-    assert every, "the scenario must mature some roots"
-    assert all(r.status != "pending" for r in every)
-    assert all(r.version == 1 for r in every)
-    assert Counter(r.root_decision_id for r in every).most_common(1)[0][1] == 1
-    assert mem.recorder.stats()["lineage_versions"] == len(every)
-    # and some roots are still pending, without a row
+def _versions(tmp_path: Path):
+    ev = SelectionEvidence(tmp_path / "run").open(censor_orphans=False)
+    every = ev.lineage(latest=False)
+    by_root = defaultdict(list)
+    for r in every:
+        by_root[r.root_decision_id].append(r)
+    return ev, every, {k: sorted(v, key=lambda r: r.version) for k, v in by_root.items()}
+
+
+@pytest.mark.slow  # a provider run of 30 mutants: seconds
+def test_versions_are_written_only_for_known_changed_outcomes_and_not_again_on_resume(
+    tmp_path: Path,
+) -> None:
+    mem = _drive(tmp_path, 30, seed=1)  # one claim group changes owner (a second version)
+    assert mem.recorder is not None
+    written = mem.recorder.stats()["lineage_versions"]
+    mem.close()
+    ev, every, by_root = _versions(tmp_path)
+    assert written == len(every)
+    assert every and all(r.status != "pending" for r in every)
+    assert max(len(v) for v in by_root.values()) >= 2  # the scenario moves a credit
+    for versions in by_root.values():
+        assert [r.version for r in versions] == list(range(1, len(versions) + 1))
+        for old, new in itertools.pairwise(versions):
+            assert any(getattr(old, k) != getattr(new, k) for k in _COMPARED)
     roots = {
         o.decision.decision_id
-        for o in fresh.observations()
+        for o in ev.observations()
         if usefulness_eligible(o) and o.valid and o.terminal.gain is not None
     }
-    written = {r.root_decision_id for r in every}
-    assert written < roots
-    assert fresh.counts()["lineage_roots"] == len(written)
-    mem.close()
+    assert set(by_root) < roots  # the last roots are still pending, without a row
+    assert ev.counts()["lineage_roots"] == len(by_root)
+    # a new session on the same ledger re-matures every root at start-up: nothing to write
+    again = memory_provider(
+        tmp_path,
+        selection="causal",
+        causal={"summary_draws": 64, "world_draws": 64, "lineage_budget": BUDGET},
+        writer={"authoring_enabled": False},
+    )
+    assert again.recorder is not None
+    assert again.recorder.stats()["lineage_versions"] == 0
+    again.close()
+    assert _versions(tmp_path)[1] == every
