@@ -112,23 +112,38 @@ def test_a_near_step_inner_law_is_integrated_to_its_certified_error(ratio: float
     _check(ratio)
 
 
-@pytest.mark.parametrize("ratio", [1e-2, 1e-3, 1e-4, 2e-5])
-@pytest.mark.parametrize("level", [-3.0, -0.3, 0.0, 0.3, 1.0, 3.0])
+@pytest.mark.parametrize("law", [(-1.0, 2.0, 1.0), (-1.0, 6.0, 3.0), (-2.0, 8.0, 2.0)])
+@pytest.mark.parametrize("ratio", [1e-3, 1e-4, 1.1e-5])
+@pytest.mark.parametrize("level", [-3.0, -1.0, 0.0, 0.5, 2.0])
 def test_a_turning_point_of_the_gap_near_zero_is_integrated_to_its_certified_error(
-    ratio: float, level: float
+    law: tuple[float, float, float], ratio: float, level: float
 ) -> None:
-    """eta_0 with sd 2 and zeta = 1: the gap has a maximum at t ~ -0.72; m1 puts the gap there
-    at level * varsigma, so Phi dips towards 0 (or just below 1/2 ... 1) over a width
-    ~sqrt(varsigma) around it and, for level < 0, crosses zero twice inside one grid cell
-    at the smaller ratios. Without points there the dip was missed (P_acc ~ 1 - 2e-12 where
-    the truth is 0.996 at ratio 1e-4)."""
-    m0, sd0, zeta, delta = -1.0, 2.0, 1.0, 0.10
+    """(m0, sd_0, zeta) with sd_0 * lambda' = zeta somewhere: the gap has a turning point e
+    (the first on a 20,001-point grid); m1 puts the gap there at level * varsigma towards
+    zero's other side (level > 0: the gap crosses zero twice near e, often inside one cell
+    of the 801-point grid; level <= 0: it only comes close), so Phi(gap / varsigma) has a
+    dip or bump of width ~sqrt(varsigma / |gap''(e)|) that no sign change reveals. Without
+    points there the dip was missed: P_acc ~ 1 - 1e-12 where the truth is 0.996 (law 1,
+    ratio 1e-4) or 0.994 (law 3, ratio 1e-3)."""
+    m0, sd0, zeta = law
+    delta = 0.10
     gap = _gap(m0, sd0, 0.0, zeta, delta)
+    grid = np.linspace(-10.0, 10.0, 20_001)
+    g = gap(grid)
+    with np.errstate(invalid="ignore"):
+        d = np.diff(g)
+    k = next(
+        int(k) for k in np.flatnonzero(d[:-1] * d[1:] < 0) if np.all(np.isfinite(g[k : k + 3]))
+    )
+    sign = 1.0 if d[k] < 0 else -1.0  # +1: a minimum
     top = optimize.minimize_scalar(
-        lambda x: -float(gap(x)), bounds=(-0.8, -0.6), method="bounded", options={"xatol": 1e-12}
+        lambda x: sign * float(gap(x)),
+        bounds=(grid[k], grid[k + 2]),
+        method="bounded",
+        options={"xatol": 1e-12},
     ).x
     vs = ratio * zeta / math.sqrt(1.0 - ratio * ratio)
-    m1 = float(gap(top)) - level * vs
+    m1 = float(gap(top)) + sign * level * vs
     cov = np.array([[sd0 * sd0, zeta * sd0], [zeta * sd0, zeta * zeta + vs * vs]])
     acc = acceptance_probability(np.array([m0, m1]), cov, delta=delta)
     truth = _truth_of(m0, sd0, m1, zeta, vs, delta)
