@@ -30,7 +30,12 @@ from gigaevo.memory.v2.causal.quadrature import (
     adaptive_gauss_legendre,
     planned_gauss_legendre,
 )
-from gigaevo.memory.v2.causal.spectral import DensePencil, NodeVariances, NoisePencil
+from gigaevo.memory.v2.causal.spectral import (
+    BlockTerms,
+    DensePencil,
+    NodeVariances,
+    NoisePencil,
+)
 from gigaevo.memory.v2.causal.suffstats import FitStatistics
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -241,7 +246,10 @@ class BayesianLinearHead:
         return self._integrate(self._solver(x, y, omega, prior_var))
 
     def fit_statistics(
-        self, stats: FitStatistics, plan: QuadratureNodes | None = None
+        self,
+        stats: FitStatistics,
+        plan: QuadratureNodes | None = None,
+        terms: BlockTerms | None = None,
     ) -> BayesianLinearHead:
         """Fit on kept sufficient statistics (``suffstats``) instead of a design: the same
         posterior as ``fit`` on the rows they sum (memory-model.md "Immediate head"),
@@ -254,6 +262,10 @@ class BayesianLinearHead:
 
         Wider than ``DENSE_MAX_SIZE`` columns (or with ``block_layout`` set and wide) the
         block-arrowhead solvers are used, else the dense ones, as ``fit`` chooses.
+
+        ``terms``: a one-level block fit's per-chunk block sums kept from the caller's
+        earlier fits (``BlockTerms``): the chunks whose blocks did not move are not formed
+        again; the fit is the same numbers as without them.
         """
         prior_var = np.asarray(self.prior_variance, dtype=float)
         if stats.size != len(prior_var):
@@ -265,7 +277,7 @@ class BayesianLinearHead:
         solver: _NodeSolver | _PencilSolver | _DenseSolver
         if len(prior_var) > DENSE_MAX_SIZE:
             if len(centred.levels) == 1:  # one level: every sigma in one eigenbasis
-                one = NoisePencil(BlockStatistics.from_fit(centred), prior_var)
+                one = NoisePencil(BlockStatistics.from_fit(centred), prior_var, terms)
                 solver = _PencilSolver(one, mu0)
             else:
                 solver = _PencilSolver(LevelPencil(centred, prior_var), mu0)
