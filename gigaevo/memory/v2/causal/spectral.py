@@ -154,9 +154,9 @@ class NoisePencil:
         size = chunk_size(stats.n_lineages)
         chunk = self.active // size
         cut = np.flatnonzero(np.diff(chunk)) + 1
-        self._chunk_ids = chunk[np.r_[0, cut]].tolist() if len(chunk) else []
-        edges = np.r_[0, cut, len(chunk)] * c
-        self._chunk_rows = list(zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True))
+        self._chunk_ids: list[int] = chunk[np.r_[0, cut]].tolist() if len(chunk) else []
+        edges = (np.r_[0, cut, len(chunk)] * c).tolist() if len(chunk) else [0]
+        self._chunk_rows = list(zip(edges[:-1], edges[1:], strict=True))
 
     def _f(self, w: np.ndarray) -> np.ndarray:
         """f = 1 / (1 + w e) per sigma and lineage eigen-direction, (K, A C)."""
