@@ -69,6 +69,18 @@ class ConditionalPosterior:
         return np.diag(self.cov).copy()
 
 
+def factor_nodes(posts: list[_Component]) -> None:
+    """Factor the dense nodes ``posts`` not factored yet (``ConditionalPosterior._chol``) in
+    one batched LAPACK call instead of one call each: the batch factors each matrix as a
+    call of its own does, so the factors, and the draws, are the same numbers."""
+    todo = [p for p in posts if isinstance(p, ConditionalPosterior) and "_chol" not in vars(p)]
+    if len(todo) < 2:
+        return
+    chols = np.linalg.cholesky(np.stack([p.cov for p in todo]))
+    for post, chol in zip(todo, chols, strict=True):
+        vars(post)["_chol"] = chol  # the cached property's value, as its first read sets it
+
+
 @dataclass(frozen=True)
 class FitHealth:
     """Health flags of the residual-scale integration (memory-model.md "Immediate head").
@@ -390,6 +402,7 @@ class BayesianLinearHead:
         # one mask over all n draws per node)
         order = np.argsort(ks, kind="stable")
         nodes, starts = np.unique(ks[order], return_index=True)
+        factor_nodes([self._components[k] for k in nodes.tolist()])
         for k, rows in zip(nodes.tolist(), np.split(order, starts[1:]), strict=True):
             out[rows] = self._components[k].sample(xi[rows]) + (
                 self.component_means_[k] - self._components[k].mean

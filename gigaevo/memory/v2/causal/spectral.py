@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import pairwise
 
 import numpy as np
 
@@ -156,7 +157,7 @@ class NoisePencil:
         cut = np.flatnonzero(np.diff(chunk)) + 1
         self._chunk_ids: list[int] = chunk[np.r_[0, cut]].tolist() if len(chunk) else []
         edges = (np.r_[0, cut, len(chunk)] * c).tolist() if len(chunk) else [0]
-        self._chunk_rows = list(zip(edges[:-1], edges[1:], strict=True))
+        self._chunk_rows = list(pairwise(edges))
 
     def _f(self, w: np.ndarray) -> np.ndarray:
         """f = 1 / (1 + w e) per sigma and lineage eigen-direction, (K, A C)."""
