@@ -207,8 +207,21 @@ class SelectionLeases:
             self._transaction(lambda leases: None, write=True)
 
     def active(self) -> tuple[Lease, ...]:
-        """Live leases (dead ones are reclaimed and written back first)."""
-        return self._transaction(lambda leases: tuple(leases))
+        """Live leases (dead ones are reclaimed and written back first).
+
+        Read without the lock when there is nothing to write (no dead lease, no owed release
+        due): every change replaces the file whole, so an unlocked read sees the leases as
+        one transaction left them, as a read under the lock released before returning does.
+        """
+        leases = self._read()
+        now = self.clock()
+        with _OWED_LOCK:
+            owed = dict(_OWED.get(self.path, {}))
+        if any(self._dead(held, now) for held in leases) or any(
+            now - since >= RELEASE_LAG_S for since in owed.values()
+        ):
+            return self._transaction(lambda alive: tuple(alive))
+        return tuple(held for held in leases if _owner(held) not in owed)
 
     def pending(self, lineage_ids: Collection[str]) -> int:
         """Live leases of the lineage of ``lineage_ids`` (closed over held leases' aliases)."""
