@@ -135,6 +135,7 @@ class SelectionLeases:
         self.clock = clock
         self.host = socket.gethostname()
         self._lock = filelock.FileLock(str(self.path) + ".lock")
+        self._owed_key = Path(os.path.abspath(self.path))  # one entry of ``_OWED`` per file
 
     def acquire(self, card_id: str, lineage_ids: Collection[str], attempt: int) -> Lease:
         """Reserve ``card_id`` (and its aliases) for ``attempt`` of this process.
@@ -188,7 +189,7 @@ class SelectionLeases:
         """
         if later:
             with _OWED_LOCK:
-                owed = _OWED.setdefault(self.path, {})
+                owed = _OWED.setdefault(self._owed_key, {})
                 owed.setdefault((os.getpid(), self.host, self.run_id, attempt), self.clock())
             return 0
 
@@ -202,7 +203,7 @@ class SelectionLeases:
     def flush(self) -> None:
         """Write the releases this process owes on the file now."""
         with _OWED_LOCK:
-            owed = bool(_OWED.get(self.path))
+            owed = bool(_OWED.get(self._owed_key))
         if owed:
             self._transaction(lambda leases: None, write=True)
 
@@ -216,7 +217,7 @@ class SelectionLeases:
         leases = self._read()
         now = self.clock()
         with _OWED_LOCK:
-            owed = dict(_OWED.get(self.path, {}))
+            owed = dict(_OWED.get(self._owed_key, {}))
         if any(self._dead(held, now) for held in leases) or any(
             now - since >= RELEASE_LAG_S for since in owed.values()
         ):
@@ -247,7 +248,7 @@ class SelectionLeases:
             leases = list(self._read())
             now = self.clock()
             with _OWED_LOCK:
-                owed = dict(_OWED.get(self.path, {}))
+                owed = dict(_OWED.get(self._owed_key, {}))
             alive = [held for held in leases if not self._dead(held, now)]
             # the releases this process owes are out of every view, written with a change
             view = [held for held in alive if _owner(held) not in owed] if owed else alive
@@ -262,7 +263,7 @@ class SelectionLeases:
                 atomic_write_text(self.path, text, durable=False, synced=False)
             if due and owed:  # written (or not on file any more): no longer owed
                 with _OWED_LOCK:
-                    mine = _OWED.get(self.path, {})
+                    mine = _OWED.get(self._owed_key, {})
                     for key in owed:
                         mine.pop(key, None)
             return result
