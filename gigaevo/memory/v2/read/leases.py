@@ -16,10 +16,12 @@ pid is no longer alive. A file that does not parse raises
 Releases ride along (issue 16): ``release_attempt(..., later=True)`` (an outcome resolved)
 does not write the file; the release is owed by this process (a process-wide set per file,
 ``_OWED``) and goes into the file with the next change it writes (the next ``acquire``, a
-reclaim, a release now, ``flush``) or once it is ``RELEASE_LAG_S`` old. Until then every
+reclaim, a release now, ``flush``), or by the first read once it is ``RELEASE_LAG_S``
+old (a decision reads the leases). Until then every
 reader of this process (any ``SelectionLeases`` of the file) leaves the lease out, so this
 process decides exactly as if it had been written; other processes sharing the bank see it
-held a little longer (at most until this process's next lease or ``RELEASE_LAG_S``), which
+held a little longer (until this process's next lease, or its first decision
+``RELEASE_LAG_S`` later, or its close), which
 can only make them count it as pending. A kill loses the owed releases with the process:
 its leases are then reclaimed as those of a dead pid, as before. One write per leased
 mutant instead of two.
