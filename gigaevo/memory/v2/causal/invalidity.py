@@ -503,6 +503,12 @@ class Acceptance:
 
 
 _SQRT2 = math.sqrt(2.0)
+# the careful integral's graded breakpoints around a steep root (see _breakpoints)
+_STEP_WIDTH = 0.25
+_GRADED = (1.0, 4.0, 16.0)
+_Gap = Callable[[np.ndarray | float], np.ndarray]
+_MERGE = 1e-10  # breakpoints closer than this are one (QUADPACK chokes on empty pieces)
+_SATURATED = 8.5  # Phi(-8.5) ~ 1e-17: the inner cdf is 0 or 1 to double precision
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
@@ -572,7 +578,7 @@ def acceptance_probability(
         tail = 1.0 if g == math.inf else 0.5 * math.erfc(-g / (vs * _SQRT2))
         return math.exp(-0.5 * t * t) * _INV_SQRT_2PI * tail
 
-    points = _breakpoints(gap)
+    points = _breakpoints(gap, vs)
     value, err = quad(
         integrand,
         -10.0,
@@ -588,7 +594,21 @@ def acceptance_probability(
     return Acceptance(max(0.0, float(value) - err), err, False)
 
 
-def _breakpoints(gap: Callable[[np.ndarray], np.ndarray]) -> list[float]:
+def _breakpoints(gap: _Gap, varsigma: float) -> list[float]:
+    """Breakpoints of the careful integral: each sign change of the gap on an 801-point grid
+    (its root), each end of the region where the gap is infinite, and graded points where the
+    inner cdf Phi(gap / varsigma) moves on a scale below ``_STEP_WIDTH``.
+
+    Without graded points a step of the inner cdf narrower than the rule's node spacing is
+    integrated as if it were not there, with a tiny error estimate (memory-model.md
+    "Invalidity head and chance constraint"). Two such places: a root r of the gap, where
+    the step has width w = varsigma / |gap'(r)| (the root is then found to a thousandth of w
+    and points added at r +- w * ``_GRADED``); and a turning point e of the gap near zero
+    (|gap(e)| within ``_SATURATED`` varsigma, or of the other sign than the grid sees: two
+    roots inside one cell), where the cdf moves on the scale u = sqrt(2 varsigma / |gap''(e)|)
+    (points at e and e +- u * ``_GRADED``, and each root beside it treated as above with
+    its width at most u).
+    """
     grid = np.linspace(-10.0, 10.0, 801)
     g = gap(grid)
     finite = np.isfinite(g)
@@ -596,6 +616,78 @@ def _breakpoints(gap: Callable[[np.ndarray], np.ndarray]) -> list[float]:
     for i in range(800):
         if finite[i] != finite[i + 1]:
             pts.append(float(0.5 * (grid[i] + grid[i + 1])))
+            if finite[i] and g[i] < 0.0:  # the gap crosses zero on its way up to +inf
+                pts.extend(_graded_root(gap, float(grid[i]), float(grid[i + 1]), varsigma))
         elif finite[i] and np.sign(g[i]) != np.sign(g[i + 1]):
-            pts.append(float(grid[i] - g[i] * (grid[i + 1] - grid[i]) / (g[i + 1] - g[i])))
-    return sorted(set(pts))[:32]
+            a, b = float(grid[i]), float(grid[i + 1])
+            slope = float(g[i + 1] - g[i]) / (b - a)
+            root = a - float(g[i]) / slope
+            width = varsigma / abs(slope)
+            if width < _STEP_WIDTH:
+                pts.extend(_graded_root(gap, a, b, varsigma, width))
+            else:
+                pts.append(root)
+    h = float(grid[1] - grid[0])
+    with np.errstate(invalid="ignore"):
+        d = np.diff(g)
+        turning = np.flatnonzero((d[:-1] * d[1:] < 0.0) & finite[:-2] & finite[1:-1] & finite[2:])
+        curvature = np.abs(d[1:] - d[:-1]) / (h * h)
+    for k in (turning + 1).tolist():
+        c = float(curvature[k - 1])
+        if c > 0.0 and 2.0 * varsigma / c < _STEP_WIDTH**2:
+            pts.extend(_graded_turning(gap, float(grid[k - 1]), float(grid[k + 1]), varsigma))
+    kept: list[float] = []
+    for p in sorted(p for p in pts if -10.0 < p < 10.0):
+        if not kept or p - kept[-1] > _MERGE:  # one root seen from two cells: one point
+            kept.append(p)
+    return kept
+
+
+def _graded_root(
+    gap: _Gap,
+    a: float,
+    b: float,
+    varsigma: float,
+    width: float = math.inf,
+) -> list[float]:
+    """The root r of the gap in [a, b] (a sign change; +inf counts as positive) and, when the
+    step there, varsigma / |gap'(r)| (at most ``width``), is below ``_STEP_WIDTH``, the points
+    r +- step * _GRADED."""
+    from scipy.optimize import brentq
+
+    def f(t: float) -> float:
+        return min(float(gap(t)), 1e300)
+
+    xtol = 1e-3 * width if math.isfinite(width) else 1e-12
+    root = float(brentq(f, a, b, xtol=xtol))
+    h = 1e-7 * (b - a)
+    slope = abs(f(root + h) - f(root - h)) / (2.0 * h)
+    step = min(width, varsigma / slope) if slope > 0.0 else width
+    if not step < _STEP_WIDTH:
+        return [root]
+    return [root, *(root + side * step * k for k in _GRADED for side in (-1.0, 1.0))]
+
+
+def _graded_turning(gap: _Gap, a: float, b: float, varsigma: float) -> list[float]:
+    """Graded points around the turning point of the gap inside [a, b] (see _breakpoints)."""
+    from scipy.optimize import minimize_scalar
+
+    f = lambda t: float(gap(t))  # noqa: E731
+    sign = 1.0 if f(0.5 * (a + b)) <= min(f(a), f(b)) else -1.0  # minimum or maximum
+    e = float(
+        minimize_scalar(
+            lambda t: sign * f(t), bounds=(a, b), method="bounded", options={"xatol": 1e-9}
+        ).x
+    )
+    ge = f(e)
+    same_side = np.sign(ge) == np.sign(f(a)) == np.sign(f(b))
+    if same_side and abs(ge) > _SATURATED * varsigma:
+        return []
+    step = 1e-2 * (b - a)
+    c = abs(f(e + step) - 2.0 * ge + f(e - step)) / (step * step)
+    u = math.sqrt(2.0 * varsigma / c) if c > 0.0 else _STEP_WIDTH
+    pts = [e, *(e + side * u * k for k in _GRADED for side in (-1.0, 1.0))]
+    for lo, hi in ((a, e), (e, b)):
+        if np.sign(f(lo)) != np.sign(f(hi)):
+            pts.extend(_graded_root(gap, lo, hi, varsigma, u))
+    return pts
