@@ -334,6 +334,8 @@ class BayesianLinearHead:
             )
         self.planned_ = nodes is not None
         if nodes is None:
+            if isinstance(solver, _PencilSolver):  # its batches do not come again: not kept
+                solver.drop_terms()
             nodes = adaptive_gauss_legendre(kernel, lo, hi, h_batch=batch)
         self.quadrature_ = nodes
         fine = _mixture(nodes.fine_nodes, nodes.fine_log_weights, solver, full=True)
@@ -491,6 +493,11 @@ class _PencilSolver(_BatchEvidence):
         self._block = pencil
         # the columns where node means can move (one noise level), None: all of them
         self.moving = pencil.moving if isinstance(pencil, NoisePencil) else None
+
+    def drop_terms(self) -> None:
+        """Keep no block sums of the evaluations to come (an adaptive integration's)."""
+        if isinstance(self._block, NoisePencil):
+            self._block.terms = None
 
     def nodes(
         self, taus: np.ndarray, full: bool

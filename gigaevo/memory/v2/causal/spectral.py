@@ -88,12 +88,13 @@ class BlockTerms:
 
     A planned fit evaluates the same sigmas fit after fit, and a new row moves one lineage
     block: the chunks whose blocks did not move keep their sums. Kept per (omega^2 level,
-    batch of sigmas), for the last ``keep`` batches; a chunk is reused only when its
-    eigen-terms are equal to the bit, so a fit with these terms is the same numbers as a
-    fit without them.
+    batch of sigmas), for the last ``keep`` batches (a planned fit's first evaluation; an
+    adaptive integration keeps none, ``blr``); a chunk is reused only when its eigen-terms
+    are equal to the bit, so a fit with these terms is the same numbers as a fit without
+    them.
     """
 
-    def __init__(self, keep: int = 2) -> None:
+    def __init__(self, keep: int = 1) -> None:
         self.keep = keep
         self._batches: dict[bytes, dict[int, ChunkSums]] = {}
         self.formed = 0  # chunk sums formed
@@ -149,7 +150,7 @@ class NoisePencil:
         self._logdet_prior_s = float(np.sum(np.log(prior_var[:ps])))
         # sigma -> chol(S), t, sum f s^2, sum ln(1 + w e): see ``_schur``
         self._kept: dict[float, tuple[np.ndarray, np.ndarray, float, float]] = {}
-        self._terms = terms
+        self.terms = terms
         # the chunks of the active blocks (lineage position // ``chunk_size``): each one's
         # rows [lo, hi) of the (A C)-row arrays, in lineage order
         size = chunk_size(stats.n_lineages)
@@ -178,7 +179,7 @@ class NoisePencil:
         k, ps = len(w), self.p_shared
         rr, fsr = np.zeros((k, len(self._upper[0]))), np.zeros((k, ps))
         fss, logdet = np.zeros(k), np.zeros(k)
-        kept = self._terms.chunks(self.level, sigmas) if self._terms is not None else None
+        kept = self.terms.chunks(self.level, sigmas) if self.terms is not None else None
         for chunk, (lo, hi) in zip(self._chunk_ids, self._chunk_rows, strict=True):
             e, r, s_ = self._e[lo:hi], self._r[lo:hi], self._s[lo:hi]
             part = kept.get(chunk) if kept is not None else None
@@ -190,9 +191,9 @@ class NoisePencil:
                 )  # fmt: skip
                 if kept is not None:
                     kept[chunk] = part
-                    self._terms.formed += 1  # type: ignore[union-attr]
-            elif self._terms is not None:
-                self._terms.reused += 1
+                    self.terms.formed += 1  # type: ignore[union-attr]
+            elif self.terms is not None:
+                self.terms.reused += 1
             rr += part.rr
             fsr += part.fsr
             fss += part.fss
