@@ -179,3 +179,56 @@ def test_the_two_levels_keep_an_unproven_card_from_looking_harmful() -> None:
         p = 1.0 / (1.0 + np.exp(-rng.multivariate_normal(eta, cov, 20_000)))
         rise[weight] = float(np.mean(p[:, 1] - p[:, 0]))
     assert rise[1.0] > 0.06 and abs(rise[PROD.invalidity_shift_wide_weight]) < 0.02, rise
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_a_card_keeps_the_wide_level_only_where_the_marginal_likelihood_favours_it(
+    seed: int,
+) -> None:
+    """The level follows the evidence, not the one-column odds (memory-model.md "Card shift
+    levels"): with 4 of 13 cited rows invalid against about 7 % the one-column odds say
+    wide but the marginal likelihood says narrow (P(wide) about 0.3), and the card keeps the
+    narrow level; with 12 of 24 invalid both say wide. Ground truth: importance-sampled
+    log p(D) of the two priors (``_importance_log_evidence``, no code shared with the head)."""
+    import math
+
+    from scipy.special import expit
+
+    from tests.memory.causal.test_retirement import _importance_log_evidence
+
+    space = DesignSpace(5, ("calm", "harm"), kind_contrast=False)
+    col = space.lineage_slice("harm").start
+    levels = shift_levels(PROD, space)
+    mu, v_narrow = invalidity_prior(PROD, space)
+    assert levels is not None
+    for n, k, wide_expected in ((13, 4, False), (24, 12, True)):
+        rng = np.random.default_rng(seed)
+        rows, flags = [], []
+        for card, m, bad in (("harm", n, k), ("calm", 40, 2), (None, 150, 10)):
+            x = random_contexts(m, rng)
+            rows += [space.row(xi, int(card is not None), card) for xi in x]
+            f = np.zeros(m)
+            f[rng.permutation(m)[:bad]] = 1.0
+            flags.append(f)
+        design, d = np.array(rows), np.concatenate(flags)
+        head = LogisticLaplaceHead(mu, v_narrow, None, levels).fit(design, d)
+        assert head.ok_
+        # the one-column odds of the narrow fit screen the card in (they say wide) both times
+        narrow = LogisticLaplaceHead(mu, v_narrow).fit(design, d)
+        assert narrow.coef_cov_ is not None
+        var = np.diag(narrow.coef_cov_)[levels.columns]
+        screen = levels.wide(
+            narrow.coef_[levels.columns], var, (mu[levels.columns], v_narrow[levels.columns])
+        )
+        assert col in screen.tolist()
+        v = v_narrow.copy()
+        v[col] = levels.wide_variance
+        exact = float(
+            expit(
+                math.log(levels.weight / (1.0 - levels.weight))
+                + _importance_log_evidence(design, d, mu, v, rng)
+                - _importance_log_evidence(design, d, mu, v_narrow.copy(), rng)
+            )
+        )
+        assert (exact > 0.5) is wide_expected, (n, k, exact)
+        assert bool(np.isin(col, head.wide_columns_)) is wide_expected, (n, k, exact)
