@@ -36,11 +36,9 @@ class ShiftLevels:
     Most cards leave the invalid rate alone, a few raise (or lower) it a lot: the shift's
     prior is the narrow level of the block (the prior variance the head is built with) with
     probability 1 - ``weight`` and ``wide_variance`` with probability ``weight``. After the
-    MAP under the narrow level, each card whose own rows favour the wide level gets the wide
-    level, and the head is refitted from that MAP. "Favour": posterior odds > 1 from the 1-D
-    Gaussian likelihood implied by its narrow marginal posterior (``wide``, a screen), then
-    confirmed by the Laplace evidence of the head refitted with that card alone at the wide
-    level (``LogisticLaplaceHead`` does this; the screen overstates the wide level).
+    MAP under the narrow level, each card whose own rows favour the wide level (posterior
+    odds > 1, from the 1-D Gaussian likelihood implied by its narrow marginal posterior) gets
+    the wide level, and the head is refitted from that MAP.
 
     Attributes:
         columns: the lineage blocks' intercept columns (a card's own average shift).
@@ -202,14 +200,7 @@ class LogisticLaplaceHead:
         self._set_posterior(gamma)
 
     def _widen(self, gamma: np.ndarray) -> None:
-        """Give the wide level to the cards whose rows favour it, refit from the MAP.
-
-        The one-column odds (``ShiftLevels.wide``) screen the cards; each screened card keeps
-        the wide level only if the Laplace evidence agrees: ln(w/(1 - w)) + ln Z(wide) -
-        ln Z(narrow) > 0, Z(wide) from this narrow fit refitted with that card alone at the
-        wide level (``with_level``: one Newton refit per screened card). A refit that fails
-        keeps the screen's choice (the wide level: the chance constraint stays strict).
-        """
+        """Give the wide level to the cards whose rows favour it, refit from the MAP."""
         levels = self.shift_levels
         assert levels is not None
         cols = levels.columns
@@ -219,16 +210,6 @@ class LogisticLaplaceHead:
             assert self.coef_cov_ is not None
             variance = np.diag(self.coef_cov_)[cols]
         wide = levels.wide(gamma[cols], variance, (self._mu[cols], self._v[cols]))
-        if not len(wide):
-            return
-        prior_odds = math.log(levels.weight / (1.0 - levels.weight))
-        narrow = self.log_evidence()
-        confirmed = []
-        for column in wide.tolist():
-            other = self.with_level(column, True)
-            if not other.ok_ or prior_odds + other.log_evidence() - narrow > 0.0:
-                confirmed.append(column)
-        wide = np.asarray(confirmed, dtype=int)
         if not len(wide):
             return
         self._v = self._v.copy()
