@@ -323,6 +323,31 @@ def load_saved(path: Path) -> dict:
     return data
 
 
+def merge_saved(items: list[str]) -> dict:
+    """``--save`` files given as ``[LABEL=]FILE``, merged: memory runs renamed "memory <variant>
+    [LABEL]", baselines from the first file. Exit 2 if they differ in world, rounds or
+    measurement."""
+    merged: dict = {}
+    for i, item in enumerate(items):
+        label, _, path = item.rpartition("=")
+        data = load_saved(Path(path))
+        keys = ("world", "rounds", "measurement")
+        if merged and any(data[k] != merged[k] for k in keys):
+            print(f"bench_card_world: {path} holds world {data['world']!r}, {data['rounds']} "
+                  f"rounds, measurement {data['measurement']}: not the runs of {items[0]}",
+                  file=sys.stderr)  # fmt: skip
+            sys.exit(2)
+        if not merged:
+            merged = {**data, "runs": {}}
+        for (seed, name), trace in data["runs"].items():
+            if name.startswith("memory"):
+                name = f"{name} [{label}]" if label else name
+                merged["runs"][(seed, name)] = trace
+            elif i == 0:
+                merged["runs"][(seed, name)] = trace
+    return merged
+
+
 def save(path: Path, data: dict) -> None:
     """Write ``data`` atomically (a kill mid-write leaves the previous file)."""
     tmp = path.with_name(path.name + ".tmp")
@@ -357,19 +382,24 @@ def main() -> None:
         "gigaevo/memory, config/memory and the world) is resumed: its finished runs are not "
         "run again",
     )  # fmt: skip
-    parser.add_argument("--load", type=Path, help="report the runs kept by --save")
+    parser.add_argument(
+        "--load", nargs="+", metavar="[LABEL=]FILE",
+        help="report the runs kept by --save; several files (e.g. the same seeds run on two "
+        "trees) are merged and paired by seed: each file's memory runs are named with its "
+        "LABEL, the baselines (which no memory code touches) come from the first file",
+    )  # fmt: skip
     args = parser.parse_args()
     seeds, rounds = (4, 200) if args.quick else (args.seeds, args.rounds)
     seed_range = range(args.first_seed, args.first_seed + seeds)
     variants = [f"memory {v}" for v in args.variants.split(",") if v]
     names = [*variants, *BASELINES]
     if args.load:
-        data = load_saved(args.load)
+        data = merge_saved(args.load)
         kept = list(dict.fromkeys(n for _, n in data["runs"]))  # in the order they finished
         wanted = [n for n in kept if n.startswith("memory")] + [n for n in BASELINES if n in kept]
         traces = complete(data["runs"], wanted)
-        print(f"loaded {args.load}: world {data['world']!r}, {data['rounds']} rounds, "
-              f"{len(traces[wanted[0]])} seeds finished by every policy")  # fmt: skip
+        print(f"loaded {' '.join(args.load)}: world {data['world']!r}, {data['rounds']} "
+              f"rounds, {len(traces[wanted[0]])} seeds finished by every policy")  # fmt: skip
         report(traces, worlds()[data["world"]])
         return
     world = worlds()[args.world]

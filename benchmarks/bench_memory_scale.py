@@ -8,8 +8,9 @@ Usage:
 Part 1, a real run: ``run.py problem.name=rastrigin max_mutants=--mutants`` (default
 config: memory=v2, offline LLM and memory LLM, sandboxed evaluator) in a temporary
 directory, in-process. Prints mutants/s in each successive 1,000 mutants (from the
-``mutant`` events' times), the ratio last / first, wall time and the peak RSS of the
-process tree (this process and its evaluator workers, sampled every 0.5 s). ``--none``
+``mutant`` events' times), the ratio last / first, wall time, the peak RSS of the
+process tree (this process and its evaluator workers, sampled every 0.5 s) and the memory's
+``decide`` / ``observe`` per call (CPU of the calling thread, wall). ``--none``
 also runs memory=none pipeline=guided with the same budget, side by side.
 
 Part 2, the memory alone at a given ledger length: for each bank size (synthetic insight
@@ -157,6 +158,48 @@ def rates(events: Path) -> tuple[list[float], float]:
     return out, max(times.values()) - start
 
 
+class MemoryCalls:
+    """Times every ``decide`` and ``observe`` of the v2 provider in a run (in whatever
+    thread the engine calls them): CPU of that thread and wall, summed per kind."""
+
+    def __init__(self) -> None:
+        self.cpu = {"decide": 0.0, "observe": 0.0}
+        self.wall = {"decide": 0.0, "observe": 0.0}
+        self.n = {"decide": 0, "observe": 0}
+        self._saved: dict[str, Any] = {}
+
+    def __enter__(self) -> MemoryCalls:
+        from gigaevo.memory.v2.provider import CardBankMemory
+
+        for name in ("decide", "observe"):
+            self._saved[name] = original = getattr(CardBankMemory, name)
+            setattr(CardBankMemory, name, self._timed(name, original))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from gigaevo.memory.v2.provider import CardBankMemory
+
+        for name, original in self._saved.items():
+            setattr(CardBankMemory, name, original)
+
+    def _timed(self, name: str, original: Any) -> Any:
+        def call(provider: Any, *args: Any) -> Any:
+            c0, w0 = time.thread_time(), time.perf_counter()
+            try:
+                return original(provider, *args)
+            finally:
+                self.cpu[name] += time.thread_time() - c0
+                self.wall[name] += time.perf_counter() - w0
+                self.n[name] += 1
+
+        return call
+
+    def line(self) -> str:
+        per = {k: (1e3 * self.cpu[k] / max(1, self.n[k]), 1e3 * self.wall[k] / max(1, self.n[k]))
+               for k in self.cpu}  # fmt: skip
+        return ", ".join(f"{k} cpu {c:.1f} wall {w:.1f}" for k, (c, w) in per.items())
+
+
 def real_run(mutants: int, *overrides: str) -> None:
     # imported here: a --child of an older checkout imports this file with its own _config
     from _config import describe, memory_description
@@ -165,7 +208,7 @@ def real_run(mutants: int, *overrides: str) -> None:
         cfg = run_config(tmp, "problem=rastrigin", f"max_mutants={mutants}", *overrides)
         print(f"config: {describe(cfg)}", flush=True)
         started = time.perf_counter()
-        with PeakSampler() as sampler:
+        with PeakSampler() as sampler, MemoryCalls() as calls:
             run_from_config(cfg, show_progress=False)
         wall = time.perf_counter() - started
         per_k, _ = rates(Path(tmp) / "events.jsonl")
@@ -177,6 +220,8 @@ def real_run(mutants: int, *overrides: str) -> None:
     if len(per_k) > 1:
         print(f"  last / first 1,000: {per_k[-1] / per_k[0]:.2f} (goal >= 0.9)")
     print(f"  peak RSS of the process tree: {sampler.peak / 1e6:.0f} MB")
+    if calls.n["decide"]:
+        print(f"  memory calls, ms per call (thread CPU, wall): {calls.line()}")
     for name in ("cards.json", "cards.trials.jsonl", "memory_v2_selection_evidence.sqlite3"):
         if name in sizes:
             wal = sizes.get(f"{name}-wal", 0)

@@ -312,8 +312,9 @@ class Thompson(Policy):
     alpha0 = 1, beta0 = 0.01). With ``withhold`` > 0 a chosen card is withheld (the same
     share as memory v2's controls, drawn with the round's ``u_offer``), and that round
     teaches the no-card arm. With ``exclude`` it never proposes a card cited on the parent's
-    last EXCLUDER_DEPTH ancestral mutations (memory v2's lineage excluder); its draws are
-    the same, only the argmax skips those cards.
+    last EXCLUDER_DEPTH ancestral mutations (memory v2's lineage excluder as the full rule,
+    ``memory.excluder.release_matured=false``: matured uses exclude too); its draws are the
+    same, only the argmax skips those cards.
     """
 
     def __init__(self, k: int, seed: int, withhold: float = 0.0, exclude: bool = False) -> None:

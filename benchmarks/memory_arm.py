@@ -156,7 +156,9 @@ class MemoryArm(Policy):
         arm = self
 
         def select(decision_id: str, fit: HeadFit, x: np.ndarray, *args: Any) -> Any:
-            eligible = args[1] if len(args) > 1 else ()
+            # (context, bank, eligible, pending): eligible holds positions in bank.cards
+            bank, positions = args[1], args[2]
+            eligible = [bank.cards[i] for i in np.asarray(positions, dtype=int).tolist()]
             if arm.variant == "no-lineage":
                 fit = dataclasses.replace(fit, lineage=None)
             if arm.variant == "no-clip":

@@ -127,11 +127,14 @@ def test_baselines_use_the_composed_offer_probability_and_excluder_depth(
 ) -> None:
     settings = arm.production_settings()
     assert settings["causal"]["offer_probability"] == bench.OFFER
-    # the baseline's rule: every citation of the last EXCLUDER_DEPTH mutations, matured or not
+    # production's excluder reads the last EXCLUDER_DEPTH mutations and releases a use once
+    # its lineage window has matured; the Thompson baseline's excluder is the full rule
+    # (every citation of those mutations, matured or not: memory v2 with
+    # ``v2:excluder.release_matured=false``)
     assert settings["excluder"] == {
         "kind": "lineage",
         "max_depth": cw.EXCLUDER_DEPTH,
-        "release_matured": False,
+        "release_matured": True,
     }
 
 

@@ -9,6 +9,7 @@ card of ``test_evictor`` is retired by a bounded sweep too.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -111,3 +112,44 @@ def test_a_bounded_sweep_judges_as_the_full_one_when_the_card_is_due(harmful: Ru
 def test_a_negative_budget_is_one_line_naming_the_key() -> None:
     with pytest.raises(MemoryConfigError, match=r"memory\.evictor\.sweep_budget"):
         EvictorSettings.parse({"mode": "causal", "sweep_budget": -1})
+
+
+def test_a_cards_support_kept_as_rows_arrive_is_the_one_read_from_its_rows(
+    harmful: Run,
+) -> None:
+    """The contexts ``support`` keeps row by row (issue 16) are those of the card's cited
+    treated rows read whole from the ledger: each (island, cell) with its latest row, in
+    the order of its first row, across the card's aliases too."""
+    from collections import Counter
+
+    ev = harmful.evictor
+    for i in range(6):
+        proposed = "ins-absorbed" if i % 2 else CARD
+        row = harmful.row(z=1, parent=4.0 + i, island=i % 2, cell=(i + 1) % 4, proposed=proposed)
+        harmful.commit(row, y=-0.02 * i)
+    ev._rows()
+    card = next(c for c in harmful.store.cards() if c.id == CARD)
+    card = dataclasses.replace(card, aliases=("ins-absorbed",))
+    # the rows the support is read from, as the ledger holds them
+    rows = [
+        o
+        for o in harmful.reader.evidence.eligible_since(0)
+        if o.cited and o.decision.proposed_id in (CARD, "ins-absorbed")
+    ]
+    latest: dict[tuple[int, tuple[int, ...]], object] = {}
+    for o in sorted(rows, key=lambda o: (o.decision.attempt, o.decision.decision_id)):
+        latest[(o.decision.context.island, tuple(o.decision.context.cell))] = o
+    reward = harmful.reader.causal_reward
+    want = tuple(
+        SupportContext(
+            island,
+            cell,
+            tuple(o.decision.context.features),  # type: ignore[attr-defined]
+            reward.feasible_interval(o.decision.context.parent_fitness),  # type: ignore[attr-defined]
+        )
+        for (island, cell), o in latest.items()
+    )
+    got = ev.support(card, Counter())
+    assert any(o.decision.proposed_id == "ins-absorbed" for o in rows)
+    assert got.treated == len(rows) > 200 and len(want) == 7
+    assert got.contexts == want

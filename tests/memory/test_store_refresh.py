@@ -113,3 +113,27 @@ def test_a_new_revision_with_the_same_text_keeps_its_vector(store: LocalMemorySt
         lambda cards: cards.update({"ins-a": replace(cards["ins-a"], revision=2, updated_at=9.0)})
     )
     assert store.stats.embedded == embedded
+
+
+def test_the_cards_version_moves_exactly_when_the_loaded_cards_change(bank: Path) -> None:
+    """``cards_version`` (issue 16: the reader keeps its bank view while it stands) moves on
+    this process's write and on another writer's once refreshed, not on a refresh or a
+    transaction that changes nothing; while it stands ``cards`` lists the same objects."""
+    reader, writer = open_store(bank), open_store(bank)
+    _put(writer, id="ins-a")
+    v0 = reader.cards_version
+    assert reader.refresh() is True and reader.cards_version > v0
+    v1 = reader.cards_version
+    listed = reader.cards()
+    assert reader.refresh() is False and reader.cards_version == v1
+    reader.transaction(lambda cards: None)  # nothing changed: nothing written
+    assert reader.cards_version == v1
+    assert all(a is b for a, b in zip(reader.cards(), listed, strict=True))
+    _put(reader, id="ins-b")
+    v2 = reader.cards_version
+    assert v2 > v1 and [c.id for c in reader.cards()] == ["ins-a", "ins-b"]
+    writer.refresh()
+    writer.transaction(lambda cards: cards.pop("ins-a"))
+    assert reader.cards_version == v2  # not seen before a refresh
+    assert reader.refresh() is True and reader.cards_version > v2
+    assert [c.id for c in reader.cards()] == ["ins-b"]

@@ -278,12 +278,13 @@ class ExcluderSettings:
             the lineage-credit depth H (3), as in ``config/memory/excluder/lineage.yaml``.
         release_matured: with ``lineage``, a use whose lineage window has matured (the
             delayed head has its root's row: the credit it protects is final) no longer
-            excludes its card.
+            excludes its card (the default, as in ``config/memory/excluder/lineage.yaml``;
+            False: every citation of the last ``max_depth`` mutations excludes).
     """
 
     kind: Literal["lineage", "none"] = "lineage"
     max_depth: int | None = 3
-    release_matured: bool = False
+    release_matured: bool = True
 
     def __post_init__(self) -> None:
         _at_least("max_depth", self.max_depth, 1)

@@ -89,6 +89,21 @@ def test_draws_match_mixture_moments() -> None:
     np.testing.assert_allclose(draws.std(axis=0), sd, rtol=0.03)
 
 
+def test_draws_with_the_nodes_factored_in_one_batch_are_those_factored_one_by_one() -> None:
+    """``sample`` factors the visited dense nodes in one batched call: the same factors as
+    a call per node (each node's first draw factoring it), so the same draws to the bit."""
+    world = card_world(40, 30, np.random.default_rng(4))
+    v = world.space.utility_prior_variance()
+    batched, single = (BayesianLinearHead(v).fit(world.design, world.y) for _ in range(2))
+    for post in single.components_:  # factored one by one, as before the batch
+        post.sample(np.zeros((1, len(v))))
+    assert len(batched.components_) > 8
+    for seed in range(3):
+        a = batched.sample(500, np.random.default_rng(seed))
+        b = single.sample(500, np.random.default_rng(seed))
+        assert np.array_equal(a, b)
+
+
 def _effect_posterior(n_cited: int, n_control: int, seed: int) -> tuple[float, float]:
     world = card_world(n_cited, n_control, np.random.default_rng(seed))
     head = BayesianLinearHead(world.space.utility_prior_variance()).fit(world.design, world.y)

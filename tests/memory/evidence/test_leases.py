@@ -11,8 +11,14 @@ from pathlib import Path
 import pytest
 
 from gigaevo.memory.v2.evidence import LeaseCapReachedError, LeaseFileCorruptError
-from gigaevo.memory.v2.read.leases import LEASE_FILE, SelectionLeases
-from tests.memory.evidence.workers import churn_leases, hold_lease, kill, race_for_lease
+from gigaevo.memory.v2.read.leases import LEASE_FILE, RELEASE_LAG_S, SelectionLeases
+from tests.memory.evidence.workers import (
+    churn_leases,
+    hold_lease,
+    kill,
+    owe_release,
+    race_for_lease,
+)
 
 
 def test_acquire_and_release(tmp_path: Path) -> None:
@@ -46,6 +52,50 @@ def test_aliases_share_the_cap(tmp_path: Path) -> None:
     with pytest.raises(LeaseCapReachedError):
         leases.acquire("old-b", [], attempt=2)
     assert leases.pending({"old-b"}) == 2
+
+
+def _on_file(bank: Path) -> list[str]:
+    return [held["card_id"] for held in json.loads((bank / LEASE_FILE).read_text())["leases"]]
+
+
+def test_an_owed_release_is_out_of_every_view_and_written_with_the_next_change(
+    tmp_path: Path,
+) -> None:
+    clock = [1000.0]
+    leases = SelectionLeases(tmp_path, run_id="r", clock=lambda: clock[0])
+    leases.acquire("c1", [], attempt=0)
+    leases.acquire("c1", [], attempt=1)
+    assert leases.release_attempt(0, later=True) == 0
+    # not written: the file still holds both, every reader of this process sees one
+    assert _on_file(tmp_path) == ["c1", "c1"]
+    again = SelectionLeases(tmp_path, run_id="r", clock=lambda: clock[0])  # same process
+    assert [h.attempt for h in again.active()] == [1] and again.pending({"c1"}) == 1
+    assert _on_file(tmp_path) == ["c1", "c1"]  # a read wrote nothing
+    leases.acquire("c1", [], attempt=2)  # the cap counts the view: room for one more
+    assert _on_file(tmp_path) == ["c1", "c1"]  # attempts 1 and 2: the release went along
+    assert sorted(h.attempt for h in leases.active()) == [1, 2]
+    # with no change to write, an owed release waits RELEASE_LAG_S, then any read writes it
+    leases.release_attempt(1, later=True)
+    leases.active()
+    assert len(_on_file(tmp_path)) == 2
+    clock[0] += RELEASE_LAG_S
+    assert [h.attempt for h in leases.active()] == [2] and len(_on_file(tmp_path)) == 1
+    leases.release_attempt(2, later=True)
+    leases.flush()
+    assert _on_file(tmp_path) == []
+
+
+def test_an_owed_release_dies_with_its_process(tmp_path: Path) -> None:
+    """A process killed owing a release leaves the lease on file; the next reader reclaims it
+    (dead pid), as a lease the killed process never released."""
+    ctx = mp.get_context("spawn")
+    proc = ctx.Process(target=owe_release, args=(str(tmp_path),))
+    proc.start()
+    proc.join(60)
+    assert proc.exitcode == -9
+    assert _on_file(tmp_path) == ["c1"]  # owed, never written
+    assert SelectionLeases(tmp_path, run_id="r").active() == ()
+    assert _on_file(tmp_path) == []
 
 
 def test_release_attempt_drops_only_own_leases(tmp_path: Path) -> None:

@@ -76,3 +76,11 @@ def kill(pid: int) -> None:
 
 
 __all__ = ["Path", "churn_leases", "hold_lease", "kill", "race_for_lease", "write_attempts"]
+
+
+def owe_release(bank: str) -> None:
+    """Take a lease, owe its release (not written), die by SIGKILL."""
+    leases = SelectionLeases(bank, run_id="r")
+    leases.acquire("c1", [], attempt=0)
+    leases.release_attempt(0, later=True)
+    os.kill(os.getpid(), signal.SIGKILL)

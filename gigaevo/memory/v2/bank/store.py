@@ -127,7 +127,8 @@ class LocalMemoryStore:
         self.authoring_lock_timeout_s = authoring_lock_timeout_s
         self.soft_lock_lifetime_s = soft_lock_lifetime_s
         self.stats = StoreStats()
-        self._cards: dict[str, Card] = {}  # merged with their journal trials
+        self._loaded: dict[str, Card] = {}  # merged with their journal trials (``_cards``)
+        self._cards_version = 0  # moves whenever ``_cards`` is replaced or changed
         self._lines: dict[str, tuple[Card, str]] = {}  # id -> (cards.json record, its line)
         self._journal = TrialJournal(self.bank_dir)
         self._records: dict[str, tuple[Card, Card]] = {}  # card -> its record without trials
@@ -146,6 +147,22 @@ class LocalMemoryStore:
     @property
     def path(self) -> Path:
         return self.bank_dir / BANK_FILE
+
+    @property
+    def _cards(self) -> dict[str, Card]:
+        return self._loaded
+
+    @_cards.setter
+    def _cards(self, cards: dict[str, Card]) -> None:
+        self._loaded = cards
+        self._cards_version += 1
+
+    @property
+    def cards_version(self) -> int:
+        """A number that moves whenever the loaded cards change (a reload, a write, another
+        process's records or trials taken in); while it stands, ``cards`` lists the same card
+        objects in the same order, so a reader can keep what it built from them."""
+        return self._cards_version
 
     @property
     def generation(self) -> int:
@@ -475,7 +492,8 @@ class LocalMemoryStore:
             return
         for cid in touched:
             if cid in self._lines:
-                self._cards[cid] = self._journal.merge(self._lines[cid][0])
+                self._loaded[cid] = self._journal.merge(self._lines[cid][0])
+        self._cards_version += 1
 
     def _soft_locks(
         self, write_lock: str, authoring_lock: str

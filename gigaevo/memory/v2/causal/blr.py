@@ -30,7 +30,12 @@ from gigaevo.memory.v2.causal.quadrature import (
     adaptive_gauss_legendre,
     planned_gauss_legendre,
 )
-from gigaevo.memory.v2.causal.spectral import DensePencil, NodeVariances, NoisePencil
+from gigaevo.memory.v2.causal.spectral import (
+    BlockTerms,
+    DensePencil,
+    NodeVariances,
+    NoisePencil,
+)
 from gigaevo.memory.v2.causal.suffstats import FitStatistics
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -62,6 +67,18 @@ class ConditionalPosterior:
     def marginal_variance(self) -> np.ndarray:
         """diag(cov), shape (P,)."""
         return np.diag(self.cov).copy()
+
+
+def factor_nodes(posts: list[_Component]) -> None:
+    """Factor the dense nodes ``posts`` not factored yet (``ConditionalPosterior._chol``) in
+    one batched LAPACK call instead of one call each: the batch factors each matrix as a
+    call of its own does, so the factors, and the draws, are the same numbers."""
+    todo = [p for p in posts if isinstance(p, ConditionalPosterior) and "_chol" not in vars(p)]
+    if len(todo) < 2:
+        return
+    chols = np.linalg.cholesky(np.stack([p.cov for p in todo]))
+    for post, chol in zip(todo, chols, strict=True):
+        vars(post)["_chol"] = chol  # the cached property's value, as its first read sets it
 
 
 @dataclass(frozen=True)
@@ -241,7 +258,10 @@ class BayesianLinearHead:
         return self._integrate(self._solver(x, y, omega, prior_var))
 
     def fit_statistics(
-        self, stats: FitStatistics, plan: QuadratureNodes | None = None
+        self,
+        stats: FitStatistics,
+        plan: QuadratureNodes | None = None,
+        terms: BlockTerms | None = None,
     ) -> BayesianLinearHead:
         """Fit on kept sufficient statistics (``suffstats``) instead of a design: the same
         posterior as ``fit`` on the rows they sum (memory-model.md "Immediate head"),
@@ -254,6 +274,10 @@ class BayesianLinearHead:
 
         Wider than ``DENSE_MAX_SIZE`` columns (or with ``block_layout`` set and wide) the
         block-arrowhead solvers are used, else the dense ones, as ``fit`` chooses.
+
+        ``terms``: a one-level block fit's per-chunk block sums kept from the caller's
+        earlier fits (``BlockTerms``): the chunks whose blocks did not move are not formed
+        again; the fit is the same numbers as without them.
         """
         prior_var = np.asarray(self.prior_variance, dtype=float)
         if stats.size != len(prior_var):
@@ -265,7 +289,7 @@ class BayesianLinearHead:
         solver: _NodeSolver | _PencilSolver | _DenseSolver
         if len(prior_var) > DENSE_MAX_SIZE:
             if len(centred.levels) == 1:  # one level: every sigma in one eigenbasis
-                one = NoisePencil(BlockStatistics.from_fit(centred), prior_var)
+                one = NoisePencil(BlockStatistics.from_fit(centred), prior_var, terms)
                 solver = _PencilSolver(one, mu0)
             else:
                 solver = _PencilSolver(LevelPencil(centred, prior_var), mu0)
@@ -310,6 +334,8 @@ class BayesianLinearHead:
             )
         self.planned_ = nodes is not None
         if nodes is None:
+            if isinstance(solver, _PencilSolver):  # its batches do not come again: not kept
+                solver.drop_terms()
             nodes = adaptive_gauss_legendre(kernel, lo, hi, h_batch=batch)
         self.quadrature_ = nodes
         fine = _mixture(nodes.fine_nodes, nodes.fine_log_weights, solver, full=True)
@@ -378,6 +404,7 @@ class BayesianLinearHead:
         # one mask over all n draws per node)
         order = np.argsort(ks, kind="stable")
         nodes, starts = np.unique(ks[order], return_index=True)
+        factor_nodes([self._components[k] for k in nodes.tolist()])
         for k, rows in zip(nodes.tolist(), np.split(order, starts[1:]), strict=True):
             out[rows] = self._components[k].sample(xi[rows]) + (
                 self.component_means_[k] - self._components[k].mean
@@ -466,6 +493,11 @@ class _PencilSolver(_BatchEvidence):
         self._block = pencil
         # the columns where node means can move (one noise level), None: all of them
         self.moving = pencil.moving if isinstance(pencil, NoisePencil) else None
+
+    def drop_terms(self) -> None:
+        """Keep no block sums of the evaluations to come (an adaptive integration's)."""
+        if isinstance(self._block, NoisePencil):
+            self._block.terms = None
 
     def nodes(
         self, taus: np.ndarray, full: bool

@@ -91,7 +91,8 @@ class MixtureProjector:
         elif all(isinstance(p, BlockPosterior) for p in self.components):
             covs = self._block_covs(lineage)
         elif all(isinstance(p, ConditionalPosterior) for p in self.components):
-            covs = np.array([p.cov[np.ix_(cols, cols)] for p in self.components])
+            block = np.ix_(cols, cols)  # one index for every node (not one per node)
+            covs = np.array([p.cov[block] for p in self.components])
         else:
             raise TypeError("unsupported posterior components")
         self._blocks[lineage] = covs

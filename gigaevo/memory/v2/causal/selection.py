@@ -332,7 +332,9 @@ def world_votes(
         lineage = latents[2] if len(heads) > 2 else None
         return match_worlds(safe, world_effects(latents[0], latents[1], gain_bounds, lineage))
     assert isinstance(z1, BlockDesign)
-    draws = world_draws(decision_key, heads, z0, z1.take(hot), n, cfg.draw_threads)
+    z1_hot = _take(z1, hot.tolist())
+    assert isinstance(z1_hot, BlockDesign)
+    draws = world_draws(decision_key, heads, z0, z1_hot, n, cfg.draw_threads)
     lineage = (draws[2][0], draws[2][1]) if len(heads) > 2 else None
     q0 = control_values(
         draws[0][0], draws[1][0], gain_bounds, None if lineage is None else lineage[0]
@@ -549,7 +551,13 @@ def card_rows(
 
 
 def _take(rows: np.ndarray | BlockDesign, idx: list[int]) -> np.ndarray | BlockDesign:
-    return rows.take(idx) if isinstance(rows, BlockDesign) else rows[idx]
+    """The rows ``idx``, in that order (a block design taking every row in order: itself,
+    not a copy; the designs are never written to)."""
+    if isinstance(rows, BlockDesign):
+        if len(idx) == len(rows.lineage) and idx == list(range(len(idx))):
+            return rows
+        return rows.take(idx)
+    return rows[idx]
 
 
 def _draw(decision_key: str, proposal: Proposal, cfg: SelectionConfig) -> Draw:

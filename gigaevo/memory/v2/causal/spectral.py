@@ -19,7 +19,9 @@ built in one batch at the end.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import cached_property
+from itertools import pairwise
 
 import numpy as np
 
@@ -31,6 +33,7 @@ from gigaevo.memory.v2.causal.arrowhead import (
 )
 
 __all__ = [
+    "BlockTerms",
     "DensePencil",
     "NodeVariances",
     "NoisePencil",
@@ -51,6 +54,64 @@ def _symmetric(upper: np.ndarray, index: tuple[np.ndarray, np.ndarray], p: int) 
     return out
 
 
+CHUNK_BLOCKS = 32  # lineage blocks per chunk of the block sums, at least (``chunk_size``)
+
+
+def chunk_size(n_lineages: int) -> int:
+    """Lineage positions per chunk of a space of ``n_lineages`` lineages: at least
+    ``CHUNK_BLOCKS``, and at most about 32 chunks, so that adding the chunks' sums stays a
+    small share of a fit however large the bank."""
+    return max(CHUNK_BLOCKS, -(-n_lineages // 32))
+
+
+@dataclass(frozen=True, eq=False)
+class ChunkSums:
+    """One chunk's block sums for one batch of sigmas (``NoisePencil._block_sums``), with
+    the eigen-terms they were formed from."""
+
+    e: np.ndarray
+    r: np.ndarray
+    s: np.ndarray
+    rr: np.ndarray
+    fsr: np.ndarray
+    fss: np.ndarray
+    logdet: np.ndarray
+
+    def holds(self, e: np.ndarray, r: np.ndarray, s: np.ndarray) -> bool:
+        """Whether these sums are those of blocks with the eigen-terms (e, r, s)."""
+        return np.array_equal(self.e, e) and np.array_equal(self.r, r) and np.array_equal(self.s, s)
+
+
+class BlockTerms:
+    """A Gaussian head's per-chunk block sums kept from one fit to the next (memory-model.md
+    "Incremental fits").
+
+    A planned fit evaluates the same sigmas fit after fit, and a new row moves one lineage
+    block: the chunks whose blocks did not move keep their sums. Kept per (omega^2 level,
+    batch of sigmas), for the last ``keep`` batches (a planned fit's first evaluation; an
+    adaptive integration keeps none, ``blr``); a chunk is reused only when its eigen-terms
+    are equal to the bit, so a fit with these terms is the same numbers as a fit without
+    them.
+    """
+
+    def __init__(self, keep: int = 1) -> None:
+        self.keep = keep
+        self._batches: dict[bytes, dict[int, ChunkSums]] = {}
+        self.formed = 0  # chunk sums formed
+        self.reused = 0  # chunk sums taken as kept
+
+    def chunks(self, level: float, sigmas: np.ndarray) -> dict[int, ChunkSums]:
+        """The kept chunk sums of this level and batch of sigmas (to read and to fill)."""
+        key = np.r_[level, sigmas].astype(float).tobytes()
+        out = self._batches.pop(key, None)
+        if out is None:
+            out = {}
+            while len(self._batches) >= self.keep:
+                del self._batches[next(iter(self._batches))]
+        self._batches[key] = out  # the latest batch last
+        return out
+
+
 class NoisePencil:
     """Conditional posteriors of a block-arrowhead head with a single noise level omega.
 
@@ -59,7 +120,9 @@ class NoisePencil:
         prior_var: diag(v), shape (P,).
     """
 
-    def __init__(self, stats: BlockStatistics, prior_var: np.ndarray) -> None:
+    def __init__(
+        self, stats: BlockStatistics, prior_var: np.ndarray, terms: BlockTerms | None = None
+    ) -> None:
         if len(stats.levels) != 1:
             raise ValueError("the noise pencil needs exactly one omega level")
         grp = stats.groups[0]
@@ -85,41 +148,98 @@ class NoisePencil:
         self._s = np.einsum("aci,ac->ai", self._vq, np.asarray(grp["bl"])).reshape(-1)
         self._prior_prec_s = np.diag(1.0 / prior_var[:ps])
         self._logdet_prior_s = float(np.sum(np.log(prior_var[:ps])))
-        self._kept: dict[float, tuple[np.ndarray, np.ndarray]] = {}  # sigma -> chol(S), t
+        # sigma -> chol(S), t, sum f s^2, sum ln(1 + w e): see ``_schur``
+        self._kept: dict[float, tuple[np.ndarray, np.ndarray, float, float]] = {}
+        self.terms = terms
+        # the chunks of the active blocks (lineage position // ``chunk_size``): each one's
+        # rows [lo, hi) of the (A C)-row arrays, in lineage order
+        size = chunk_size(stats.n_lineages)
+        chunk = self.active // size
+        cut = np.flatnonzero(np.diff(chunk)) + 1
+        self._chunk_ids: list[int] = chunk[np.r_[0, cut]].tolist() if len(chunk) else []
+        edges = (np.r_[0, cut, len(chunk)] * c).tolist() if len(chunk) else [0]
+        self._chunk_rows = list(pairwise(edges))
+
+    def _f(self, w: np.ndarray) -> np.ndarray:
+        """f = 1 / (1 + w e) per sigma and lineage eigen-direction, (K, A C)."""
+        return 1.0 / (1.0 + w[:, None] * self._e)
+
+    def _block_sums(self, sigmas: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The sums over the active blocks of one batch of sigmas: (sum f r r' on and above
+        the diagonal (K, P_s (P_s + 1) / 2), sum f s r (K, P_s), sum f s^2 (K,),
+        sum ln(1 + w e) (K,)).
+
+        Each chunk of blocks (``chunk_size``) is summed on its own and the chunks' sums are
+        added in lineage order, so the totals are a function of the blocks alone. A chunk
+        whose eigen-terms (e, R, s) and sigmas equal those kept in ``terms`` from an earlier
+        fit takes its kept sums (the same numbers the same code gave then): a new row
+        changes one block, and only its chunk is formed again (memory-model.md
+        "Incremental fits").
+        """
+        k, ps = len(w), self.p_shared
+        rr, fsr = np.zeros((k, len(self._upper[0]))), np.zeros((k, ps))
+        fss, logdet = np.zeros(k), np.zeros(k)
+        kept = self.terms.chunks(self.level, sigmas) if self.terms is not None else None
+        for chunk, (lo, hi) in zip(self._chunk_ids, self._chunk_rows, strict=True):
+            e, r, s_ = self._e[lo:hi], self._r[lo:hi], self._s[lo:hi]
+            part = kept.get(chunk) if kept is not None else None
+            if part is None or not part.holds(e, r, s_):
+                f = 1.0 / (1.0 + w[:, None] * e)
+                part = ChunkSums(
+                    e, r, s_, f @ self._rr[lo:hi], (f * s_) @ r, f @ (s_ * s_),
+                    np.sum(np.log1p(w[:, None] * e), axis=1),
+                )  # fmt: skip
+                if kept is not None:
+                    kept[chunk] = part
+                    self.terms.formed += 1  # type: ignore[union-attr]
+            elif self.terms is not None:
+                self.terms.reused += 1
+            rr += part.rr
+            fsr += part.fsr
+            fss += part.fss
+            logdet += part.logdet
+        return rr, fsr, fss, logdet
 
     def _schur(self, sigmas: np.ndarray) -> tuple[np.ndarray, ...]:
-        """(w (K,), f (K, N), chol(S) (K, P_s, P_s), t (K, P_s)) for K residual sds.
+        """(w (K,), chol(S) (K, P_s, P_s), t (K, P_s), sum f s^2 (K,), sum ln(1 + w e) (K,))
+        for K residual sds.
 
-        chol(S) and t of every sigma are kept (``_kept``, P_s^2 + P_s numbers each): the
-        mixture's nodes are points the quadrature already evaluated, so building their
-        posteriors does not form those (K, N) x (N, P_s^2) products again.
+        These are kept per sigma (``_kept``, P_s^2 + P_s + 2 numbers each): the mixture's
+        nodes are points the quadrature already evaluated, so building their posteriors
+        does not form the block sums again.
         """
         ps = self.p_shared
         w = 1.0 / (sigmas * sigmas + self.level)
-        f = 1.0 / (1.0 + w[:, None] * self._e)
         kept = [self._kept.get(float(sd)) for sd in sigmas]
         miss = np.array([i for i, k in enumerate(kept) if k is None], dtype=int)
         chol_s, t = np.empty((len(w), ps, ps)), np.empty((len(w), ps))
+        fss, logdet = np.empty(len(w)), np.empty(len(w))
         if len(miss):
-            wm, fm = w[miss], f[miss]
+            wm = w[miss]
+            rr, fsr, fss[miss], logdet[miss] = self._block_sums(sigmas[miss], wm)
             s = self._prior_prec_s + wm[:, None, None] * self._a
-            s -= (wm * wm)[:, None, None] * _symmetric(fm @ self._rr, self._upper, ps)
+            s -= (wm * wm)[:, None, None] * _symmetric(rr, self._upper, ps)
             chol_s[miss] = np.linalg.cholesky(s)
-            t[miss] = wm[:, None] * self._bs - (wm * wm)[:, None] * ((fm * self._s) @ self._r)
+            t[miss] = wm[:, None] * self._bs - (wm * wm)[:, None] * fsr
             for i in miss:
-                self._kept[float(sigmas[i])] = (chol_s[i], t[i])
+                self._kept[float(sigmas[i])] = (chol_s[i], t[i], fss[i], logdet[i])
         for i, k in enumerate(kept):
             if k is not None:
-                chol_s[i], t[i] = k
-        return w, f, chol_s, t
+                chol_s[i], t[i], fss[i], logdet[i] = k
+        return w, chol_s, t, fss, logdet
 
     def _log_evidence(
-        self, sigmas: np.ndarray, w: np.ndarray, f: np.ndarray, chol_s: np.ndarray, t: np.ndarray
+        self,
+        sigmas: np.ndarray,
+        w: np.ndarray,
+        chol_s: np.ndarray,
+        t: np.ndarray,
+        fss: np.ndarray,
+        logdet_l: np.ndarray,
     ) -> np.ndarray:
         z = np.linalg.solve(chol_s, t[:, :, None])[:, :, 0]
-        quad = w * w * (f @ (self._s * self._s)) + np.sum(z * z, axis=1)
-        logdet = np.sum(np.log1p(w[:, None] * self._e), axis=1)
-        logdet += 2.0 * np.sum(np.log(np.diagonal(chol_s, axis1=1, axis2=2)), axis=1)
+        quad = w * w * fss + np.sum(z * z, axis=1)
+        logdet = logdet_l + 2.0 * np.sum(np.log(np.diagonal(chol_s, axis1=1, axis2=2)), axis=1)
         noise = self.n * np.log(sigmas * sigmas + self.level)
         return -0.5 * (
             self.n * _LOG_2PI + noise + logdet + self._logdet_prior_s + w * self._yty - quad
@@ -158,8 +278,8 @@ class NoisePencil:
     def moving_means(self, sigmas: np.ndarray) -> np.ndarray:
         """``means`` on the ``moving`` columns only, (K, len(moving)): what a mixture that
         keeps no per-node means (the coarse rule of the health check) needs."""
-        w, f, chol_s, t = self._schur(np.asarray(sigmas, dtype=float))
-        return self._means(w, f, chol_s, t, moving_only=True)
+        w, chol_s, t, _, _ = self._schur(np.asarray(sigmas, dtype=float))
+        return self._means(w, self._f(w), chol_s, t, moving_only=True)
 
     @property
     def moving(self) -> np.ndarray:
@@ -169,8 +289,8 @@ class NoisePencil:
 
     def means(self, sigmas: np.ndarray) -> np.ndarray:
         """Posterior means m(sigma) (centred targets), shape (K, P)."""
-        w, f, chol_s, t = self._schur(np.asarray(sigmas, dtype=float))
-        return self._means(w, f, chol_s, t)
+        w, chol_s, t, _, _ = self._schur(np.asarray(sigmas, dtype=float))
+        return self._means(w, self._f(w), chol_s, t)
 
     def posteriors(self, sigmas: np.ndarray) -> tuple[list[BlockPosterior], np.ndarray, np.ndarray]:
         """The factored conditional posteriors at K residual sds, their means and variances.
@@ -188,8 +308,9 @@ class NoisePencil:
         """``posteriors`` with the marginal variances left to a ``NodeVariances``: a mixture
         needs only their weighted sum, and its health check often only a bound of it."""
         sigmas = np.asarray(sigmas, dtype=float)
-        w, f, chol_s, t = self._schur(sigmas)
-        log_ev = self._log_evidence(sigmas, w, f, chol_s, t)
+        w, chol_s, t, fss, logdet = self._schur(sigmas)
+        log_ev = self._log_evidence(sigmas, w, chol_s, t, fss, logdet)
+        f = self._f(w)
         mean = self._means(w, f, chol_s, t)
         inv_s = lower_inverse(chol_s)  # (K, P_s, P_s), S^-1 = inv_s' inv_s
         nodes = PencilNodes(self, w, f, inv_s)

@@ -60,6 +60,8 @@ VETO_MASS = 3.0  # foreign-task help-weighted evidence mass that vetoes a deleti
 VETO_SHARE = 0.5  # ... together with a help share above this
 
 Retire = Callable[[list[str], str, Callable[[Card], bool]], list[str]]
+_Cell = tuple[int, tuple[int, ...]]  # a support context: (island, cell)
+_Key = tuple[int, str]  # a treated row's order: (attempt, decision id)
 
 
 @dataclass(frozen=True)
@@ -287,6 +289,9 @@ class CausalEvictor:
         self._seen = 0  # eligible rows taken into the two lists below
         self._controls: list[float] = []
         self._treated: dict[str, list[Observation]] = {}
+        # per proposed id and context (island, cell): (first row's key, latest row's key,
+        # latest row), keys (attempt, decision id); kept as rows arrive (``support``)
+        self._contexts: dict[str, dict[_Cell, tuple[_Key, _Key, Observation]]] = {}
         self._cited: list[str] = []  # proposed id of each eligible row ("" unless cited)
         self._undeclared = 0  # valid eligible rows whose omega is the unknown stand-in
         self._retirements: Counter[str] = Counter()  # retirements run, by evidence version
@@ -381,7 +386,7 @@ class CausalEvictor:
                 RetirementHeads(fit.space, fit.immediate, fit.invalidity, fit.lineage),
             )
         heads = self._heads[1]
-        controls, treated = self._rows()
+        controls, _ = self._rows()
         reason = heads_gate(heads, self.config.alpha, declared=self._undeclared == 0)
         if reason:
             self._disable(f"retirement disabled: {reason}")
@@ -391,12 +396,7 @@ class CausalEvictor:
             controls, self.config.min_global_control, self.config.practical_effect_quantile
         )
         pending = self.pending_by_proposal()
-        supports = [
-            self.support(
-                card, [o for i in (card.id, *card.aliases) for o in treated.get(i, ())], pending
-            )
-            for card in cards
-        ]
+        supports = [self.support(card, pending) for card in cards]
         due = self.due(cards, supports, len(controls), theta, ordinal)
         for card, support in zip(cards, supports, strict=True):
             if not due[card.id]:
@@ -481,7 +481,17 @@ class CausalEvictor:
             if o.z == 0 and o.valid:
                 self._controls.append(self._gain(o))
             if o.cited:
-                self._treated.setdefault(o.decision.proposed_id or "", []).append(o)
+                pid = o.decision.proposed_id or ""
+                self._treated.setdefault(pid, []).append(o)
+                cells = self._contexts.setdefault(pid, {})
+                ctx, key = o.decision.context, (o.decision.attempt, o.decision.decision_id)
+                cell = (ctx.island, tuple(ctx.cell))
+                known = cells.get(cell)
+                if known is None:
+                    cells[cell] = (key, key, o)
+                else:
+                    first, last, _ = known
+                    cells[cell] = (min(first, key), *((key, o) if key > last else known[1:]))
             self._cited.append((o.decision.proposed_id or "") if o.cited else "")
         return self._controls, self._treated
 
@@ -489,15 +499,25 @@ class CausalEvictor:
         r = self.reader.causal_reward
         return r.normalise_gain(obs.decision.context.parent_fitness, float(obs.terminal.gain or 0))
 
-    def support(
-        self, card: Card, treated: Sequence[Observation], pending: Counter[str]
-    ) -> CardSupport:
-        """The support of ``card``'s lineage from its cited treated rows (all its ids)."""
-        latest: dict[tuple[int, tuple[int, ...]], Observation] = {}
-        for o in sorted(treated, key=lambda o: (o.decision.attempt, o.decision.decision_id)):
-            ctx = o.decision.context
-            latest[(ctx.island, tuple(ctx.cell))] = o
+    def support(self, card: Card, pending: Counter[str]) -> CardSupport:
+        """The support of ``card``'s lineage from its cited treated rows (all its ids): each
+        distinct context (island, cell) with its latest row, in the order of their first
+        rows (by attempt, decision id). From the contexts kept as rows arrive (``_rows``),
+        so a sweep does not sort every card's rows again."""
+        ids = (card.id, *card.aliases)
+        merged: dict[_Cell, tuple[_Key, _Key, Observation]] = {}
+        treated = 0
+        for i in ids:
+            treated += len(self._treated.get(i, ()))
+            for cell, (first, last, o) in self._contexts.get(i, {}).items():
+                known = merged.get(cell)
+                if known is None:
+                    merged[cell] = (first, last, o)
+                else:
+                    top = (last, o) if last > known[1] else known[1:]
+                    merged[cell] = (min(first, known[0]), *top)
         reward = self.reader.causal_reward
+        order = sorted(merged.items(), key=lambda kv: kv[1][0])
         contexts = tuple(
             SupportContext(
                 island,
@@ -505,10 +525,10 @@ class CausalEvictor:
                 tuple(o.decision.context.features),
                 reward.feasible_interval(o.decision.context.parent_fitness),
             )
-            for (island, cell), o in latest.items()
+            for (island, cell), (_, _, o) in order
         )
         n_pending = sum(pending[i] for i in {card.id, *card.aliases})
-        return CardSupport(card.id, card.id, card.kind, n_pending, len(treated), contexts)
+        return CardSupport(card.id, card.id, card.kind, n_pending, treated, contexts)
 
     def pending_by_proposal(self) -> Counter[str]:
         """Per proposed id: pending immediate outcomes (no terminal), plus unmatured lineage

@@ -38,6 +38,7 @@ from gigaevo.memory.v2.causal.arrowhead import DENSE_MAX_SIZE
 from gigaevo.memory.v2.causal.errors import DesignError
 from gigaevo.memory.v2.causal.invalidity import ShiftLevels, card_shift_levels
 from gigaevo.memory.v2.causal.quadrature import QuadratureNodes
+from gigaevo.memory.v2.causal.spectral import BlockTerms
 from gigaevo.memory.v2.causal.suffstats import GaussianStatistics
 from gigaevo.memory.v2.causal.transfer import (
     TransferConfig,
@@ -124,6 +125,8 @@ class HeadFitter:
             ]
             | None
         ) = None
+        # per Gaussian head: its block sums kept between fits (the same fit, fewer sums)
+        self._terms = {"immediate": BlockTerms(), "lineage": BlockTerms()}
         self.head_fits = 0  # heads actually fitted (a head whose inputs stand is reused)
         # per head: (the plan's inputs, its residual-scale plan); see ``_plan``
         self._planned: dict[str, tuple[tuple[object, ...], QuadratureNodes | None]] = {}
@@ -209,12 +212,14 @@ class HeadFitter:
                 # memory-model.md "Multitask transfer"; None: zero mean
                 head.prior_mean = self._transfer_prior(space)
                 plan = self._plan("immediate", rows.plan_rows, n_context, alias)
-                return head.fit_statistics(rows.immediate.fit_view(block_of, n_lin), plan)
+                stats = rows.immediate.fit_view(block_of, n_lin)
+                return head.fit_statistics(stats, plan, self._terms["immediate"])
 
             def fit_lineage() -> BayesianLinearHead:
                 head = self._utility_head(space)  # "Delayed-lineage head": mu_0 = 0
                 plan = self._plan("lineage", rows.lineage_plan_rows, n_context, alias)
-                return head.fit_statistics(rows.lineage.fit_view(block_of, n_lin), plan)
+                stats = rows.lineage.fit_view(block_of, n_lin)
+                return head.fit_statistics(stats, plan, self._terms["lineage"])
 
             def fit_invalidity() -> LogisticLaplaceHead:
                 prior = self._invalidity_prior

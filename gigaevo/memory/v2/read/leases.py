@@ -13,6 +13,19 @@ reclaimed when it is past its expiry, or its owner ran on this host and its
 pid is no longer alive. A file that does not parse raises
 ``LeaseFileCorruptError`` and is never overwritten.
 
+Releases ride along (issue 16): ``release_attempt(..., later=True)`` (an outcome resolved)
+does not write the file; the release is owed by this process (a process-wide set per file,
+``_OWED``) and goes into the file with the next change it writes (the next ``acquire``, a
+reclaim, a release now, ``flush``), or by the first read once it is ``RELEASE_LAG_S``
+old (a decision reads the leases). Until then every
+reader of this process (any ``SelectionLeases`` of the file) leaves the lease out, so this
+process decides exactly as if it had been written; other processes sharing the bank see it
+held a little longer (until this process's next lease, or its first decision
+``RELEASE_LAG_S`` later, or its close), which
+can only make them count it as pending. A kill loses the owed releases with the process:
+its leases are then reclaimed as those of a dead pid, as before. One write per leased
+mutant instead of two.
+
 Durability (issue 16): a change is not fsynced (neither the file nor the directory).
 A SIGKILL at any instant still leaves the old file or the new one, whole (the kernel
 holds the written data; the replace is atomic), so a kill loses and duplicates
@@ -28,6 +41,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator
@@ -52,6 +66,21 @@ T = TypeVar("T")
 
 LEASE_FILE = "selection_leases.json"
 LEASE_FORMAT = 1
+RELEASE_LAG_S = 2.0  # an owed release is written at the first transaction after this long
+
+# releases owed by this process, per lease file: (pid, host, run id, attempt) -> since when
+_OWED: dict[Path, dict[tuple[int, str, str, int], float]] = {}
+_OWED_LOCK = threading.Lock()
+
+
+def _forget_owed_in_child() -> None:
+    """A forked child owes none of its parent's releases (they name the parent's pid)."""
+    global _OWED_LOCK
+    _OWED.clear()
+    _OWED_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_owed_in_child)
 
 
 @dataclass(frozen=True)
@@ -108,6 +137,7 @@ class SelectionLeases:
         self.clock = clock
         self.host = socket.gethostname()
         self._lock = filelock.FileLock(str(self.path) + ".lock")
+        self._owed_key = Path(os.path.abspath(self.path))  # one entry of ``_OWED`` per file
 
     def acquire(self, card_id: str, lineage_ids: Collection[str], attempt: int) -> Lease:
         """Reserve ``card_id`` (and its aliases) for ``attempt`` of this process.
@@ -155,8 +185,15 @@ class SelectionLeases:
 
         return self._transaction(change)
 
-    def release_attempt(self, attempt: int) -> int:
-        """Drop every lease this process and run holds for ``attempt``; returns how many."""
+    def release_attempt(self, attempt: int, *, later: bool = False) -> int:
+        """Drop every lease this process and run holds for ``attempt``; returns how many
+        (``later``: owe the release, see the module docstring; returns 0, nothing is read).
+        """
+        if later:
+            with _OWED_LOCK:
+                owed = _OWED.setdefault(self._owed_key, {})
+                owed.setdefault((os.getpid(), self.host, self.run_id, attempt), self.clock())
+            return 0
 
         def change(leases: list[Lease]) -> int:
             before = len(leases)
@@ -165,9 +202,29 @@ class SelectionLeases:
 
         return self._transaction(change)
 
+    def flush(self) -> None:
+        """Write the releases this process owes on the file now."""
+        with _OWED_LOCK:
+            owed = bool(_OWED.get(self._owed_key))
+        if owed:
+            self._transaction(lambda leases: None, write=True)
+
     def active(self) -> tuple[Lease, ...]:
-        """Live leases (dead ones are reclaimed and written back first)."""
-        return self._transaction(lambda leases: tuple(leases))
+        """Live leases (dead ones are reclaimed and written back first).
+
+        Read without the lock when there is nothing to write (no dead lease, no owed release
+        due): every change replaces the file whole, so an unlocked read sees the leases as
+        one transaction left them, as a read under the lock released before returning does.
+        """
+        leases = self._read()
+        now = self.clock()
+        with _OWED_LOCK:
+            owed = dict(_OWED.get(self._owed_key, {}))
+        if any(self._dead(held, now) for held in leases) or any(
+            now - since >= RELEASE_LAG_S for since in owed.values()
+        ):
+            return self._transaction(lambda alive: tuple(alive))
+        return tuple(held for held in leases if _owner(held) not in owed)
 
     def pending(self, lineage_ids: Collection[str]) -> int:
         """Live leases of the lineage of ``lineage_ids`` (closed over held leases' aliases)."""
@@ -188,17 +245,29 @@ class SelectionLeases:
             return True
         return lease.host == self.host and not pid_alive(lease.pid)
 
-    def _transaction(self, change: Callable[[list[Lease]], T]) -> T:
+    def _transaction(self, change: Callable[[list[Lease]], T], *, write: bool = False) -> T:
         with self._locked():
             leases = list(self._read())
             now = self.clock()
+            with _OWED_LOCK:
+                owed = dict(_OWED.get(self._owed_key, {}))
             alive = [held for held in leases if not self._dead(held, now)]
-            result = change(alive)
-            if alive != leases:
-                body = to_json(LeaseFile(format=LEASE_FORMAT, leases=tuple(alive)))
+            # the releases this process owes are out of every view, written with a change
+            view = [held for held in alive if _owner(held) not in owed] if owed else alive
+            before = list(view)
+            result = change(view)
+            due = write or view != before or len(alive) != len(leases)
+            due = due or any(now - since >= RELEASE_LAG_S for since in owed.values())
+            if due and view != leases:
+                body = to_json(LeaseFile(format=LEASE_FORMAT, leases=tuple(view)))
                 # no fsync (module docstring): a kill leaves the old or the new file
                 text = json.dumps(body, indent=2, sort_keys=True) + "\n"
                 atomic_write_text(self.path, text, durable=False, synced=False)
+            if due and owed:  # written (or not on file any more): no longer owed
+                with _OWED_LOCK:
+                    mine = _OWED.get(self._owed_key, {})
+                    for key in owed:
+                        mine.pop(key, None)
             return result
 
     @contextmanager
@@ -232,6 +301,10 @@ class SelectionLeases:
         if parsed.format != LEASE_FORMAT:
             raise LeaseFileCorruptError(f"{self.path}: unknown format {parsed.format}")
         return parsed.leases
+
+
+def _owner(lease: Lease) -> tuple[int, str, str, int]:
+    return (lease.pid, lease.host, lease.run_id, lease.attempt)
 
 
 def lineage_closure(ids: Collection[str], leases: Iterable[Lease]) -> frozenset[str]:

@@ -136,6 +136,7 @@ class CausalReader:
         self.snapshots = SnapshotCache()  # the universe, rendered once per card revision
         self._candidates: dict[tuple[str, str, RagLabel | None], CandidateCard] = {}
         self._bank: BankView | None = None  # the cards of the last decision, with columns
+        self._bank_key: tuple[int, str | None] | None = None  # (store cards version, task)
 
     # -- decide ----------------------------------------------------------------
     def decide(self, context: MutationContext) -> Decision:
@@ -198,8 +199,12 @@ class CausalReader:
         built again only when the bank's cards changed."""
         self.store.refresh()
         task = None if self.transfer.cross_task_candidates else task_key
-        raw = self.store.cards(task_key=task)
+        key = (self.store.cards_version, task)
         bank = self._bank
+        if bank is not None and self._bank_key == key:  # the store's cards did not move
+            return bank
+        raw = self.store.cards(task_key=task)
+        self._bank_key = key
         if bank is None or bank.raw != raw:  # element by element: the same objects, or equal
             cards = tuple(sorted(raw, key=lambda c: c.id))
             universe = self.snapshots.universe(cards)
@@ -399,18 +404,24 @@ class CausalReader:
         return True
 
     def release(self, attempt: int) -> None:
-        """Drop this attempt's lease (its terminal is committed)."""
+        """Drop this attempt's lease (its terminal is committed): owed, written with the
+        next lease change (``SelectionLeases.release_attempt(later=True)``)."""
         if self.held.pop(attempt, None) is None:
             return
-        try:
-            self.leases.release_attempt(attempt)
-        except Exception as exc:
-            self.lease_errors += 1
-            log.warning("memory v2 lease of attempt %d not released: %s", attempt, exc)
+        self.leases.release_attempt(attempt, later=True)
 
     def release_all(self) -> None:
         for attempt in sorted(self.held):
             self.release(attempt)
+        self.flush_releases()
+
+    def flush_releases(self) -> None:
+        """Write the releases this process owes on the lease file."""
+        try:
+            self.leases.flush()
+        except Exception as exc:
+            self.lease_errors += 1
+            log.warning("memory v2 leases not released: %s", exc)
 
     def _count(self, row: DecisionRow) -> None:
         self.counts["decisions"] += 1

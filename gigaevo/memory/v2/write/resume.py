@@ -82,7 +82,8 @@ class LibrarianState:
     """``.librarian_state.json`` in ``checkpoint_dir``: the librarian's state over restarts.
 
     Written (atomically) only when it changed since the last write: the best
-    fitness moves rarely and the retry queue is usually empty.
+    fitness moves rarely and the retry queue is usually empty. Not fsynced (issue 16):
+    a kill leaves the old or the new file, as for the write ledger's rows it sits beside.
     """
 
     def __init__(self, checkpoint_dir: Path, run_id: str) -> None:
@@ -113,5 +114,7 @@ class LibrarianState:
     def save(self, librarian: Librarian) -> None:
         state = librarian.state()
         if state != self._saved:
-            atomic_write_json(self.path, {"run_id": self.run_id, **state})
+            atomic_write_json(
+                self.path, {"run_id": self.run_id, **state}, durable=False, synced=False
+            )
             self._saved = state

@@ -1,0 +1,192 @@
+"""One Gaussian head fit at scale: fresh, and with the block sums kept from the last fit.
+
+    python benchmarks/bench_head_fit.py [--cards 1000] [--rows 10000] [--reps 5]
+        [--baseline PATH]
+
+Builds the synthetic ledger of ``bench_memory_scale`` (``--cards`` cards, ``--rows``
+history decisions), then drives live mutants through the provider and, after each of the
+next 8 whose rows moved the heads, takes the immediate and delayed-lineage heads' statistics
+as the reader fits them, with the reader's residual-scale plans. On those 8 consecutive
+states it times, with one BLAS thread (as the provider runs the reader), the planned fit of
+each head (CPU ms, medians over ``--reps`` passes):
+
+- fresh: every block sum formed (a resumed run; the code before ``BlockTerms``);
+- kept: the block sums kept from the previous state's fit (``BlockTerms``), as the reader
+  fits live: only the chunks of blocks that moved are formed again.
+
+Both give the same numbers (checked here on every state). ``--baseline PATH`` times the
+fresh fits in another checkout on the same statistics (pickled), in a subprocess.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy: the provider's one thread
+
+if "--child" in sys.argv:  # the checkout measured: another one's package
+    sys.path.insert(0, sys.argv[sys.argv.index("--child") + 1])
+else:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+
+from gigaevo.memory.v2.causal import BayesianLinearHead
+
+STATES = 8
+
+
+def _fit(state: dict[str, Any], head: str, terms: Any = None) -> BayesianLinearHead:
+    fitted = BayesianLinearHead(state["prior"], **state["kw"])
+    if terms is None:
+        return fitted.fit_statistics(state[head], state[head + "_plan"])
+    return fitted.fit_statistics(state[head], state[head + "_plan"], terms)
+
+
+def _time_fresh(states: list[dict[str, Any]], reps: int) -> dict[str, float]:
+    out = {}
+    for head in ("immediate", "lineage"):
+        times = []
+        for _ in range(reps):
+            for state in states[1:]:
+                c = time.process_time()
+                _fit(state, head)
+                times.append(time.process_time() - c)
+        out[head] = 1e3 * statistics.median(times)
+    return out
+
+
+def _time_kept(states: list[dict[str, Any]], reps: int) -> dict[str, float]:
+    from gigaevo.memory.v2.causal.spectral import BlockTerms
+
+    out = {}
+    for head in ("immediate", "lineage"):
+        times = []
+        for _ in range(reps):
+            terms = BlockTerms()
+            _fit(states[0], head, terms)
+            for state in states[1:]:
+                c = time.process_time()
+                kept = _fit(state, head, terms)
+                times.append(time.process_time() - c)
+                fresh = _fit(state, head)
+                assert np.array_equal(kept.component_means_, fresh.component_means_)
+                assert np.array_equal(kept.weights_, fresh.weights_)
+        out[head] = 1e3 * statistics.median(times)
+        out[head + "_reused"] = terms.reused / max(1, terms.reused + terms.formed)
+    return out
+
+
+def _states(n_cards: int, n_rows: int) -> list[dict[str, Any]]:
+    """The heads' statistics and plans after each of ``STATES`` live mutants that moved them."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_memory_scale as scale
+    from hydra.utils import instantiate
+
+    from gigaevo.memory.base import MemoryRuntime
+
+    states: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        cfg = scale.run_config(tmp, "problem=rastrigin", "memory.writer.authoring_enabled=false")
+        problem = scale.resolve_problem(cfg)
+        children = scale.synthesise(root, problem, n_cards, n_rows)
+        runtime = MemoryRuntime(
+            problem.name, problem.description, problem.metrics, root, root, 0, 10**6
+        )
+        memory = instantiate(cfg.memory)(runtime=runtime)
+        scale.drive(memory, problem, n_rows, 10, children)  # warm up: the first fits
+        heads = memory.reader.heads
+        attempt, seen = n_rows + 10, None
+        while len(states) < STATES:
+            scale.drive(memory, problem, attempt, 1, children, seed=attempt)
+            attempt += 1
+            fit = heads.fitted(heads.rows.last_width, memory.store.cards())
+            rows = heads.rows.rows(heads.rows.last_width)
+            version = (rows.immediate.version, rows.lineage.version)
+            plans = {
+                name: heads._planned.get(name, ((), None))[1] for name in ("immediate", "lineage")
+            }
+            if version == seen or None in plans.values() or not rows.lineage.n:
+                continue
+            seen = version
+            space = fit.space
+            alias = {a: c.id for c in memory.store.cards() for a in (c.id, *c.aliases)}
+            keys = rows.immediate.keys() | rows.lineage.keys()
+            block_of = {k: space.lineage_position(alias.get(k, k)) for k in keys}
+            head = heads._utility_head(space)
+            n_lin = len(space.lineages)
+            states.append(
+                {
+                    "prior": head.prior_variance,
+                    "kw": {
+                        "residual_sd_bounds": head.residual_sd_bounds,
+                        "residual_sd_median": head.residual_sd_median,
+                        "residual_log_sd": head.residual_log_sd,
+                        "block_layout": head.block_layout,
+                    },
+                    "immediate": rows.immediate.fit_view(block_of, n_lin),
+                    "immediate_plan": plans["immediate"],
+                    "lineage": rows.lineage.fit_view(block_of, n_lin),
+                    "lineage_plan": plans["lineage"],
+                }
+            )
+        memory.close()
+    return states
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cards", type=int, default=1000)
+    ap.add_argument("--rows", type=int, default=10_000)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--baseline", type=Path, help="another checkout: its fresh fits")
+    ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--stats", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        states = pickle.loads(args.stats.read_bytes())
+        print(json.dumps(_time_fresh(states, args.reps)))
+        return
+    print(f"load average at start: {os.getloadavg()[0]:.2f}")
+    states = _states(args.cards, args.rows)
+    imm, lin = states[-1]["immediate"], states[-1]["lineage"]
+    print(
+        f"{args.cards} cards, {args.rows} history rows: immediate {imm.n} rows on "
+        f"{len(imm.active)} blocks, delayed-lineage {lin.n} rows on {len(lin.active)} blocks"
+    )
+    fresh, kept = _time_fresh(states, args.reps), _time_kept(states, args.reps)
+    base = None
+    if args.baseline:
+        with tempfile.NamedTemporaryFile(suffix=".pkl") as f:
+            f.write(pickle.dumps(states))
+            f.flush()
+            tree = str(args.baseline.resolve())
+            cmd = [sys.executable, __file__, "--child", tree, "--stats", f.name]
+            cmd += ["--reps", str(args.reps)]
+            done = subprocess.run(cmd, check=True, cwd=tree, capture_output=True, text=True)
+            base = json.loads(done.stdout.strip().splitlines()[-1])
+    print("planned fit, CPU ms (median over the states and passes)")
+    for head in ("immediate", "lineage"):
+        line = f"  {head:9s}: fresh {fresh[head]:6.1f}  kept {kept[head]:6.1f}"
+        line += f"  (chunks kept {kept[head + '_reused']:.0%}; fresh / kept "
+        line += f"{fresh[head] / kept[head]:.2f})"
+        if base:
+            line += f" | baseline fresh {base[head]:6.1f} (baseline / kept "
+            line += f"{base[head] / kept[head]:.2f})"
+        print(line)
+    print(f"load average at end: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
