@@ -13,6 +13,7 @@ heads, and count roots without an outcome in ``lineage_roots``.
 from __future__ import annotations
 
 import itertools
+import json
 from collections import defaultdict
 from pathlib import Path
 
@@ -67,3 +68,21 @@ def test_versions_are_written_only_for_known_changed_outcomes_and_not_again_on_r
     assert again.recorder.stats()["lineage_versions"] == 0
     again.close()
     assert _versions(tmp_path)[1] == every
+
+
+def test_the_ope_summary_names_its_estimand_and_counts_this_sessions_outcomes(
+    tmp_path: Path,
+) -> None:
+    """``ope_summary.json`` (the report's OPE table reads it): every key the report shows, the
+    estimand named as the ITT (probe) of memory-model.md "Off-policy evaluation", and the
+    outcome counts of this session and of the run."""
+    from gigaevo.analysis.report import OPE_KEYS
+
+    mem = _drive(tmp_path, 6, seed=2)
+    assert mem.recorder is not None
+    summary = json.loads(mem.recorder.write_ope().read_text())
+    mem.close()
+    assert set(OPE_KEYS) <= set(summary)
+    assert summary["estimand"] == "ITT (probe): offer vs withhold of the proposed card"
+    assert summary["session_outcomes"] == 6
+    assert summary["written_at_outcome"] == 6

@@ -186,3 +186,16 @@ def test_a_near_step_law_under_an_absolute_cap_is_integrated_to_its_certified_er
     assert abs(truth - uncapped) > 1e-2  # the cap matters here
     assert not acc.failed and acc.error <= 1e-8
     assert truth - 2 * acc.error - 1e-9 <= acc.probability <= truth + 1e-9, (truth, acc)
+
+
+def test_a_root_just_before_the_gap_turns_infinite_is_integrated_to_its_certified_error() -> None:
+    """expit(eta_0) + delta reaches 1 at t ~ 4.04: the gap climbs from -1.16 at the grid node
+    4.025 to +inf, crossing zero at t ~ 4.0398 inside the last finite cell, a step of width
+    ~1e-5 the sign-change scan cannot see (found on a random law; the session-start code was
+    3.7e-6 above the truth with an error bound of 8e-12)."""
+    m0, m1, sd0, zeta, vs, delta = -3.287029, -4.699344, 1.540050, 3.057477, 1.3276e-4, 0.05
+    cov = np.array([[sd0 * sd0, zeta * sd0], [zeta * sd0, zeta * zeta + vs * vs]])
+    acc = acceptance_probability(np.array([m0, m1]), cov, delta=delta)
+    truth = _truth_of(m0, sd0, m1, zeta, vs, delta)
+    assert not acc.failed and acc.error <= 1e-8
+    assert truth - 2 * acc.error - 1e-9 <= acc.probability <= truth + 1e-9, (truth, acc)
