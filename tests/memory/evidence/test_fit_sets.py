@@ -308,7 +308,7 @@ def test_appending_a_decision_of_a_fit_does_not_rebuild_its_ids(
             delta = (tuple(sorted(ids - old)), tuple(sorted(old - ids)))
             link = ledger.fitted_row_link(base, ids, delta)
             assert isinstance(link, RowIdSet)
-            ledger._fits._memo._items.clear()  # noqa: SLF001  # a set no longer kept
+            ledger._fits._memo._items.clear()  # a set no longer kept
             monkeypatch.setattr(RowIdSet, "ids", counted)
             ledger.append_decision(_fitted(make_decision(a), link))
             monkeypatch.setattr(RowIdSet, "ids", ids_of)
