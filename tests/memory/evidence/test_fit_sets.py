@@ -282,3 +282,43 @@ def test_decisions_at_1000_cards_keep_a_small_footprint(tmp_path: Path) -> None:
     assert per_decision < 50_000, f"{per_decision / 1000:.1f} KB per decision"
     fixed = held_short - 2 * short * per_decision
     assert fixed < 8_000_000, f"{fixed / 1e6:.1f} MB to open two ledgers"
+
+
+def test_appending_a_decision_of_a_fit_does_not_rebuild_its_ids(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writing a decision whose fitted rows are a link costs O(change), not O(ledger):
+    the link's whole id tuple is never rebuilt (issue 16: it was, through ``len`` of the
+    link, a sort of every ledger row id per decision). What is stored is unchanged: the
+    same link hashes and the same ids read back."""
+    n = 300
+    rebuilt = []
+    ids_of = RowIdSet.ids
+
+    def counted(self: RowIdSet) -> tuple[str, ...]:
+        rebuilt.append(self.sha)
+        return ids_of(self)
+
+    with SelectionEvidence(tmp_path).open() as ledger:
+        base = None
+        expected, links = [], []
+        for a in range(6):
+            ids = set(_ids(n + a, lineage_version=1 + a // 3))
+            old = set() if base is None else set(expected[-1])
+            delta = (tuple(sorted(ids - old)), tuple(sorted(old - ids)))
+            link = ledger.fitted_row_link(base, ids, delta)
+            assert isinstance(link, RowIdSet)
+            ledger._fits._memo._items.clear()  # a set no longer kept
+            monkeypatch.setattr(RowIdSet, "ids", counted)
+            ledger.append_decision(_fitted(make_decision(a), link))
+            monkeypatch.setattr(RowIdSet, "ids", ids_of)
+            expected.append(tuple(sorted(ids)))
+            links.append(link.sha)
+            base = link
+        assert rebuilt == []
+    with raw_ledger(tmp_path) as conn:
+        refs = [json.loads(b)["fitted_rows_ref"] for (b,) in conn.execute(
+            "SELECT body FROM decisions ORDER BY seq")]  # fmt: skip
+    assert refs == links
+    with reopen_ledger(tmp_path) as fresh:
+        assert [tuple(d.fitted_row_ids) for d in fresh.decisions()] == expected

@@ -86,3 +86,20 @@ def test_row_written_after_caching_is_verified_on_first_read(
         ledger.evidence_version()
     with pytest.raises(LedgerIntegrityError):  # the instance stays stopped
         ledger.head_rows("invalidity")
+
+
+def test_each_sync_feeds_only_the_new_rows_in_commit_order(tmp_path: Path) -> None:
+    """The tally takes exactly the rows read since its last sync, oldest first, taken
+    from the end of the read cache (O(new rows), issue 16), whatever the batch sizes."""
+    with SelectionEvidence(tmp_path).open() as ledger:
+        attempt = 0
+        fed: list[str] = []
+        for batch in (1, 0, 3, 1, 7, 2):
+            for _ in range(batch):
+                _add(ledger, attempt, z=attempt % 2 if attempt % 3 else None)
+                attempt += 1
+            new = ledger._new_rows("decisions")
+            assert [row.attempt for row, _ in new] == list(range(len(fed), attempt))
+            fed.extend(sha for _, sha in new)
+            assert ledger._new_rows("decisions") == []
+        assert fed == [sha for _, sha in ledger._rows("decisions").values()]

@@ -99,7 +99,8 @@ class RowIdSet(Sequence[str]):
 
     def body(self) -> str:
         """The canonical JSON body stored under ``sha``."""
-        return link_body(self.parent.sha if self.parent else None, self.added, self.removed)
+        parent = self.parent.sha if self.parent is not None else None  # not len(): O(1)
+        return link_body(parent, self.added, self.removed)
 
     def ids(self) -> tuple[str, ...]:
         """The whole ascending id tuple (rebuilt from the nearest kept or whole link)."""

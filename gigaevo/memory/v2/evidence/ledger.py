@@ -137,7 +137,9 @@ class SelectionEvidence(LedgerViews):
         fits = self._fits.encode(row.fitted_row_ids)
         if fits is not None and fits is not row.fitted_row_ids:  # kept: one object per fit
             row = dataclasses.replace(row, fitted_row_ids=fits)
-        body, sha = db.encode_decision(row, universe.sha, fits.sha if fits else None)
+        # `is not None`, not truthiness: len() of a link rebuilds and sorts its whole id
+        # set (O(ledger) per decision); a link is never empty (empty sets stay inline)
+        body, sha = db.encode_decision(row, universe.sha, fits.sha if fits is not None else None)
         sql = (
             "INSERT INTO decisions (decision_id, run_id, attempt, proposed_id, body, sha256)"
             " VALUES (?, ?, ?, ?, ?, ?)"
