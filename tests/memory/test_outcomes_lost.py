@@ -10,17 +10,19 @@ its own attempt; the re-dispatched one terminates normally.
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from gigaevo.memory.v2.read.events import EVENTS_FILE
 from gigaevo.memory.v2.read.outcomes import LOST_OUTCOME
-from tests.conftest import ROOT
 from tests.memory.helpers import memory_provider, result
-from tests.memory.test_reader_crash_resume import WORKER, context, leases, one_terminal_each
+from tests.memory.test_reader_crash_resume import (
+    WORKER,
+    context,
+    leases,
+    one_terminal_each,
+)
+from tests.memory.test_reader_crash_resume import _killed_worker as _crash_worker
 
 OPEN = 3
 
@@ -29,15 +31,7 @@ def _killed_worker(tmp_path: Path) -> list[dict[str, Any]]:
     """test_reader_crash_resume's worker, killed with ``OPEN`` proposed decisions open."""
     source = WORKER.replace('if o["proposed"]]) < 2', f'if o["proposed"]]) < {OPEN}')
     assert source != WORKER
-    proc = subprocess.Popen(
-        [sys.executable, "-c", source, str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE, text=True
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert line, "the worker died before deciding"
-    return list(json.loads(line))
+    return _crash_worker(tmp_path, source)
 
 
 def test_two_lost_outcomes_are_censored_once_each_with_their_own_attempt(tmp_path: Path) -> None:

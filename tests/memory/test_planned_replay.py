@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from gigaevo.memory.v2.read.heads import HeadFitter
 from tests.memory.ledger_rows import fast_dir
 from tests.memory.test_evictor import build_run
+from tests.memory.test_lineage_plan_replay import _fresh
 
 
 def test_a_fresh_fitter_plans_and_fits_as_the_one_that_fitted_all_along(tmp_path: Path) -> None:
@@ -32,15 +32,7 @@ def test_a_fresh_fitter_plans_and_fits_as_the_one_that_fitted_all_along(tmp_path
                 assert heads.fitted(heads.rows.last_width, cards).immediate is not None
         heads.rows.sync()
         along = heads.fitted(heads.rows.last_width, cards).immediate
-        fresh = HeadFitter(
-            heads.evidence,
-            heads.causal_reward,
-            heads.posterior,
-            run_id=heads.run_id,
-            task_key=heads.task_key,
-            transfer=heads.transfer,
-            rag_contrast=heads.rag_contrast,
-        )
+        fresh = _fresh(heads)
         fresh.rows.sync()
         again = fresh.fitted(fresh.rows.last_width, cards).immediate
         assert along is not None and again is not None

@@ -100,9 +100,10 @@ time.sleep(600)
 """
 
 
-def _killed_worker(tmp_path: Path) -> list[dict[str, Any]]:
+def _killed_worker(tmp_path: Path, source: str = WORKER) -> list[dict[str, Any]]:
+    """Run the worker ``source`` on ``tmp_path``, SIGKILL it once it printed its open leases."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", WORKER, str(tmp_path)],
+        [sys.executable, "-c", source, str(tmp_path)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,
