@@ -83,6 +83,11 @@ def _forget_owed_in_child() -> None:
 os.register_at_fork(after_in_child=_forget_owed_in_child)
 
 
+def _release_due(owed: dict[tuple[int, str, str, int], float], now: float) -> bool:
+    """Whether any owed release is ``RELEASE_LAG_S`` old: the next transaction writes it."""
+    return any(now - since >= RELEASE_LAG_S for since in owed.values())
+
+
 @dataclass(frozen=True)
 class Lease:
     """One reservation of a card lineage by one attempt of one process."""
@@ -204,9 +209,7 @@ class SelectionLeases:
 
     def flush(self) -> None:
         """Write the releases this process owes on the file now."""
-        with _OWED_LOCK:
-            owed = bool(_OWED.get(self._owed_key))
-        if owed:
+        if self._owed():
             self._transaction(lambda leases: None, write=True)
 
     def active(self) -> tuple[Lease, ...]:
@@ -218,11 +221,8 @@ class SelectionLeases:
         """
         leases = self._read()
         now = self.clock()
-        with _OWED_LOCK:
-            owed = dict(_OWED.get(self._owed_key, {}))
-        if any(self._dead(held, now) for held in leases) or any(
-            now - since >= RELEASE_LAG_S for since in owed.values()
-        ):
+        owed = self._owed()
+        if any(self._dead(held, now) for held in leases) or _release_due(owed, now):
             return self._transaction(lambda alive: tuple(alive))
         return tuple(held for held in leases if _owner(held) not in owed)
 
@@ -245,19 +245,23 @@ class SelectionLeases:
             return True
         return lease.host == self.host and not pid_alive(lease.pid)
 
+    def _owed(self) -> dict[tuple[int, str, str, int], float]:
+        """A copy of the releases this process owes on this file (owner -> since when)."""
+        with _OWED_LOCK:
+            return dict(_OWED.get(self._owed_key, {}))
+
     def _transaction(self, change: Callable[[list[Lease]], T], *, write: bool = False) -> T:
         with self._locked():
             leases = list(self._read())
             now = self.clock()
-            with _OWED_LOCK:
-                owed = dict(_OWED.get(self._owed_key, {}))
+            owed = self._owed()
             alive = [held for held in leases if not self._dead(held, now)]
             # the releases this process owes are out of every view, written with a change
             view = [held for held in alive if _owner(held) not in owed] if owed else alive
             before = list(view)
             result = change(view)
             due = write or view != before or len(alive) != len(leases)
-            due = due or any(now - since >= RELEASE_LAG_S for since in owed.values())
+            due = due or _release_due(owed, now)
             if due and view != leases:
                 body = to_json(LeaseFile(format=LEASE_FORMAT, leases=tuple(view)))
                 # no fsync (module docstring): a kill leaves the old or the new file
