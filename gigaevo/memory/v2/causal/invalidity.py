@@ -118,20 +118,41 @@ class LogisticLaplaceHead:
         self.block_layout = block_layout
         self.shift_levels = shift_levels
         self._gram: tuple[bytes, object] | None = None  # (g's bits, X'WX at g)
+        # (g's bits, eta = X g, the likelihood's value and gradient at g): see ``_likelihood``
+        self._lik: tuple[bytes, np.ndarray, np.float64, np.ndarray] | None = None
 
     def _xdot(self, g: np.ndarray) -> np.ndarray:
-        return self._x.dot(g) if isinstance(self._x, BlockDesign) else self._x @ g
+        if isinstance(self._x, BlockDesign):
+            return self._rows.dot(g)
+        return self._x @ g
 
     def _xtdot(self, r: np.ndarray) -> np.ndarray:
-        return self._x.rdot(r) if isinstance(self._x, BlockDesign) else self._x.T @ r
+        if isinstance(self._x, BlockDesign):
+            return self._rows.rdot(r)
+        return self._x.T @ r
 
-    def _objective(self, g: np.ndarray) -> tuple[float, np.ndarray]:
+    def _likelihood(self, g: np.ndarray) -> tuple[np.ndarray, np.float64, np.ndarray]:
+        """(eta = X g, sum log(1 + e^eta) - d eta, X'(expit(eta) - d)) at g.
+
+        The prior does not enter: the last one is kept by g's bits, so the objective at a
+        point already evaluated (the final check of a Newton run, the wide-level refit's
+        start, the Fisher information there) costs no pass over the rows. Each entry is
+        the very value the pass gives (the same operations in the same order)."""
         from scipy.special import expit
 
-        eta = self._xdot(g)
+        key = g.tobytes()
+        kept = self._lik
+        if kept is None or kept[0] != key:
+            eta = self._xdot(g)
+            value = np.sum(np.logaddexp(0.0, eta) - self._d * eta)
+            kept = self._lik = (key, eta, value, self._xtdot(expit(eta) - self._d))
+        return kept[1], kept[2], kept[3]
+
+    def _objective(self, g: np.ndarray) -> tuple[float, np.ndarray]:
+        _, value, grad = self._likelihood(g)
         r = g - self._mu
-        j = float(np.sum(np.logaddexp(0.0, eta) - self._d * eta) + 0.5 * np.sum(r * r / self._v))
-        return j, self._xtdot(expit(eta) - self._d) + r / self._v
+        j = float(value + 0.5 * np.sum(r * r / self._v))
+        return j, grad + r / self._v
 
     def _fisher(self, g: np.ndarray) -> _Precision:
         """F at g, factored. X'WX depends on g only, not on the prior: the last one is kept
@@ -141,10 +162,10 @@ class LogisticLaplaceHead:
 
         key = g.tobytes()
         if self._gram is None or self._gram[0] != key:
-            p = expit(self._xdot(g))
+            p = expit(self._likelihood(g)[0])
             w = p * (1.0 - p)
             if isinstance(self._x, BlockDesign):
-                data: object = _BlockPrecision.gram_of(self._x, w)
+                data: object = self._rows.gram(w)
             else:
                 data = self._x.T @ (w[:, None] * self._x)
             self._gram = (key, data)
@@ -173,7 +194,9 @@ class LogisticLaplaceHead:
         if isinstance(self._x, np.ndarray):
             self._x = self._x.reshape(-1, len(self._mu))
         self._d = np.asarray(d, dtype=float).reshape(-1)
-        self._gram = None
+        self._gram = self._lik = None
+        if isinstance(self._x, BlockDesign):
+            self._rows = _TreatedRows(self._x)
         n = len(self._x.lineage) if isinstance(self._x, BlockDesign) else len(self._x)
         if len(self._d) != n or not np.all(np.isin(self._d, (0.0, 1.0))):
             raise DesignError("invalid indicators must be 0/1 and match the design rows")
@@ -332,6 +355,39 @@ class LogisticLaplaceHead:
         return means, covs
 
 
+class _TreatedRows:
+    """X g and X' r of a ``BlockDesign`` with its treated rows (lineage >= 0) indexed once per
+    fit instead of masked on every pass; the same numbers as ``BlockDesign.dot`` / ``rdot``
+    (the same products summed in the same order: ``np.bincount`` adds in row order, as
+    ``np.add.at`` did)."""
+
+    def __init__(self, design: BlockDesign) -> None:
+        self.design = design
+        self.rows = np.flatnonzero(design.lineage >= 0)
+        self.part = design.lineage_part[self.rows]
+        self.lineage = design.lineage[self.rows]
+        c = design.lineage_part.shape[1]
+        self.bins = (self.lineage[:, None] * c + np.arange(c)).reshape(-1)
+        self.ps, self.c = design.shared.shape[1], c
+        self.active, self.pos = design.active_positions()
+
+    def gram(self, w: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
+        """X'diag(w)X in blocks (``block_gram``), its active blocks and C."""
+        return block_gram(self.design, w, self.pos, len(self.active)), self.active, self.c
+
+    def dot(self, vec: np.ndarray) -> np.ndarray:
+        out = self.design.shared @ vec[: self.ps]
+        blocks = vec[self.ps :].reshape(self.design.n_lineages, self.c)
+        out[self.rows] += np.sum(self.part * blocks[self.lineage], axis=1)
+        return out
+
+    def rdot(self, r: np.ndarray) -> np.ndarray:
+        size = self.design.n_lineages * self.c
+        terms = (self.part * r[self.rows, None]).reshape(-1)
+        blocks = np.bincount(self.bins, weights=terms, minlength=size)
+        return np.concatenate([self.design.shared.T @ r, blocks])
+
+
 class _Precision(Protocol):
     """The Laplace precision F in some factored form."""
 
@@ -395,14 +451,6 @@ class _BlockPrecision:
             blocks["a"], blocks["d"], blocks["g"], prior_var, active, width
         )
         self._gram, self._v = blocks, prior_var
-
-    @staticmethod
-    def gram_of(
-        design: BlockDesign, w: np.ndarray
-    ) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
-        """X'diag(w)X in blocks (``block_gram``), its active blocks and C."""
-        active, pos = design.active_positions()
-        return block_gram(design, w, pos, len(active)), active, design.lineage_part.shape[1]
 
     @property
     def factor(self) -> BlockPosterior:
