@@ -16,11 +16,19 @@ each head (CPU ms, medians over ``--reps`` passes):
 
 Both give the same numbers (checked here on every state). ``--baseline PATH`` times the
 fresh fits in another checkout on the same statistics (pickled), in a subprocess.
+
+The invalidity head (issue 16, session 9): on the same states, each state's fit as the
+reader makes it (``InvalidityFitter``: Newton from the anchor MAP, then the wide-level
+refit), CPU ms median over the states and passes, with the anchor made once before the
+timed fits (it is refitted once per 1/16 growth of the rows). With ``--baseline`` the
+other checkout fits the same rows, and the digest of the fitted coefficients' bits is
+compared (the same bits: the same MAP, a resumed run unchanged).
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import pickle
@@ -87,6 +95,46 @@ def _time_kept(states: list[dict[str, Any]], reps: int) -> dict[str, float]:
     return out
 
 
+def _prefix(table: Any, n: int) -> Any:
+    """The invalidity rows' table as it stood at its first ``n`` rows (it only grows)."""
+    out = copy.copy(table)
+    out.n = n
+    out.shared, out.part, out.products = table.shared[:n], table.part[:n], table.products[:n]
+    out.key, out.invalid = table.key[:n], table.invalid[:n]
+    used = int(table.key[:n].max(initial=-1)) + 1  # keys come in order of first use
+    out.keys = table.keys[:used]
+    out._key_index = {k: i for i, k in enumerate(out.keys)}
+    return out
+
+
+def _time_invalidity(states: list[dict[str, Any]], reps: int) -> dict[str, Any]:
+    """CPU ms (median) of the invalidity fits of states[1:], and a digest of their bits."""
+    import hashlib
+
+    from gigaevo.memory.v2.read.headrows import InvalidityFitter
+    from gigaevo.memory.v2.read.heads import invalidity_prior, shift_levels
+
+    post, rag = states[0]["posterior"], states[0]["rag_contrast"]
+
+    def prior(space: Any) -> Any:
+        return invalidity_prior(post, space)
+
+    times, digest = [], hashlib.sha256()
+    for rep in range(reps):
+        fitter = InvalidityFitter(
+            post.kind_contrast, rag, shift_levels=lambda space: shift_levels(post, space)
+        )
+        fitter.fit(*states[0]["invalidity"], prior)  # the anchor, untimed
+        for state in states[1:]:
+            c = time.process_time()
+            head = fitter.fit(*state["invalidity"], prior)
+            times.append(time.process_time() - c)
+            if rep == 0:
+                digest.update(np.ascontiguousarray(head.coef_).tobytes())
+    rows = states[-1]["invalidity"][0].n
+    return {"ms": 1e3 * statistics.median(times), "bits": digest.hexdigest()[:16], "rows": rows}
+
+
 def _states(n_cards: int, n_rows: int) -> list[dict[str, Any]]:
     """The heads' statistics and plans after each of ``STATES`` live mutants that moved them."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -139,8 +187,15 @@ def _states(n_cards: int, n_rows: int) -> list[dict[str, Any]]:
                     "immediate_plan": plans["immediate"],
                     "lineage": rows.lineage.fit_view(block_of, n_lin),
                     "lineage_plan": plans["lineage"],
+                    "invalidity": (rows.invalidity.n, space, alias),
+                    "posterior": heads.posterior,
+                    "rag_contrast": heads.rag_contrast,
                 }
             )
+        table = heads.rows.rows(heads.rows.last_width).invalidity
+        for state in states:  # each state's rows: a prefix of the last one's
+            n, space, alias = state["invalidity"]
+            state["invalidity"] = (_prefix(table, n), space, alias)
         memory.close()
     return states
 
@@ -156,7 +211,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.child:
         states = pickle.loads(args.stats.read_bytes())
-        print(json.dumps(_time_fresh(states, args.reps)))
+        out = _time_fresh(states, args.reps)
+        print(json.dumps({**out, "invalidity": _time_invalidity(states, args.reps)}))
         return
     print(f"load average at start: {os.getloadavg()[0]:.2f}")
     states = _states(args.cards, args.rows)
@@ -166,6 +222,7 @@ def main() -> None:
         f"{len(imm.active)} blocks, delayed-lineage {lin.n} rows on {len(lin.active)} blocks"
     )
     fresh, kept = _time_fresh(states, args.reps), _time_kept(states, args.reps)
+    invalidity = _time_invalidity(states, args.reps)
     base = None
     if args.baseline:
         with tempfile.NamedTemporaryFile(suffix=".pkl") as f:
@@ -185,6 +242,14 @@ def main() -> None:
             line += f" | baseline fresh {base[head]:6.1f} (baseline / kept "
             line += f"{base[head] / kept[head]:.2f})"
         print(line)
+    line = f"invalidity fit ({invalidity['rows']} rows), CPU ms: {invalidity['ms']:6.1f}"
+    if base:
+        other = base["invalidity"]
+        line += (
+            f" | baseline {other['ms']:6.1f} (baseline / this {other['ms'] / invalidity['ms']:.2f}"
+        )
+        line += f"; same bits: {'yes' if other['bits'] == invalidity['bits'] else 'NO'})"
+    print(line)
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
 
 

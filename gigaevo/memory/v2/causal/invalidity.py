@@ -370,10 +370,34 @@ class _TreatedRows:
         self.bins = (self.lineage[:, None] * c + np.arange(c)).reshape(-1)
         self.ps, self.c = design.shared.shape[1], c
         self.active, self.pos = design.active_positions()
+        # the weighted block sums' sparse (B_act x n) pattern, each block's rows in row order
+        at = self.pos[self.lineage]
+        self.members = self.rows[np.argsort(at, kind="stable")]
+        self.indptr = np.r_[0, np.cumsum(np.bincount(at, minlength=len(self.active)))]
 
     def gram(self, w: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
-        """X'diag(w)X in blocks (``block_gram``), its active blocks and C."""
-        return block_gram(self.design, w, self.pos, len(self.active)), self.active, self.c
+        """X'diag(w)X in blocks, its active blocks and C: the numbers of ``block_gram``.
+
+        The sparse pattern of the per-block sums is built once per fit; ``block_gram`` builds
+        it on every call, leaving out rows of weight 0, which add nothing here (each block
+        sums w u u' and w u s' in row order from zero either way)."""
+        from scipy.sparse import csr_matrix
+
+        design, c, ps = self.design, self.c, self.ps
+        products = design.products
+        if products is None:
+            return block_gram(design, w, self.pos, len(self.active)), self.active, c
+        s = design.shared
+        ws = s * w[:, None]
+        shape = (len(self.active), len(products))
+        member = csr_matrix((w[self.members], self.members, self.indptr), shape=shape)
+        summed = np.asarray(member @ products)
+        blocks = {
+            "a": ws.T @ s,
+            "d": summed[:, : c * c].reshape(-1, c, c),
+            "g": summed[:, c * c :].reshape(-1, c, ps),
+        }
+        return blocks, self.active, c
 
     def dot(self, vec: np.ndarray) -> np.ndarray:
         out = self.design.shared @ vec[: self.ps]

@@ -332,6 +332,8 @@ class InvalidityFitter:
         self.kind_contrast, self.rag_contrast = kind_contrast, rag_contrast
         self.shift_levels = shift_levels  # memory-model.md "Card shift levels"
         self._anchor: tuple[object, DesignSpace, np.ndarray] | None = None
+        # (anchor space, fit space, their lineage columns): see ``_columns``
+        self._mapped: tuple[DesignSpace, DesignSpace, np.ndarray, np.ndarray] | None = None
         self.anchors = 0  # anchor fits so far
 
     def fit(
@@ -380,9 +382,23 @@ class InvalidityFitter:
         start = start.copy()
         ps = space.shared_size
         start[:ps] = gamma[:ps]
-        for lin in own.lineages:
-            start[space.lineage_slice(lin)] = gamma[own.lineage_slice(lin)]
+        target, source = self._columns(own, space)
+        start[target] = gamma[source]
         return start
+
+    def _columns(self, own: DesignSpace, space: DesignSpace) -> tuple[np.ndarray, np.ndarray]:
+        """(columns in ``space``, columns in ``own``) of the anchor's lineage blocks, kept while
+        the anchor's space and the fit's space stand (the reader keeps one space object per
+        layout), instead of a slice per lineage on every fit."""
+        kept = self._mapped
+        if kept is not None and kept[0] is own and (kept[1] is space or kept[1] == space):
+            return kept[2], kept[3]
+        width = np.arange(space.n_context)
+        at = np.array([space.lineage_position(lin) for lin in own.lineages], dtype=int)
+        target = (space.shared_size + at[:, None] * space.n_context + width).reshape(-1)
+        source = own.shared_size + np.arange(len(own.lineages))[:, None] * own.n_context + width
+        self._mapped = (own, space, target, source.reshape(-1))
+        return target, self._mapped[3]
 
 
 def _design(
