@@ -153,3 +153,38 @@ def test_a_cards_support_kept_as_rows_arrive_is_the_one_read_from_its_rows(
     assert any(o.decision.proposed_id == "ins-absorbed" for o in rows)
     assert got.treated == len(rows) > 200 and len(want) == 7
     assert got.contexts == want
+
+
+def test_a_support_kept_between_sweeps_is_rebuilt_when_its_rows_or_aliases_move(
+    harmful: Run,
+) -> None:
+    """A sweep reuses a card's support while its rows and aliases stand (issue 16: every
+    sweep rebuilt every card's contexts); with new cited rows, or an alias, it equals the
+    support a fresh evictor reads from the whole ledger. The practical threshold kept from
+    the sorted control magnitudes equals ``practical_threshold`` over every control."""
+    from collections import Counter
+
+    from gigaevo.memory.v2.causal.retirement import practical_threshold, sorted_threshold
+
+    ev = harmful.evictor
+    ev._rows()
+    card = next(c for c in harmful.store.cards() if c.id == CARD)
+    first = ev.support(card, Counter())
+    assert ev.support(card, Counter()).contexts is first.contexts  # kept, not rebuilt
+    for i in range(4):
+        proposed = "ins-absorbed" if i % 2 else CARD
+        row = harmful.row(z=1, parent=4.5 + i, island=i % 2, cell=(i + 5) % 7, proposed=proposed)
+        harmful.commit(row, y=-0.03 * i)
+        harmful.commit(harmful.row(z=0, parent=3.0 + i, island=0, cell=1), y=0.01 * (i - 1))
+    ev._rows()
+    aliased = dataclasses.replace(card, aliases=("ins-absorbed",))
+    for c in (card, aliased):
+        fresh = _evictor(harmful)
+        fresh._rows()
+        assert ev.support(c, Counter()) == fresh.support(c, Counter())
+    assert ev.support(card, Counter()).treated == first.treated + 2
+    cfg = ev.config
+    assert len(ev._controls) > 50
+    assert sorted_threshold(
+        ev._magnitudes, cfg.min_global_control, cfg.practical_effect_quantile
+    ) == practical_threshold(ev._controls, cfg.min_global_control, cfg.practical_effect_quantile)

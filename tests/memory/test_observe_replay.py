@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from gigaevo.memory.base import MutationResult
+from gigaevo.memory.v2.bank.recordjournal import RecordJournal
 from gigaevo.memory.v2.write import ledger as ledger_module
 from gigaevo.memory.v2.write.ledger import INTENT_FILE, read_ledger
 from gigaevo.memory.v2.write.resume import LibrarianState
@@ -81,15 +82,21 @@ def kill_at(monkeypatch: pytest.MonkeyPatch, point: str, nth: int) -> None:
         if seen["n"] == nth:
             raise Killed(point)
 
-    if point == "bank write":  # the intent is saved, cards.json not yet replaced
+    if point == "bank write":  # the intent is saved, the bank write not yet landed
         real_text = atomic_module.atomic_write_text
+        real_line = RecordJournal.append
 
         def write_text(path: Any, text: str, **kw: Any) -> None:
             if Path(path).name == "cards.json":
                 trip()
             real_text(path, text, **kw)
 
+        def append_line(self: RecordJournal, line: str) -> None:  # a run journals its writes
+            trip()
+            real_line(self, line)
+
         monkeypatch.setattr("gigaevo.memory.v2.bank.store.atomic_write_text", write_text)
+        monkeypatch.setattr(RecordJournal, "append", append_line)
     elif point == "rows":  # cards.json replaced, the rows not appended
         real_append = ledger_module.WriteLedger.append
 

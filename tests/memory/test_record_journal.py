@@ -27,12 +27,12 @@ from gigaevo.analysis.ledgers import read_bank as read_bank_dicts
 from gigaevo.memory.v2 import CorruptBankError, LocalMemoryStore, read_bank
 from gigaevo.memory.v2.bank.bankfile import card_line
 from gigaevo.memory.v2.bank.cards import Card, UseTrial, pool_into
-from gigaevo.memory.v2.bank.recordjournal import RECORDS_FILE
+from gigaevo.memory.v2.bank.recordjournal import RECORDS_FILE, RUN_JOURNAL_FROM_BYTES
 from gigaevo.memory.v2.bank.store import BANK_FILE
 from gigaevo.memory.v2.read.trials import stamp_trial
 from gigaevo.memory.v2.records import to_json
 from tests.conftest import ROOT
-from tests.memory.helpers import open_store
+from tests.memory.helpers import memory_provider, open_store, result
 from tests.memory.test_card_model import card
 
 WRITERS = 4
@@ -313,3 +313,78 @@ def _churn(bank: str) -> None:
 
 if __name__ == "__main__":
     _churn(sys.argv[1])
+
+
+def _run_store(bank: Path, **kwargs: Any) -> LocalMemoryStore:
+    """A store as a run opens it (every write journaled; ``compact`` at its end), with a
+    small compaction floor so that compactions also happen under contention."""
+    return open_store(
+        bank, journal_from_bytes=RUN_JOURNAL_FROM_BYTES, compact_from_bytes=4096, **kwargs
+    )
+
+
+def test_a_run_journals_a_small_bank_and_leaves_it_whole_at_close(tmp_path: Path) -> None:
+    """A run's store does not rewrite a small ``cards.json`` on every write (issue 16.3: a
+    rewrite, fsync, replace and directory fsync per pooled outcome); the provider compacts at
+    close, so the plain JSON of ``cards.json`` alone is the whole bank after the run."""
+    memory = memory_provider(tmp_path)
+    for a in range(16):
+        memory.observe(result(a, tactic=("perturb_constants", "crossover")[a % 2], scope="f0"))
+    store = memory.store
+    assert store.journal_from_bytes == RUN_JOURNAL_FROM_BYTES
+    assert store.stats.writes >= 10 and store.stats.journaled >= store.stats.writes - 2
+    assert (store.bank_dir / RECORDS_FILE).stat().st_size > 0  # mid-run: the journal holds them
+    want = [to_json(replace(c, use_trials=())) for c in store.cards()]
+    generation = store.generation
+    memory.close()
+    plain = json.loads((store.bank_dir / BANK_FILE).read_text())
+    assert plain["cards"] == want and plain["generation"] == generation
+    assert plain["n_cards"] == len(want) and (store.bank_dir / RECORDS_FILE).stat().st_size == 0
+    assert [to_json(replace(c, use_trials=())) for c in open_store(store.bank_dir).cards()] == want
+    assert not store.compact()  # nothing left to fold
+
+
+def _run_worker(bank: str, run: str, n: int, start: Any) -> None:
+    """Stamps, pools and admits through a run's store, then compacts as a run's close does."""
+    store = _run_store(Path(bank), lock_timeout_s=180.0)
+    start.wait()
+    for i in range(n):
+        _pool(store, f"ins-{i % 4:03d}", f"{run}-p{i}")
+        trial = UseTrial(f"{run}-d{i}", run, "toy", i % 2, i % 3 == 0)
+        assert stamp_trial(store, ("ins-000", "ins-001")[i % 2], trial) == "stamped"
+        new = _card(f"ins-{run}-{i}")
+        store.transaction(lambda w, c=new: w.update({c.id: c}))
+    store.compact()
+
+
+@pytest.mark.slow  # processes: seconds, not milliseconds
+def test_four_run_stores_journaling_and_compacting_lose_nothing(tmp_path: Path) -> None:
+    """Four processes write through run stores (journaled small bank, compactions on the way
+    and at the end) at once: every pool, stamp and card lands once, and after the last
+    close the plain ``cards.json`` is the whole bank."""
+    _run_store(tmp_path).transaction(
+        lambda w: w.update({f"ins-{i:03d}": _card(f"ins-{i:03d}") for i in range(4)})
+    )
+    ctx = multiprocessing.get_context("spawn")
+    n = 12
+    start = ctx.Barrier(WRITERS + 1)
+    procs = [
+        ctx.Process(target=_run_worker, args=(str(tmp_path), f"run-{k}", n, start))
+        for k in range(WRITERS)
+    ]
+    procs.append(ctx.Process(target=start.wait))
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=240)
+        assert p.exitcode == 0
+    loaded = read_bank(tmp_path / BANK_FILE)
+    cards = {c.id: c for c in loaded.cards}
+    ids = [t.decision_id for c in cards.values() for t in c.use_trials]
+    assert len(ids) == len(set(ids)) == WRITERS * n  # every stamp, exactly once
+    assert sum(cards[f"ins-{i:03d}"].n_evidence for i in range(4)) == 4 + WRITERS * n
+    assert loaded.header.n_cards == len(cards) == 4 + WRITERS * n
+    assert (tmp_path / RECORDS_FILE).stat().st_size == 0  # the last close folded the journal
+    plain = json.loads((tmp_path / BANK_FILE).read_text())
+    assert [c["id"] for c in plain["cards"]] == list(cards)
+    assert sum(c["n_evidence"] for c in plain["cards"][:4]) == 4 + WRITERS * n

@@ -37,6 +37,7 @@ from gigaevo.llm.base import LLMClient
 from gigaevo.memory.base import Decision, MemoryRuntime, MutationContext, MutationResult
 from gigaevo.memory.v2.bank.cards import KINDS, bounded_context
 from gigaevo.memory.v2.bank.embed import Embedder
+from gigaevo.memory.v2.bank.recordjournal import RUN_COMPACT_FROM_BYTES, RUN_JOURNAL_FROM_BYTES
 from gigaevo.memory.v2.bank.store import LocalMemoryStore
 from gigaevo.memory.v2.bank.tombstones import Tombstones
 from gigaevo.memory.v2.errors import (
@@ -195,6 +196,8 @@ class CardBankMemory:
             lock_timeout_s=s.lock_timeout_s,
             authoring_lock_timeout_s=s.authoring_lock_timeout_s,
             soft_lock_lifetime_s=s.soft_lock_lifetime_s,
+            journal_from_bytes=RUN_JOURNAL_FROM_BYTES,  # compacted at close (_compact_bank)
+            compact_from_bytes=RUN_COMPACT_FROM_BYTES,
         ).open()
         self.ledger = WriteLedger(Path(runtime.checkpoint_dir) / LEDGER_FILE)
         self.tombstones = Tombstones()
@@ -395,6 +398,8 @@ class CardBankMemory:
         finally:
             if self.stamper is not None and self._bank_error is None:
                 self.stamper.flush()
+            if self._bank_error is None:
+                self._compact_bank()
             if self.recorder is not None and self.reader is not None:
                 if final:
                     self.reader.release_all()
@@ -409,6 +414,14 @@ class CardBankMemory:
                 self.reader.evidence.close()
 
     # -- internals -------------------------------------------------------------
+    def _compact_bank(self) -> None:
+        """Fold the bank's record journal into ``cards.json`` (readers of plain JSON find the
+        whole bank there once a run stopped); a lock timeout leaves it to a later writer."""
+        try:
+            self.store.compact()
+        except BankLockTimeout as exc:
+            log.warning("memory v2: cards.json not compacted at close: %s", exc)
+
     def _drain(self, *, final: bool) -> None:
         assert self.librarian is not None
         try:

@@ -322,3 +322,41 @@ def test_appending_a_decision_of_a_fit_does_not_rebuild_its_ids(
     assert refs == links
     with reopen_ledger(tmp_path) as fresh:
         assert [tuple(d.fitted_row_ids) for d in fresh.decisions()] == expected
+
+
+def test_the_length_of_a_written_link_costs_no_rebuild(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``len`` and truthiness of a link the writer built are kept with the link (issue 16:
+    ``len`` rebuilt and sorted every fitted id, O(ledger)); they equal the rebuilt set's
+    after random adds and removes, whole sets included, and a link read back counts its
+    ids once."""
+    rng = np.random.default_rng(7)
+    rebuilt: list[str] = []
+    ids_of = RowIdSet.ids
+
+    def counted(self: RowIdSet) -> tuple[str, ...]:
+        rebuilt.append(self.sha)
+        return ids_of(self)
+
+    with SelectionEvidence(tmp_path).open() as ledger:
+        base, current, links = None, set(), []
+        for step in range(60):
+            new = {f"r{int(i):04d}" for i in rng.integers(0, 2000, size=int(rng.integers(1, 30)))}
+            gone = set(rng.choice(sorted(current), size=min(len(current), 5), replace=False)) \
+                if current and step % 3 == 0 else set()  # fmt: skip
+            ids = (current | new) - gone
+            delta = (tuple(sorted(ids - current)), tuple(sorted(current - ids)))
+            link = ledger.fitted_row_link(base, ids, delta)
+            assert isinstance(link, RowIdSet)
+            monkeypatch.setattr(RowIdSet, "ids", counted)
+            assert len(link) == len(ids) and bool(link)
+            monkeypatch.setattr(RowIdSet, "ids", ids_of)
+            assert link.ids() == tuple(sorted(ids))
+            ledger.append_decision(_fitted(make_decision(step), link))
+            base, current = link, ids
+            links.append(len(ids))
+        assert rebuilt == []
+    with reopen_ledger(tmp_path) as fresh:
+        back = [d.fitted_row_ids for d in fresh.decisions()]
+        assert [len(b) for b in back] == links and all(back)

@@ -1,8 +1,8 @@
 """``cards.records.jsonl``: card revisions appended beside ``cards.json`` (issue 16.3).
 
-Once ``cards.json`` is large (``JOURNAL_FROM_BYTES``), a bank write no longer rewrites
-it whole: the records of the cards the write changed (and the ids it removed) are
-appended as **one line per transaction** under the bank lock, fsynced once::
+A bank write does not rewrite ``cards.json`` whole: the records of the cards the write
+changed (and the ids it removed) are appended as **one line per transaction** under the
+bank lock, fsynced once::
 
     {"base":"<write_id of cards.json>","generation":9,"write_id":"…","written_at":"…",
      "n_cards":1000,"set":[{card record},…],"removed":["ins-…"]}
@@ -16,11 +16,16 @@ the bank's identity (generation, write id); ``n_cards`` lets a reader check the 
 
 Compaction (the store's ``_persist``) rewrites ``cards.json`` whole with the current
 cards under a new write id, then empties the journal. It happens when the journal would
-grow past the size of ``cards.json`` (so compaction bytes are at most the journal bytes
-written since the last one: a write costs O(what changed), amortised), when a write
-reorders the cards, and while ``cards.json`` is small (below ``JOURNAL_FROM_BYTES``,
-where rewriting costs no more than appending). A kill between the two steps leaves
-lines naming the old base: readers ignore them and the next writer cuts them.
+grow past the size of ``cards.json`` or the store's ``compact_from_bytes``, whichever is
+larger (so compaction bytes are at most the journal bytes written since the last one: a
+write costs O(what changed), amortised), when a write reorders the cards and when there
+is no ``cards.json`` yet. A store's default rewrites a ``cards.json`` smaller than
+``JOURNAL_FROM_BYTES`` whole on every write; a run's store (``RUN_JOURNAL_FROM_BYTES``,
+``RUN_COMPACT_FROM_BYTES``) journals every write, so a small bank is not rewritten,
+fsynced and replaced on every pooled outcome, and compacts when the run stops
+(``LocalMemoryStore.compact``), so a run that ended leaves its whole bank in
+``cards.json`` for readers of plain JSON. A kill between the two steps of a compaction
+leaves lines naming the old base: readers ignore them and the next writer cuts them.
 """
 
 from __future__ import annotations
@@ -38,8 +43,14 @@ from gigaevo.memory.v2.errors import CardFormatError
 from gigaevo.memory.v2.records import from_json
 
 RECORDS_FILE = "cards.records.jsonl"
-# below this size cards.json is rewritten whole (as cheap as an append); above, journaled
+# a store's defaults: below this size cards.json is rewritten whole on every write, and a
+# journal is compacted once it would outgrow cards.json (COMPACT_FROM_BYTES = 0)
 JOURNAL_FROM_BYTES = 64 * 1024
+COMPACT_FROM_BYTES = 0
+# a run's store (the provider's): every write is journaled, and the journal may grow to
+# 64 KiB before a compaction even when cards.json is smaller; compacted at close
+RUN_JOURNAL_FROM_BYTES = 0
+RUN_COMPACT_FROM_BYTES = 64 * 1024
 _BATCH_KEYS = {"base", "generation", "write_id", "written_at", "n_cards", "set", "removed"}
 
 

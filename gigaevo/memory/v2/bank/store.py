@@ -9,7 +9,9 @@ read and write paths share it. Files beside the bank:
   line each, ``trialjournal``), and the records of changed cards are appended to
   ``cards.records.jsonl`` (one fsynced line per transaction, ``recordjournal``),
   which is compacted into ``cards.json`` (temporary file, fsync, ``os.replace``,
-  directory fsync) once it outgrows it; a small ``cards.json`` is simply rewritten.
+  directory fsync) once it outgrows it; by default a small ``cards.json`` is simply
+  rewritten. A run's store journals every write and compacts when the run stops
+  (``compact``), so a run that ended leaves its whole bank in ``cards.json``.
   So a stamp costs O(1) and a card write O(the cards it changed), amortised, never
   O(run) or O(bank). A reader (or a SIGKILL at any instant) sees the old bank or
   the new one, never half; a journal line torn by a kill is cut by the next writer.
@@ -64,7 +66,12 @@ from gigaevo.memory.v2.bank.bankfile import (
 from gigaevo.memory.v2.bank.cards import MAX_USE_TRIALS, Card, UseTrial
 from gigaevo.memory.v2.bank.embed import Embedder
 from gigaevo.memory.v2.bank.index import CardIndex
-from gigaevo.memory.v2.bank.recordjournal import JOURNAL_FROM_BYTES, RecordJournal, batch_line
+from gigaevo.memory.v2.bank.recordjournal import (
+    COMPACT_FROM_BYTES,
+    JOURNAL_FROM_BYTES,
+    RecordJournal,
+    batch_line,
+)
 from gigaevo.memory.v2.bank.trialjournal import (
     JOURNAL_FILE,
     TrialEntry,
@@ -108,6 +115,10 @@ class LocalMemoryStore:
         authoring_lock_timeout_s: default wait for the authoring lock.
         soft_lock_lifetime_s: with ``lock="soft"``, a ``cards.json.lock`` marker
             older than this is broken whatever it holds (see ``_soft_locks``).
+        journal_from_bytes: a ``cards.json`` smaller than this is rewritten whole on every
+            write instead of journaled (``recordjournal``).
+        compact_from_bytes: the record journal may grow to this size before a compaction
+            even when ``cards.json`` is smaller.
     """
 
     def __init__(
@@ -119,6 +130,8 @@ class LocalMemoryStore:
         lock_timeout_s: float = 30.0,
         authoring_lock_timeout_s: float = 300.0,
         soft_lock_lifetime_s: float = 5.0,
+        journal_from_bytes: int = JOURNAL_FROM_BYTES,
+        compact_from_bytes: int = COMPACT_FROM_BYTES,
     ) -> None:
         self.bank_dir = Path(bank_dir)
         self.embedder = embedder
@@ -136,7 +149,8 @@ class LocalMemoryStore:
         self._revisions = RecordJournal(self.bank_dir)  # cards.records.jsonl
         self._header: BankHeader = EMPTY  # the bank's identity, after the record journal
         self._base: BankHeader = EMPTY  # cards.json's header
-        self.journal_from_bytes = JOURNAL_FROM_BYTES
+        self.journal_from_bytes = journal_from_bytes
+        self.compact_from_bytes = compact_from_bytes
         self._signature: FileSignature | None = None
         self._index = CardIndex(embedder)
         self._failure: CorruptBankError | None = None
@@ -325,6 +339,30 @@ class LocalMemoryStore:
         if self._staged:
             self.transaction(lambda cards: None)
 
+    def compact(self) -> bool:
+        """Fold ``cards.records.jsonl`` into ``cards.json`` now, under the bank lock (the
+        provider calls it when it closes, so a bank left by a run that ended is whole in
+        ``cards.json``); True when it rewrote the file. The cards do not change: the same
+        generation under a new write id. Nothing happens without journal lines on the base.
+
+        Raises:
+            CorruptBankError, BankLockTimeout: as ``transaction``.
+        """
+        self._raise_if_failed()
+        with self._locked():
+            if self._stale():
+                self._reload()
+            else:
+                if self._revisions.changed():
+                    self._apply_revisions()
+                if self._journal.changed():
+                    self._remerge()
+            if not self._revisions.size or self._legacy:
+                return False
+            header = replace(self._header, write_id=uuid.uuid4().hex, written_at=utc_now())
+            self._compact(self._cards, header)
+        return True
+
     # -- internals -----------------------------------------------------------
     def _persist(self, working: dict[str, Card], changed: list[str]) -> None:
         """Write what ``working`` changed (the ids ``changed``, in bank order then removed):
@@ -388,7 +426,8 @@ class LocalMemoryStore:
     ) -> bool:
         """Append the records ``revised`` (set or removed) as one ``cards.records.jsonl`` line;
         False (nothing written) when ``cards.json`` must be rewritten instead: it is missing,
-        small or holds trials inline, the journal would outgrow it, or the order changed."""
+        smaller than ``journal_from_bytes`` or holds trials inline, the journal would outgrow
+        it (and ``compact_from_bytes``), or the order changed."""
         if (
             self._legacy
             or self._signature is None
@@ -412,7 +451,7 @@ class LocalMemoryStore:
             set_pairs[cid] = known
         texts = [ln for _, ln in set_pairs.values()]
         line = batch_line(self._base.write_id, header, texts, removed)
-        if self._revisions.size + len(line) > self._signature.size:
+        if self._revisions.size + len(line) > max(self._signature.size, self.compact_from_bytes):
             return False  # compaction: its bytes are at most the journal's since the last one
         self._revisions.append(line)
         for cid, pair in set_pairs.items():

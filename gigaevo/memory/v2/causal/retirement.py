@@ -84,6 +84,15 @@ def practical_threshold(
     quantile, give 0 (harm-only retirement).
     """
     omega = np.sort([abs(float(y)) for y in control_gains if math.isfinite(y) and y != 0.0])
+    return sorted_threshold(omega.tolist(), min_global_control, quantile)
+
+
+def sorted_threshold(
+    magnitudes: Sequence[float], min_global_control: int = 2, quantile: float = 0.10
+) -> float:
+    """``practical_threshold`` from the non-zero finite |y| of the controls, ascending (a
+    caller that keeps them sorted as rows arrive costs O(1) per threshold)."""
+    omega = magnitudes
     if len(omega) < min_global_control:
         return 0.0
     rank = (len(omega) - 1) * quantile

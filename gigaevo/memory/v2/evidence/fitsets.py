@@ -64,7 +64,7 @@ class RowIdSet(Sequence[str]):
         added, removed: the ids this link adds to / removes from its parent's set.
     """
 
-    __slots__ = ("_hash", "_memo", "added", "parent", "removed", "sha", "weight")
+    __slots__ = ("_hash", "_memo", "_size", "added", "parent", "removed", "sha", "weight")
 
     sha: str
     parent: RowIdSet | None
@@ -73,6 +73,7 @@ class RowIdSet(Sequence[str]):
     weight: int  # ids changed since the last whole set of the chain
     _memo: _Memo
     _hash: int | None
+    _size: int | None  # the number of ids, once known
 
     def __init__(
         self,
@@ -81,8 +82,11 @@ class RowIdSet(Sequence[str]):
         removed: tuple[str, ...],
         memo: _Memo,
         sha: str | None = None,
+        size: int | None = None,
     ) -> None:
-        """``sha``: the hash of the link's body when already known (a checked read)."""
+        """``sha``: the hash of the link's body when already known (a checked read);
+        ``size``: the number of ids in the set when known (the writer holds the set), so
+        ``len`` and truthiness cost O(1) instead of rebuilding the set."""
         weight = 0 if parent is None else parent.weight + len(added) + len(removed)
         if sha is None:
             sha = sha256_hex(link_body(parent.sha if parent is not None else None, added, removed))
@@ -94,6 +98,7 @@ class RowIdSet(Sequence[str]):
             ("weight", weight),
             ("_memo", memo),
             ("_hash", None),
+            ("_size", size),
         ):
             object.__setattr__(self, name, value)
 
@@ -128,7 +133,13 @@ class RowIdSet(Sequence[str]):
         return out
 
     def __len__(self) -> int:
-        return len(self.ids())
+        if self._size is None:  # a link read back: counted once, through its ids
+            object.__setattr__(self, "_size", len(self.ids()))
+        assert self._size is not None
+        return self._size
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
 
     @overload
     def __getitem__(self, index: int) -> str: ...
@@ -219,9 +230,9 @@ class FitSetStore:
             added = tuple(sorted(new - last[2]))
             removed = tuple(sorted(last[2] - new))
             if last[1].weight + len(added) + len(removed) <= len(whole):
-                link = RowIdSet(last[1], added, removed, self._memo)
+                link = RowIdSet(last[1], added, removed, self._memo, size=len(whole))
         if link is None:
-            link = RowIdSet(None, whole, (), self._memo)
+            link = RowIdSet(None, whole, (), self._memo, size=len(whole))
         link = self._written.setdefault(link.sha, link)
         self._memo.put(link.sha, whole)
         self._last = (ids, link, new)
@@ -247,10 +258,10 @@ class FitSetStore:
         if last is not None and not added and not removed:
             return last
         if last is not None and last.weight + len(added) + len(removed) <= len(ids):
-            link = RowIdSet(last, added, removed, self._memo)
+            link = RowIdSet(last, added, removed, self._memo, size=len(ids))
         else:
             whole = tuple(sorted(ids))
-            link = RowIdSet(None, whole, (), self._memo)
+            link = RowIdSet(None, whole, (), self._memo, size=len(whole))
             self._memo.put(link.sha, whole)
         return self._written.setdefault(link.sha, link)
 

@@ -25,12 +25,14 @@ made atomic. The gate is fail-closed before it, and retired ids are exact.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import logging
+import math
 import re
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -43,7 +45,7 @@ from gigaevo.memory.v2.causal.retirement import (
     SupportContext,
     heads_gate,
     judge_card,
-    practical_threshold,
+    sorted_threshold,
     support_gate,
 )
 from gigaevo.memory.v2.errors import CardFormatError, MemoryConfigError
@@ -288,11 +290,20 @@ class CausalEvictor:
         self._heads: tuple[object, RetirementHeads] | None = None
         self._seen = 0  # eligible rows taken into the two lists below
         self._controls: list[float] = []
+        # the non-zero finite |y| of the valid controls, ascending (kept as rows arrive, for
+        # ``practical_threshold`` without a sort of every control per sweep)
+        self._magnitudes: list[float] = []
         self._treated: dict[str, list[Observation]] = {}
         # per proposed id and context (island, cell): (first row's key, latest row's key,
         # latest row), keys (attempt, decision id); kept as rows arrive (``support``)
         self._contexts: dict[str, dict[_Cell, tuple[_Key, _Key, Observation]]] = {}
-        self._cited: list[str] = []  # proposed id of each eligible row ("" unless cited)
+        # proposed id of each of the last sweep_every eligible rows ("" unless cited)
+        self._cited: deque[str] = deque(maxlen=settings.sweep_every)
+        # per card: (its ids and their cited-row counts, (treated rows, contexts)) of the last
+        # support built (``support``); a card's contexts move only with its rows or aliases
+        self._supports: dict[
+            str, tuple[tuple[tuple[str, int], ...], tuple[int, tuple[SupportContext, ...]]]
+        ] = {}
         self._undeclared = 0  # valid eligible rows whose omega is the unknown stand-in
         self._retirements: Counter[str] = Counter()  # retirements run, by evidence version
 
@@ -392,8 +403,8 @@ class CausalEvictor:
             self._disable(f"retirement disabled: {reason}")
             return
         self.version = version
-        theta = practical_threshold(
-            controls, self.config.min_global_control, self.config.practical_effect_quantile
+        theta = sorted_threshold(
+            self._magnitudes, self.config.min_global_control, self.config.practical_effect_quantile
         )
         pending = self.pending_by_proposal()
         supports = [self.support(card, pending) for card in cards]
@@ -449,7 +460,7 @@ class CausalEvictor:
         if len(supported) <= budget:
             return everyone
         out = dict(everyone)
-        recent = set(self._cited[-self.settings.sweep_every :]) - {""}
+        recent = set(self._cited) - {""}
         start = (ordinal * budget) % len(supported)
         window = {supported[(start + j) % len(supported)] for j in range(budget)}
         left = set(supported) - window
@@ -479,7 +490,10 @@ class CausalEvictor:
             if o.valid and o.terminal.se is None and o.terminal.measurement != "deterministic":
                 self._undeclared += 1
             if o.z == 0 and o.valid:
-                self._controls.append(self._gain(o))
+                y = self._gain(o)
+                self._controls.append(y)
+                if math.isfinite(y) and y != 0.0:
+                    bisect.insort(self._magnitudes, abs(y))
             if o.cited:
                 pid = o.decision.proposed_id or ""
                 self._treated.setdefault(pid, []).append(o)
@@ -505,6 +519,18 @@ class CausalEvictor:
         rows (by attempt, decision id). From the contexts kept as rows arrive (``_rows``),
         so a sweep does not sort every card's rows again."""
         ids = (card.id, *card.aliases)
+        key = tuple((i, len(self._treated.get(i, ()))) for i in ids)
+        known = self._supports.get(card.id)
+        if known is not None and known[0] == key:
+            treated, contexts = known[1]
+        else:
+            treated, contexts = self._contexts_of(ids)
+            self._supports[card.id] = (key, (treated, contexts))
+        n_pending = sum(pending[i] for i in {card.id, *card.aliases})
+        return CardSupport(card.id, card.id, card.kind, n_pending, treated, contexts)
+
+    def _contexts_of(self, ids: Sequence[str]) -> tuple[int, tuple[SupportContext, ...]]:
+        """The cited treated rows of ``ids`` and their distinct contexts (``support``)."""
         merged: dict[_Cell, tuple[_Key, _Key, Observation]] = {}
         treated = 0
         for i in ids:
@@ -527,8 +553,7 @@ class CausalEvictor:
             )
             for (island, cell), (_, _, o) in order
         )
-        n_pending = sum(pending[i] for i in {card.id, *card.aliases})
-        return CardSupport(card.id, card.id, card.kind, n_pending, treated, contexts)
+        return treated, contexts
 
     def pending_by_proposal(self) -> Counter[str]:
         """Per proposed id: pending immediate outcomes (no terminal), plus unmatured lineage
