@@ -232,6 +232,45 @@ def test_pencil_stack_and_covariances_equal_the_cholesky_factors() -> None:
         np.testing.assert_allclose(u, v, rtol=0, atol=1e-12)
 
 
+def test_pencil_steady_blocks_equal_the_reduction_over_every_node() -> None:
+    """``BlockStack.steady`` of one pencil's nodes reads node 0's means only (the columns
+    outside the shared and active blocks hold the prior mean in every node): the same
+    numbers as the max == min reduction of the Cholesky-factor stack over all K nodes, with
+    a prior mean that differs between lineages and a block whose prior mean is NaN."""
+    from gigaevo.memory.v2.causal.arrowhead import BlockPosterior
+    from gigaevo.memory.v2.causal.projection import BlockStack
+
+    space = DesignSpace(4, tuple(f"L{i:02d}" for i in range(20)))
+    _, _, (x, y, _) = _heads(space, 6)
+    rng = np.random.default_rng(11)
+    mu0 = np.round(rng.normal(0.0, 0.1, space.size), 2)  # repeats: shared steady numbers
+    mu0[space.shared_size :: 7] = 0.0
+    layout = (space.shared_size, 4)
+    imm = BayesianLinearHead(space.utility_prior_variance(), mu0, block_layout=layout)
+    imm.fit(x, y, np.zeros(len(y)))
+    nodes = imm.components_
+    assert len(nodes) > 1
+    plain = [
+        BlockPosterior(p.mean, p.log_evidence, p.chol_d, p.l21, p.chol_s, p.active,
+                       p.prior_sd, p.width, p.precomputed)
+        for p in nodes
+    ]  # fmt: skip
+    weights = np.asarray(imm.weights_)
+    fast = BlockStack.build(nodes, imm.component_means_, weights)
+    slow = BlockStack.build(plain, imm.component_means_, weights)
+    assert isinstance(fast.factors, nodes[0].nodes.__class__)
+    assert not isinstance(slow.factors, nodes[0].nodes.__class__)
+    np.testing.assert_array_equal(fast.steady, slow.steady)
+    assert np.sum(fast.steady >= 0) == 20 - len(nodes[0].active)  # blocks without rows
+    means = np.array(imm.component_means_)
+    c = nodes[0].width
+    means[:, space.shared_size + 19 * c] = np.nan  # an undefined prior mean: not steady
+    fast = BlockStack.build(nodes, means, weights)
+    slow = BlockStack.build(plain, means, weights)
+    np.testing.assert_array_equal(fast.steady, slow.steady)
+    assert fast.steady[19] == -1
+
+
 def test_projector_keeps_a_bounded_lineage_cache_with_the_same_moments(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -294,10 +294,17 @@ class BlockStack:
         post0 = self.components[0]
         ps, c = post0.chol_s.shape[0], post0.width
         n_lin = (self.means.shape[1] - ps) // c
-        # equal in every node: largest == smallest (NaN unequal, -0.0 == 0.0, as ==), two
-        # reductions over the rows instead of a (K - 1, P) comparison
         lin = self.means[:, ps:]
-        same = (lin.max(axis=0) == lin.min(axis=0)).reshape(n_lin, c).all(1)
+        if len(lin) == 1 or isinstance(self.factors, PencilNodes):
+            # one node; or one pencil's nodes, whose means outside the shared and active
+            # blocks are the prior mean in every node (``NoisePencil._means`` leaves them
+            # at 0 and the head adds one prior mean to every node): row 0 against itself
+            # (NaN unequal, as below), without the two passes over K x P means
+            same = (lin[0] == lin[0]).reshape(n_lin, c).all(1)
+        else:
+            # equal in every node: largest == smallest (NaN unequal, -0.0 == 0.0, as ==),
+            # two reductions over the rows instead of a (K - 1, P) comparison
+            same = (lin.max(axis=0) == lin.min(axis=0)).reshape(n_lin, c).all(1)
         same[post0.active] = False
         out = np.full(n_lin, -1)
         at = np.flatnonzero(same)
