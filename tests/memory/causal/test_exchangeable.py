@@ -282,3 +282,45 @@ def test_selection_is_the_same_whatever_is_cached() -> None:
     np.testing.assert_array_equal(first.winners, threaded.winners)
     stream = rng_stream("k", "worlds", selection_module.EXCHANGEABLE_STREAM)
     assert stream.random() != rng_stream("k", "worlds", 2).random()
+
+
+def test_blocks_grouped_by_codes_equal_the_rows_grouped_row_by_row(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``exchangeable_blocks`` with each row's (kind, RAG label) code compares one row per
+    distinct code: the same blocks, in the same order, as comparing every row; codes that
+    differ but give equal rows (a RAG label without its contrast column), and more distinct
+    rows than ``row_groups`` compares one by one (its sorting branch), included."""
+    from gigaevo.memory.v2.causal import BlockDesign
+    from gigaevo.memory.v2.causal.selection import CandidateSet
+
+    space, _, heads = _heads(120, 5)
+    rng = np.random.default_rng(8)
+    kinds, rags = ("insight", "program"), (None, "applicable", "not_applicable", "unassessed")
+    cards = CandidateSet.of([
+        CandidateCard(f"c{i:04d}", lin, kinds[int(rng.integers(2))], rags[int(rng.integers(4))])
+        for i, lin in enumerate(space.lineages)
+    ])  # fmt: skip
+    z1 = card_rows(space, X, cards)
+    assert isinstance(z1, BlockDesign)
+    codes = cards.codes()[0]
+    assert len(np.unique(codes)) > len(np.unique(z1.lineage_part, axis=0))  # equal rows
+    want = exchangeable_blocks(heads, z1)
+    got = exchangeable_blocks(heads, z1, codes)
+    assert len(want[0]) == 2 and len(got[0]) == len(want[0])  # one block per kind
+    for a, b in zip(got[0], want[0], strict=True):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(got[1], want[1])
+    # 12 codes, 10 distinct rows (codes 10 and 11 repeat rows 3 and 7), in a shuffled order
+    many = rng.integers(0, 12, size=len(codes))
+    table = rng.normal(size=(12, z1.shared.shape[1] + z1.lineage_part.shape[1]))
+    table[10], table[11] = table[3], table[7]
+    ps = z1.shared.shape[1]
+    wide = BlockDesign(table[many, :ps].copy(), z1.lineage, table[many, ps:].copy(), z1.n_lineages)
+    monkeypatch.setattr(selection_module, "EXCHANGEABLE_MIN", 4)  # the 10 rows' groups
+    want = exchangeable_blocks(heads, wide)
+    got = exchangeable_blocks(heads, wide, many)
+    assert len(want[0]) == 10
+    for a, b in zip(got[0], want[0], strict=True):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(got[1], want[1])

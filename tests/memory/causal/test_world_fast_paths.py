@@ -232,6 +232,45 @@ def test_pencil_stack_and_covariances_equal_the_cholesky_factors() -> None:
         np.testing.assert_allclose(u, v, rtol=0, atol=1e-12)
 
 
+def test_pencil_steady_blocks_equal_the_reduction_over_every_node() -> None:
+    """``BlockStack.steady`` of one pencil's nodes reads node 0's means only (the columns
+    outside the shared and active blocks hold the prior mean in every node): the same
+    numbers as the max == min reduction of the Cholesky-factor stack over all K nodes, with
+    a prior mean that differs between lineages and a block whose prior mean is NaN."""
+    from gigaevo.memory.v2.causal.arrowhead import BlockPosterior
+    from gigaevo.memory.v2.causal.projection import BlockStack
+
+    space = DesignSpace(4, tuple(f"L{i:02d}" for i in range(20)))
+    _, _, (x, y, _) = _heads(space, 6)
+    rng = np.random.default_rng(11)
+    mu0 = np.round(rng.normal(0.0, 0.1, space.size), 2)  # repeats: shared steady numbers
+    mu0[space.shared_size :: 7] = 0.0
+    layout = (space.shared_size, 4)
+    imm = BayesianLinearHead(space.utility_prior_variance(), mu0, block_layout=layout)
+    imm.fit(x, y, np.zeros(len(y)))
+    nodes = imm.components_
+    assert len(nodes) > 1
+    plain = [
+        BlockPosterior(p.mean, p.log_evidence, p.chol_d, p.l21, p.chol_s, p.active,
+                       p.prior_sd, p.width, p.precomputed)
+        for p in nodes
+    ]  # fmt: skip
+    weights = np.asarray(imm.weights_)
+    fast = BlockStack.build(nodes, imm.component_means_, weights)
+    slow = BlockStack.build(plain, imm.component_means_, weights)
+    assert isinstance(fast.factors, nodes[0].nodes.__class__)
+    assert not isinstance(slow.factors, nodes[0].nodes.__class__)
+    np.testing.assert_array_equal(fast.steady, slow.steady)
+    assert np.sum(fast.steady >= 0) == 20 - len(nodes[0].active)  # blocks without rows
+    means = np.array(imm.component_means_)
+    c = nodes[0].width
+    means[:, space.shared_size + 19 * c] = np.nan  # an undefined prior mean: not steady
+    fast = BlockStack.build(nodes, means, weights)
+    slow = BlockStack.build(plain, means, weights)
+    np.testing.assert_array_equal(fast.steady, slow.steady)
+    assert fast.steady[19] == -1
+
+
 def test_projector_keeps_a_bounded_lineage_cache_with_the_same_moments(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -258,10 +297,12 @@ def test_projector_keeps_a_bounded_lineage_cache_with_the_same_moments(
         np.testing.assert_allclose(covs, first[lineage][1], rtol=1e-12, atol=1e-15)
 
 
-def test_pencil_stack_draws_form_only_the_visited_nodes() -> None:
-    """The draws of a one-level head form the lineage-block factors of the nodes their worlds
-    visit (``node_blocks``), kept per node: the same draws as the Cholesky-factor stack, and
-    the same again once every node's factors are formed."""
+def test_pencil_stack_draws_form_no_lineage_block_factor() -> None:
+    """The draws of a one-level head take, per card alone in its block, u' D_l^-1 u and
+    u T_l from the pencil's eigenbasis (``PencilNodes.part_terms``) and form no node's
+    D_l^-1 or T_l: the same draws, on the same random numbers, as the Cholesky-factor stack
+    (whose ``part_terms`` read ``gram`` and ``coupling``), and the per-card terms equal
+    those read from the formed matrices."""
     from gigaevo.memory.v2.causal.arrowhead import BlockPosterior
     from gigaevo.memory.v2.causal.projection import BlockStack, block_arm_latents
 
@@ -277,27 +318,28 @@ def test_pencil_stack_draws_form_only_the_visited_nodes() -> None:
     lazy = BlockStack.build(nodes, imm.component_means_, weights)
     slow = BlockStack.build(plain, imm.component_means_, weights)
     pencil = nodes[0].nodes
-    assert "inverse_blocks" not in pencil.__dict__ and not pencil._at
     ctx = np.r_[1.0, -0.4, 0.2, 0.7]
     # cards alone in their block: six with rows (L00..L05), four without
     alone = (0, 1, 2, 3, 4, 5, 9, 12, 15, 19)
     cards = [CandidateCard(f"k{i}", space.lineages[i], "insight") for i in alone]
     z0, z1 = space.row(ctx, 0), card_rows(space, ctx, cards)
     got = block_arm_latents(lazy, z0, z1, 64, np.random.default_rng(3))
-    visited = np.unique(np.random.default_rng(3).choice(len(weights), size=64, p=weights))
-    assert sorted(pencil._at) == visited.tolist() and len(visited) < len(weights)
-    assert "inverse_blocks" not in pencil.__dict__
+    assert "inverse_blocks" not in pencil.__dict__  # no node's blocks were formed
     want = block_arm_latents(slow, z0, z1, 64, np.random.default_rng(3))
     for a, b in zip(got, want, strict=True):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
-    d_at, t_at = lazy.node_blocks(visited)
-    d_sl, t_sl = slow.node_blocks(visited)
-    np.testing.assert_allclose(d_at, d_sl, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(t_at, t_sl, rtol=0, atol=1e-12)
-    assert lazy.gram.shape[0] == len(weights)  # every node's factors: node_blocks slices them
-    again = block_arm_latents(lazy, z0, z1, 64, np.random.default_rng(3))
-    for a, b in zip(again, got, strict=True):
-        np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+    # the terms of every node and a part u of two values, against the formed matrices
+    visited = np.arange(len(weights))[::2]
+    pos = np.array([0, 2, 5])
+    for u in (z1.lineage_part[0], np.linspace(-1.2, 2.0, pencil.width)):
+        quad, shift = lazy.part_terms(visited, u, pos)
+        d_inv, t = pencil.inverse_blocks  # (K, A, C, C), (K, A, C, P_s)
+        d_inv, t = d_inv[np.ix_(visited, pos)], t[np.ix_(visited, pos)]
+        np.testing.assert_allclose(quad, np.einsum("c,nlcd,d->nl", u, d_inv, u), atol=1e-12)
+        np.testing.assert_allclose(shift, np.einsum("c,nlcp->nlp", u, t), atol=1e-12)
+        quad_s, shift_s = slow.part_terms(visited, u, pos)
+        np.testing.assert_allclose(quad, quad_s, rtol=1e-10, atol=1e-14)
+        np.testing.assert_allclose(shift, shift_s, rtol=1e-10, atol=1e-14)
 
 
 def test_pencil_moments_equal_the_projected_covariances() -> None:
@@ -331,7 +373,7 @@ def test_pencil_moments_equal_the_projected_covariances() -> None:
         np.testing.assert_allclose(c_fast, s @ (slow._covs(lineage, cols) @ s.T), atol=1e-13)
         np.testing.assert_allclose(c_fast, c_slow, rtol=1e-10, atol=1e-14)
         pencil = imm.components_[0].nodes  # one block at a time: no node's blocks formed
-        assert not pencil._at and "inverse_blocks" not in pencil.__dict__
+        assert "inverse_blocks" not in pencil.__dict__
         draws = fast.draw(lineage, z0, z1, 50, np.random.default_rng(4))
         rng = np.random.default_rng(4)
         ks = rng.choice(len(imm.weights_), size=50, p=imm.weights_)

@@ -252,7 +252,7 @@ class BlockStack:
             ``means``: copying them would cost a pass over K P values per fit).
 
     A stack of one pencil's nodes (``from_pencil``) forms ``gram`` and ``coupling`` only when
-    read; the draws take the nodes their worlds visit (``node_blocks``).
+    read; the draws read neither (``part_terms``).
     """
 
     components: tuple[BlockPosterior, ...]
@@ -294,10 +294,17 @@ class BlockStack:
         post0 = self.components[0]
         ps, c = post0.chol_s.shape[0], post0.width
         n_lin = (self.means.shape[1] - ps) // c
-        # equal in every node: largest == smallest (NaN unequal, -0.0 == 0.0, as ==), two
-        # reductions over the rows instead of a (K - 1, P) comparison
         lin = self.means[:, ps:]
-        same = (lin.max(axis=0) == lin.min(axis=0)).reshape(n_lin, c).all(1)
+        if len(lin) == 1 or isinstance(self.factors, PencilNodes):
+            # one node; or one pencil's nodes, whose means outside the shared and active
+            # blocks are the prior mean in every node (``NoisePencil._means`` leaves them
+            # at 0 and the head adds one prior mean to every node): row 0 against itself
+            # (NaN unequal, as below), without the two passes over K x P means
+            same = (lin[0] == lin[0]).reshape(n_lin, c).all(1)
+        else:
+            # equal in every node: largest == smallest (NaN unequal, -0.0 == 0.0, as ==),
+            # two reductions over the rows instead of a (K - 1, P) comparison
+            same = (lin.max(axis=0) == lin.min(axis=0)).reshape(n_lin, c).all(1)
         same[post0.active] = False
         out = np.full(n_lin, -1)
         at = np.flatnonzero(same)
@@ -306,29 +313,20 @@ class BlockStack:
             out[at] = row_groups(np.hstack([mean, post0.prior_sd[ps:].reshape(n_lin, c)[at]]))
         return out
 
-    def node_block(self, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """(D_l^-1 (A, C, C), T_l (A, C, P_s)) of node k's active blocks: for a block part
-        u, sd^2 = u' D_l^-1 u and the shift l21_l a = u T_l. One node's arrays, as kept
-        (no stacking): a decision reads those of the nodes its worlds visit."""
+    def part_terms(
+        self, nodes: np.ndarray, u: np.ndarray, pos: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """For one block part u (C,) on the active blocks at positions ``pos``, per node of
+        ``nodes``: (sd^2 = u' D_l^-1 u (n, len(pos)), the shift l21_l a = u T_l
+        (n, len(pos), P_s)); a pencil's come from its eigenbasis (``PencilNodes.part_terms``),
+        other stacks' from ``gram`` and ``coupling``."""
         if isinstance(self.factors, PencilNodes):
-            return self.factors.at_node(k)
-        k_nodes, c, ps = len(self.weights), self.gram.shape[-1], self.inv_s.shape[1]
-        t = self.coupling.reshape(c, k_nodes, ps, -1)[:, k].transpose(2, 0, 1)
-        return self.gram[k], t
-
-    def form(self, nodes: np.ndarray) -> None:
-        """Form the visited nodes' blocks in one batch (a pencil's are formed lazily)."""
-        if isinstance(self.factors, PencilNodes):
-            self.factors.form(nodes)
-
-    def node_blocks(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(``gram`` (n, A, C, C), T' = the coupling's (n, A, C, P_s)) of the nodes ``nodes``:
-        for a block part u, sd^2 = u' gram u and the shift l21_l a = (u @ T')."""
-        if isinstance(self.factors, PencilNodes):
-            return self.factors.inverse_blocks_at(nodes)
+            return self.factors.part_terms(nodes, u, pos)
         k, c, ps = len(self.weights), self.gram.shape[-1], self.inv_s.shape[1]
-        t = self.coupling.reshape(c, k, ps, -1)[:, nodes].transpose(1, 3, 0, 2)
-        return self.gram[nodes], t
+        gram = self.gram[np.ix_(nodes, pos)]  # (n, len(pos), C, C)
+        quad = (gram @ u) @ u
+        t = self.coupling.reshape(c, k, ps, -1)[:, nodes][..., pos]  # (C, n, P_s, len(pos))
+        return quad, np.einsum("c,cnpl->nlp", u, t)
 
     @classmethod
     def build(
@@ -366,7 +364,8 @@ class BlockStack:
         """The stack of one pencil's nodes: ``gram`` is D_l^-1 and the coupling T_l' (T_l =
         D_l^-1 G_l), both from the pencil's eigenbasis (``PencilNodes.inverse_blocks``),
         the same matrices as ``build`` forms from the Cholesky factors, to rounding; both
-        formed when first read, and per visited node for the draws (``node_blocks``)."""
+        formed when first read. The draws form neither: ``part_terms`` gives the per-card
+        numbers they need from the eigenbasis."""
         return cls(
             tuple(components), np.asarray(means, dtype=float), np.asarray(weights, dtype=float),
             nodes.inv_s, nodes,
@@ -463,33 +462,19 @@ def block_worlds(
     mean_blocks = stack.lineage_means  # node k's block l: [k, l]
     # per visited node, for the cards alone in their block: centre u'm_l, shift l21_l a,
     # sd |a|; the block parts u take a few distinct values (kind and RAG state), so each
-    # distinct u is contracted with the cards' blocks at once
+    # distinct u is contracted with the cards' blocks of every visited node at once
     centre = np.empty((n_nodes, len(single)))
+    sd = np.repeat(prior_sd_single[None, :], n_nodes, axis=0)  # prior where no rows
+    shift = np.zeros((n_nodes, ps, len(single)))  # l21_l a only on the cards with rows
     groups, group_of = _distinct_rows(u_single)
-    parts = []  # per distinct u: (u, its cards whose block has rows, those blocks' positions)
     for g, u in enumerate(groups):
         idx = np.flatnonzero(group_of == g)
         centre[:, idx] = mean_blocks[nodes[:, None], block_single[idx]] @ u
         idx_hot = idx[hot[idx]]
         if len(idx_hot):
-            parts.append((u, idx_hot, pos_single[idx_hot]))
-    if parts:
-        stack.form(nodes)  # the visited nodes' blocks, kept for the fit's later decisions
-
-    def node_terms(k: int) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
-        """Node k's shifts l21_l a (per part: its cards, (P_s, cards)) and every single
-        card's sd |a| (prior where its block has no rows), from node k's own blocks."""
-        sd = prior_sd_single.copy()
-        if not parts:
-            return [], sd
-        d_inv, t = stack.node_block(k)
-        shifts = []
-        for u, idx_hot, pa in parts:
-            shifts.append((idx_hot, np.matmul(u, t)[pa].T))
-            # u' D_l^-1 u of every active block at once: D_l^-1 flattened against u u'
-            quad = d_inv.reshape(len(d_inv), -1) @ np.outer(u, u).reshape(-1)
-            sd[idx_hot] = np.sqrt(quad[pa])
-        return shifts, sd
+            quad, part = stack.part_terms(nodes, u, pos_single[idx_hot])
+            sd[:, idx_hot] = np.sqrt(quad)
+            shift[:, :, idx_hot] = part.transpose(0, 2, 1)
 
     # worlds are handled grouped by node (contiguous slices; the xi are iid, so they can be
     # used in that order) and put back in the order of ks (world order[i] is slice row i)
@@ -501,20 +486,15 @@ def block_worlds(
         # z_1j'theta = z_1j's m_s + u'm_l + d_s'(s_1j - shift_j) + |a_j| xi_j
         shared_t = np.ascontiguousarray(z1.shared.T)
         base = means[nodes, :ps] @ shared_t + centre  # (visited nodes, J)
+        slope = np.subtract(shared_t, shift, out=shift)  # s_1j - shift_j per visited node
         for i, k in enumerate(nodes):
             sl = slice(bounds[i], bounds[i + 1])
             ds = xi_s[sl] @ stack.inv_s[k]  # L_S^-T xi_s in row form
             beta_s[sl] = means[k, :ps] + ds
-            shifts, sd = node_terms(k)
-            slope = shared_t
-            if shifts:  # s_1j - shift_j: the shift l21_l a_j only on the cards with rows
-                slope = shared_t.copy()
-                for idx_hot, shift in shifts:
-                    slope[:, idx_hot] -= shift
-            out = ds @ slope  # (worlds of node k, J), small: formed in cache, then put
+            out = ds @ slope[i]  # (worlds of node k, J), small: formed in cache, then put
             out += base[i]  # straight into the worlds' own rows (no reorder of eta1 after)
             noise = xi_1[sl]
-            noise *= sd
+            noise *= sd[i]
             out += noise
             eta1[order[sl]] = out
     else:
@@ -525,11 +505,7 @@ def block_worlds(
             post, mean = posts[k], means[k]
             ds = xi_s[sl] @ stack.inv_s[k]
             beta_s[sl] = mean[:ps] + ds
-            shifts, sd = node_terms(k)
-            shift = np.zeros((ps, len(single)))
-            for idx_hot, part in shifts:
-                shift[:, idx_hot] = part
-            lift[sl] = centre[i] + xi_1[sl] * sd - ds @ shift
+            lift[sl] = centre[i] + xi_1[sl] * sd[i] - ds @ shift[i]
             if len(vec_blocks):
                 beta_v[sl] = _vector_blocks(post, mean, ds, xi_v[sl], col[vec_blocks], pos_vec)
         eta1[:] = beta_s @ z1.shared.T

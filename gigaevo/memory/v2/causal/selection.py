@@ -261,7 +261,7 @@ def select(
     ids = cset.ids
     rows = card_rows(space, x, cset)
     heads = (immediate, invalidity) if lineage is None else (immediate, invalidity, lineage)
-    blocks, hot = exchangeable_blocks(heads, rows)
+    blocks, hot = exchangeable_blocks(heads, rows, cset.codes()[0])
     # the cards of a block share their rows and their blocks' posterior, so their invalidity
     # moments and P_acc: one representative each. All at once: batched (eta-bar, Sigma_eta),
     # vectorised integral (memory-model.md "Invalidity head and chance constraint")
@@ -355,6 +355,7 @@ EXCHANGEABLE_STREAM = 3  # ``worlds`` counter of the blocks' stream (heads use 0
 def exchangeable_blocks(
     heads: Sequence[BayesianLinearHead | LogisticLaplaceHead],
     z1: np.ndarray | BlockDesign,
+    codes: np.ndarray | None = None,
 ) -> tuple[list[np.ndarray], np.ndarray]:
     """Blocks of exchangeable cards among the rows ``z1``, and the other rows (ascending).
 
@@ -362,6 +363,12 @@ def exchangeable_blocks(
     in any head and the same posterior in every node (``BlockStack.steady``: its prior),
     and their rows, the blocks' means and prior sds are equal. Groups smaller than
     ``EXCHANGEABLE_MIN`` stay with the other cards.
+
+    ``codes`` (optional, one per row): equal codes mean equal rows (``card_rows``: a card's
+    row is its (kind, RAG label)'s). The rows are then compared once per distinct code, in
+    order of first appearance, not row by row: ``row_groups`` numbers equal rows by their
+    first appearance (or, past a few, by sorting the distinct rows), and the first row of
+    each distinct row is the first row of one of its codes, so the numbers are the same.
     """
     everyone = np.arange(len(z1.lineage) if isinstance(z1, BlockDesign) else len(z1))
     if not isinstance(z1, BlockDesign) or len(everyone) < EXCHANGEABLE_MIN:
@@ -379,7 +386,16 @@ def exchangeable_blocks(
     cand = np.flatnonzero(ok)
     if len(cand) < EXCHANGEABLE_MIN:
         return [], everyone
-    rows = row_groups(np.hstack([z1.shared[cand], z1.lineage_part[cand]]))
+    if codes is None:
+        rows = row_groups(np.hstack([z1.shared[cand], z1.lineage_part[cand]]))
+    else:
+        _, first, inverse = np.unique(codes[cand], return_index=True, return_inverse=True)
+        order = np.argsort(first)  # the distinct codes by first appearance among ``cand``
+        rank = np.empty(len(order), dtype=int)
+        rank[order] = np.arange(len(order))
+        reps = cand[first[order]]  # each distinct code's first row
+        per_code = row_groups(np.hstack([z1.shared[reps], z1.lineage_part[reps]]))
+        rows = per_code[rank[np.reshape(inverse, -1)]]
     key = np.column_stack([rows] + [st.steady[lin[cand]] for st in stacks if st is not None])
     group = row_groups(key)
     sizes = np.bincount(group)

@@ -504,12 +504,14 @@ class DensePencil:
 class PencilNodes:
     """The lineage-block factors of a pencil's K mixture nodes, computed when first asked.
 
-    A decision's draws need only D_l^-1 and T_l = D_l^-1 G_l of every active block and node
-    (``inverse_blocks``; for one card alone in its block, its scalar's sd and shift), which
-    the eigenbasis of the pencil gives at once: D_l^-1 = V^1/2 Q diag(f) Q' V^1/2 and
-    T_l = V^1/2 Q diag(w f) R_l (same matrices as through the Cholesky factors, to
-    rounding). The Cholesky factors L_l, L_l^-1 and l21 (``factors``) are formed only when
-    a consumer asks a node for them (dense covariances, blocks shared by several cards).
+    A projection needs D_l^-1 and T_l = D_l^-1 G_l of active blocks and nodes
+    (``inverse_blocks``, ``block_at``), which the eigenbasis of the pencil gives at once:
+    D_l^-1 = V^1/2 Q diag(f) Q' V^1/2 and T_l = V^1/2 Q diag(w f) R_l (same matrices as
+    through the Cholesky factors, to rounding). A decision's draws need of them only, per
+    card alone in its block, u' D_l^-1 u and u T_l (``part_terms``), formed from the
+    eigenbasis without either matrix. The Cholesky factors L_l, L_l^-1 and l21 (``factors``)
+    are formed only when a consumer asks a node for them (dense covariances, blocks shared
+    by several cards).
     Only the per-block arrays the two need are kept, not the pencil.
     """
 
@@ -522,7 +524,6 @@ class PencilNodes:
         n_act, c, ps = len(pencil.active), pencil.width, pencil.p_shared
         self._vq = pencil._vq
         self._r = pencil._r.reshape(n_act, c, ps)
-        self._at: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # node -> its inverse blocks
 
     @cached_property
     def factors(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -547,32 +548,6 @@ class PencilNodes:
         t = (vqf @ self._r) * self.w[:, None, None, None]
         return d_inv, t
 
-    def inverse_blocks_at(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``inverse_blocks`` of the nodes ``nodes`` only, (len(nodes), A, ...) each: a
-        decision's worlds visit part of the K nodes, and only those are formed (kept per node
-        for the later decisions of the fit)."""
-        full = self.__dict__.get("inverse_blocks")
-        if full is not None:
-            return full[0][nodes], full[1][nodes]
-        self._form(nodes)
-        parts = [self._at[int(k)] for k in nodes]
-        return np.array([p[0] for p in parts]), np.array([p[1] for p in parts])
-
-    def at_node(self, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """``inverse_blocks`` of node k, (A, C, C) and (A, C, P_s): formed when first asked
-        and kept (``form``), the same numbers whichever decision formed them."""
-        full = self.__dict__.get("inverse_blocks")
-        if full is not None:
-            return full[0][k], full[1][k]
-        if k not in self._at:
-            self._form(np.array([k]))
-        return self._at[k]
-
-    def form(self, nodes: np.ndarray) -> None:
-        """Form (once) the inverse blocks of the nodes ``nodes``, in one batch."""
-        if "inverse_blocks" not in self.__dict__:
-            self._form(nodes)
-
     def block_at(self, at: int) -> tuple[np.ndarray, np.ndarray]:
         """(D_l^-1 (K, C, C), T_l (K, C, P_s)) of the active block at position ``at``, every
         node (a retirement or summary projection of one card): that block alone, O(K C^3)."""
@@ -583,16 +558,22 @@ class PencilNodes:
         vqf = self._vq[at] * self.f.reshape(k, len(self.active), c)[:, at, None, :]  # (K, C, C)
         return vqf @ self._vq[at].T, (vqf @ self._r[at]) * self.w[:, None, None]
 
-    def _form(self, nodes: np.ndarray) -> None:
-        """Form and keep the inverse blocks of the nodes ``nodes`` not formed yet."""
-        miss = np.array([k for k in nodes if int(k) not in self._at], dtype=int)
-        if len(miss):
-            n_act, c = len(self.active), self.width
-            vqf = self._vq * self.f[miss].reshape(len(miss), n_act, 1, c)
-            d_inv = vqf @ self._vq.transpose(0, 2, 1)
-            t = (vqf @ self._r) * self.w[miss, None, None, None]
-            for i, k in enumerate(miss):
-                self._at[int(k)] = (d_inv[i], t[i])
+    def part_terms(
+        self, nodes: np.ndarray, u: np.ndarray, pos: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """For one block part u (C,) on the active blocks at positions ``pos``, per node of
+        ``nodes``: (u' D_l^-1 u (n, len(pos)), u T_l (n, len(pos), P_s)), without D_l^-1 or
+        T_l. With g_l = (V_l^1/2 Q_l)' u (the same for every node): u' D_l^-1 u =
+        sum_i f_i g_i^2 and u T_l = w (f * g_l) R_l, O(n len(pos) C P_s) for every node at
+        once instead of the blocks' C x C and C x P_s matrices per node."""
+        c = self.width
+        g = u @ self._vq[pos]  # (len(pos), C)
+        f = self.f.reshape(len(self.w), len(self.active), c)[np.ix_(nodes, pos)]
+        fg = f * g  # (n, len(pos), C)
+        quad = np.sum(fg * g, axis=2)
+        shift = np.matmul(fg.transpose(1, 0, 2), self._r[pos]).transpose(1, 0, 2)
+        shift *= self.w[nodes, None, None]
+        return quad, shift
 
 
 class PencilPosterior(BlockPosterior):
