@@ -236,8 +236,11 @@ class OutcomeRecorder:
         todo = set(dirty)
         for best in groups:
             todo.update(self._claims.get(best, ()))
-        for did in sorted(todo, key=self._order.__getitem__):
-            self._append_if_changed(self._credited(did), self.evidence.latest_lineage(did))
+        order = sorted(todo, key=self._order.__getitem__)
+        # one read of the ledger for all of them (a root's rows are appended only here)
+        last = self.evidence.latest_lineages(order)
+        for did in order:
+            self._append_if_changed(self._credited(did), last[did])
 
     def _new_roots(self) -> set[str]:
         """Roots made from eligible valid observations whose edge has arrived (dirty)."""
