@@ -3,7 +3,7 @@
 Usage:
     .venv/bin/python benchmarks/bench_memory_scale.py [--mutants 10000]
         [--rows 1000 10000 50000] [--cards 100 1000] [--measure 150] [--skip-run]
-        [--skip-synthetic] [--none] [--components] [--baseline PATH]
+        [--skip-synthetic] [--none] [--components] [--baseline PATH] [--bank-writes N]
 
 Part 1, a real run: ``run.py problem.name=rastrigin max_mutants=--mutants`` (default
 config: memory=v2, offline LLM and memory LLM, sandboxed evaluator) in a temporary
@@ -33,6 +33,12 @@ can be slow at long ledgers), and prints the ratio of CPU ms per mutant.
 process, a retirement sweep judging every card against a bounded one (memory-model.md "A
 bounded sweep") and the immediate head's adaptive against its planned fit ("Incremental
 fits"), CPU ms medians over 5 repetitions.
+
+Part 3 (``--bank-writes N``): pooled outcomes written into a small bank (8 cards), one
+transaction each, by a store with its default settings (a ``cards.json`` under 64 KiB is
+rewritten whole on every write) and by a run's store (every write a journal line; compacted
+past 256 KiB and at the end), in interleaved blocks of N in one process: CPU and wall ms per
+write and the ratios.
 """
 
 from __future__ import annotations
@@ -228,6 +234,56 @@ def real_run(mutants: int, *overrides: str) -> None:
             wal = sizes.get(f"{name}-wal", 0)
             print(f"  {name}: {sizes[name] / 1e6:.2f} MB" + (f" + WAL {wal / 1e6:.2f}" * bool(wal)))
     print(f"  files at the end: {files / 1e6:.1f} MB in the run directory")
+
+
+# -- part 3: a small bank's card writes, a store's default against a run's store -----------
+def bank_writes(writes: int, rounds: int = 6, n_cards: int = 8) -> dict[str, list[float]]:
+    """Pooled outcomes written into a small bank (``n_cards`` synthetic cards, a few tens of
+    KB, as in a real run's bank), one transaction each: a store with its default settings
+    (a ``cards.json`` under 64 KiB is rewritten whole: temporary file, fsync, replace,
+    directory fsync) against a run's store (``RUN_JOURNAL_FROM_BYTES``: one journal line
+    appended and fsynced, compacted past 256 KiB and at ``compact``), in interleaved blocks
+    of ``writes`` in one process. Per write: [CPU ms, wall ms] per store, and the
+    compactions."""
+    from gigaevo.memory.v2.bank.cards import pool_into
+    from gigaevo.memory.v2.bank.recordjournal import RUN_COMPACT_FROM_BYTES, RUN_JOURNAL_FROM_BYTES
+
+    rng = np.random.default_rng(3)
+    cards = [synthetic_card(i, rng) for i in range(n_cards)]
+    out: dict[str, list[float]] = {"default": [0.0, 0.0], "run": [0.0, 0.0]}
+    with tempfile.TemporaryDirectory() as tmp:
+        stores = {
+            "default": LocalMemoryStore(Path(tmp) / "a", embedder=HashingEmbedder()).open(),
+            "run": LocalMemoryStore(
+                Path(tmp) / "b",
+                embedder=HashingEmbedder(),
+                journal_from_bytes=RUN_JOURNAL_FROM_BYTES,
+                compact_from_bytes=RUN_COMPACT_FROM_BYTES,
+            ).open(),
+        }
+        for store in stores.values():
+            store.transaction(lambda w: w.update({c.id: c for c in cards}))
+        for r in range(rounds):
+            for name in ("default", "run") if r % 2 == 0 else ("run", "default"):
+                store = stores[name]
+                c0, w0 = time.process_time(), time.perf_counter()
+                for i in range(writes):
+                    cid = cards[int(rng.integers(n_cards))].id
+                    ev = cards[0].evidence[0]
+                    store.transaction(
+                        lambda w, c=cid, e=ev, p=f"{r}-{i}": w.update(
+                            {c: pool_into(w[c], e, (p,), 1.0)}
+                        )
+                    )
+                out[name][0] += time.process_time() - c0
+                out[name][1] += time.perf_counter() - w0
+        stores["run"].compact()
+        total = writes * rounds // 2
+        out = {k: [1e3 * v / total for v in vals] for k, vals in out.items()}
+        for name, store in stores.items():
+            out[name].append(float(store.stats.compactions))
+        out["size_kb"] = [store.path.stat().st_size / 1e3 for store in stores.values()]
+    return out
 
 
 # -- part 2: the memory alone at a given ledger length -------------------------------
@@ -480,6 +536,13 @@ def main() -> None:
         help="also time a full against a bounded retirement sweep, and the immediate head's"
         " adaptive against its planned fit, on each ledger (this checkout only)",
     )
+    ap.add_argument(
+        "--bank-writes",
+        type=int,
+        default=0,
+        help="part 3: this many pooled-outcome writes per block into a small bank, a store's"
+        " default against a run's store, interleaved (6 blocks)",
+    )
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:  # one setting of part 2 on this package; JSON on the last line
@@ -526,6 +589,16 @@ def main() -> None:
                 f" RSS slope {slope:,.0f} bytes per ledger decision",
                 flush=True,
             )
+    if args.bank_writes:
+        b = bank_writes(args.bank_writes)
+        print(
+            f"small bank ({b['size_kb'][0]:.0f} KB), ms per pooled-outcome write: store default"
+            f" CPU {b['default'][0]:.2f} wall {b['default'][1]:.2f}"
+            f" ({b['default'][2]:.0f} rewrites of cards.json); run store CPU {b['run'][0]:.2f}"
+            f" wall {b['run'][1]:.2f} ({b['run'][2]:.0f}); default / run: CPU"
+            f" {b['default'][0] / b['run'][0]:.2f}, wall {b['default'][1] / b['run'][1]:.2f}",
+            flush=True,
+        )
     if not args.skip_run:
         real_run(args.mutants)
         if args.none:

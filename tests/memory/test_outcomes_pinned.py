@@ -86,3 +86,47 @@ def test_the_ope_summary_names_its_estimand_and_counts_this_sessions_outcomes(
     assert summary["estimand"] == "ITT (probe): offer vs withhold of the proposed card"
     assert summary["session_outcomes"] == 6
     assert summary["written_at_outcome"] == 6
+
+
+def test_the_ope_columns_kept_as_arrays_give_the_summary_of_the_ledgers_rows(
+    tmp_path: Path,
+) -> None:
+    """The OPE columns grow as numpy arrays (issue 16: a summary converted Python lists of
+    every OPE row); past their first doubling, the report equals ``offer_gate_report`` of
+    the ledger's OPE rows read whole, bit for bit, and the run names are the rows' own."""
+    import math
+
+    import numpy as np
+
+    from gigaevo.memory.v2.causal import offer_gate_report
+    from gigaevo.memory.v2.causal.lineage import raw_feasible_interval
+
+    mem = _drive(tmp_path, 50, seed=4)
+    rec, reader = mem.recorder, mem.reader
+    assert rec is not None and reader is not None
+    summary = rec.ope_summary()
+    rows = reader.evidence.ope_rows()
+    assert rec._ope.n == len(rows) > 32  # grown past the first two capacities
+    cols: dict[str, list[float]] = {k: [] for k in ("z", "y", "q1", "q0", "e")}
+    for o in rows:
+        d, t = o.decision, o.terminal
+        lo, _ = raw_feasible_interval(reader.causal_reward, d.context.parent_fitness)
+        cols["z"].append(float(d.z or 0))
+        cols["y"].append(float(t.gain) if t.gain is not None else lo)
+        cols["q1"].append(float(d.q1 or 0.0))
+        cols["q0"].append(float(d.q0 or 0.0))
+        cols["e"].append(float(d.offer or reader.settings.policy.offer_probability))
+    runs = [o.decision.run_id for o in rows]
+    want = json.loads(json.dumps(offer_gate_report(*cols.values(), runs), default=float))
+    got = json.loads(json.dumps({k: summary[k] for k in want}, default=float))
+
+    def same(a: object, b: object) -> bool:  # NaN (None in the summary) aside, exact
+        if isinstance(a, dict) and isinstance(b, dict):
+            return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+        if isinstance(b, float) and math.isnan(b):
+            return a is None
+        return a == b
+
+    assert same(got, want)
+    assert summary["runs"] == sorted(set(runs)) and np.array_equal(rec._ope.z, cols["z"])
+    mem.close()

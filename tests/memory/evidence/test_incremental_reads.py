@@ -103,3 +103,25 @@ def test_each_sync_feeds_only_the_new_rows_in_commit_order(tmp_path: Path) -> No
             fed.extend(sha for _, sha in new)
             assert ledger._new_rows("decisions") == []
         assert fed == [sha for _, sha in ledger._rows("decisions").values()]
+
+
+def test_latest_lineages_are_each_roots_latest_row_read_once(
+    ledger: SelectionEvidence, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``latest_lineages`` (the lineage maturation's one read per observe) gives what
+    ``latest_lineage`` gives root by root, rows of another session included, from one read."""
+    for a in range(5):
+        _add(ledger, a, z=a % 2)
+    roots = [o.decision.decision_id for o in ledger.observations()]
+    other = SelectionEvidence(ledger.path.parent).open(censor_orphans=False)
+    ledger.append_lineage(LineageRow(roots[0], 1, "pending", 3, 32))
+    other.append_lineage(LineageRow(roots[0], 2, "outcome", 3, 32, 40, residual=0.1))
+    other.append_lineage(LineageRow(roots[2], 1, "pending", 3, 32))
+    syncs = []
+    real = SelectionEvidence._sync
+    monkeypatch.setattr(SelectionEvidence, "_sync", lambda self: syncs.append(1) or real(self))
+    got = ledger.latest_lineages([*roots, "no-such-root"])
+    assert len(syncs) == 1
+    assert got == {r: ledger.latest_lineage(r) for r in [*roots, "no-such-root"]}
+    assert got[roots[0]] is not None and got[roots[0]].version == 2
+    assert got[roots[2]] is not None and got[roots[1]] is None and got["no-such-root"] is None

@@ -48,9 +48,9 @@ RECORDS_FILE = "cards.records.jsonl"
 JOURNAL_FROM_BYTES = 64 * 1024
 COMPACT_FROM_BYTES = 0
 # a run's store (the provider's): every write is journaled, and the journal may grow to
-# 64 KiB before a compaction even when cards.json is smaller; compacted at close
+# 256 KiB before a compaction even when cards.json is smaller; compacted at close
 RUN_JOURNAL_FROM_BYTES = 0
-RUN_COMPACT_FROM_BYTES = 64 * 1024
+RUN_COMPACT_FROM_BYTES = 256 * 1024
 _BATCH_KEYS = {"base", "generation", "write_id", "written_at", "n_cards", "set", "removed"}
 
 

@@ -134,7 +134,7 @@ def gate_value(
     q1: Column,
     q0: Column,
     e: Column,
-    runs: Sequence[str] | None = None,
+    runs: Sequence[str] | np.ndarray | None = None,
 ) -> GateValue:
     """psi_i = pi q1 + (1 - pi) q0 + w_i (Y - q_Z), w = pi/e or (1 - pi)/(1 - e).
 
@@ -212,7 +212,7 @@ def offer_gate_report(
     q1: Column,
     q0: Column,
     e: Column,
-    runs: Sequence[str] | None = None,
+    runs: Sequence[str] | np.ndarray | None = None,
 ) -> dict[str, object]:
     """The OPE section of ``ope_summary.json`` (memory-model.md "Off-policy evaluation") as plain
     JSON-ready values.

@@ -14,7 +14,7 @@ memoised until a terminal arrives. ``SelectionEvidence`` supplies the verified r
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from gigaevo.memory.v2.evidence.owner import owner_dead
@@ -176,6 +176,15 @@ class LedgerViews:
         """The root's latest lineage row, or None."""
         found = self._sync().latest.get(root_decision_id)
         return None if found is None else found[0]
+
+    def latest_lineages(self, roots: Iterable[str]) -> dict[str, LineageRow | None]:
+        """``latest_lineage`` of each of ``roots``, from one read of the new rows."""
+        latest = self._sync().latest
+        out: dict[str, LineageRow | None] = {}
+        for root in roots:
+            found = latest.get(root)
+            out[root] = None if found is None else found[0]
+        return out
 
     def ope_rows(self) -> tuple[Observation, ...]:
         """All randomised, non-censored rows (both arms, cited or not)."""

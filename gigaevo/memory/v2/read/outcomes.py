@@ -33,6 +33,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from gigaevo.memory.base import MutationResult
 from gigaevo.memory.v2.causal import (
     LineageEdge,
@@ -236,8 +238,11 @@ class OutcomeRecorder:
         todo = set(dirty)
         for best in groups:
             todo.update(self._claims.get(best, ()))
-        for did in sorted(todo, key=self._order.__getitem__):
-            self._append_if_changed(self._credited(did), self.evidence.latest_lineage(did))
+        order = sorted(todo, key=self._order.__getitem__)
+        # one read of the ledger for all of them (a root's rows are appended only here)
+        last = self.evidence.latest_lineages(order)
+        for did in order:
+            self._append_if_changed(self._credited(did), last[did])
 
     def _new_roots(self) -> set[str]:
         """Roots made from eligible valid observations whose edge has arrived (dirty)."""
@@ -339,7 +344,7 @@ class OutcomeRecorder:
             "censored": counts["censored"],
             "abstained": counts["abstained"],
             "cited": cols.counts["cited"],
-            "runs": sorted(set(cols.runs)),
+            "runs": sorted(cols.run_names),
             "lineage_roots": counts["lineage_roots"],
             "evidence_version": self.evidence.evidence_version(),
         }
@@ -382,17 +387,56 @@ def _claimed(out: LineageOutcome | None) -> str | None:
 
 
 class OpeColumns:
-    """The OPE rows (randomised, non-censored) as columns, extended as terminals arrive."""
+    """The OPE rows (randomised, non-censored) as columns, extended as terminals arrive.
+
+    Kept as numpy arrays grown by doubling (a summary reads them as they are: converting
+    Python lists of every OPE row cost O(rows) per summary), and the run ids as an object
+    array with the set of their names."""
+
+    _FLOATS = ("z", "y", "q1", "q0", "e")
 
     def __init__(self) -> None:
         self.seen = 0  # observations read (terminal order)
-        self.z: list[float] = []
-        self.y: list[float] = []
-        self.q1: list[float] = []
-        self.q0: list[float] = []
-        self.e: list[float] = []
-        self.runs: list[str] = []
+        self.n = 0  # OPE rows kept
+        self._cols = {k: np.empty(16) for k in self._FLOATS}
+        self._runs = np.empty(16, dtype=object)
+        self.run_names: set[str] = set()
         self.counts: Counter[str] = Counter()
+
+    @property
+    def z(self) -> np.ndarray:
+        return self._cols["z"][: self.n]
+
+    @property
+    def y(self) -> np.ndarray:
+        return self._cols["y"][: self.n]
+
+    @property
+    def q1(self) -> np.ndarray:
+        return self._cols["q1"][: self.n]
+
+    @property
+    def q0(self) -> np.ndarray:
+        return self._cols["q0"][: self.n]
+
+    @property
+    def e(self) -> np.ndarray:
+        return self._cols["e"][: self.n]
+
+    @property
+    def runs(self) -> np.ndarray:
+        return self._runs[: self.n]
+
+    def _append(self, values: tuple[float, float, float, float, float], run: str) -> None:
+        if self.n == len(self._runs):  # full: double every column
+            for k, col in self._cols.items():
+                self._cols[k] = np.concatenate([col, np.empty(len(col))])
+            self._runs = np.concatenate([self._runs, np.empty(len(self._runs), dtype=object)])
+        for k, v in zip(self._FLOATS, values, strict=True):
+            self._cols[k][self.n] = v
+        self._runs[self.n] = run
+        self.run_names.add(run)
+        self.n += 1
 
     def extend(self, observations: Sequence[Observation], reader: CausalReader) -> None:
         for obs in observations:
@@ -401,12 +445,16 @@ class OpeColumns:
                 continue
             d, t = obs.decision, obs.terminal
             lo, _ = raw_feasible_interval(reader.causal_reward, d.context.parent_fitness)
-            self.z.append(float(d.z or 0))
-            self.y.append(float(t.gain) if t.gain is not None else lo)
-            self.q1.append(float(d.q1 or 0.0))
-            self.q0.append(float(d.q0 or 0.0))
-            self.e.append(float(d.offer or reader.settings.policy.offer_probability))
-            self.runs.append(d.run_id)
+            self._append(
+                (
+                    float(d.z or 0),
+                    float(t.gain) if t.gain is not None else lo,
+                    float(d.q1 or 0.0),
+                    float(d.q0 or 0.0),
+                    float(d.offer or reader.settings.policy.offer_probability),
+                ),
+                d.run_id,
+            )
             arm = "treated" if obs.z == 1 else "control" if obs.z == 0 else "other"
             self.counts[f"{arm}.n"] += 1
             self.counts[f"{arm}.valid"] += int(obs.valid)
