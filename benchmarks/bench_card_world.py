@@ -121,6 +121,7 @@ class Trace:
     action_regret: np.ndarray | None = None
     # memory v2 per round (``MemoryArm.log``): rho_0, |A|, the harmful card's rho, chi, safe flag
     decisions: dict[str, np.ndarray] = field(default_factory=dict)
+    seed: int | None = None  # the run's seed (``complete`` sets it on runs saved without it)
 
 
 def play(world: World, policy: Policy, seed: int, rounds: int) -> Trace:
@@ -129,7 +130,7 @@ def play(world: World, policy: Policy, seed: int, rounds: int) -> Trace:
     pop = Population.seeded()
     regret = np.zeros(rounds)
     harmful = world.harmful()
-    trace = Trace(policy.name, regret)
+    trace = Trace(policy.name, regret, seed=seed)
     trace.proposed = np.full(rounds, -1, dtype=np.int16)
     trace.delivered = np.zeros(rounds, dtype=bool)
     trace.best = np.full(rounds, -1, dtype=np.int16)
@@ -255,8 +256,84 @@ def report(traces: dict[str, list[Trace]], world: World) -> None:
         memory_details(name, traces[name], world)
 
 
+@dataclass(frozen=True)
+class HarmfulLife:
+    """The harmful card in one memory v2 run (``harmful_life``)."""
+
+    delivered: int
+    cited: int
+    cited_invalid: int
+    out_round: int | None  # first decision where it was a candidate and not safe
+    cited_at_out: int | None
+    delivered_at_out: int | None
+    returns: int  # candidate decisions where it was safe again after being unsafe
+    flat_cited: int | None  # cited rows at which the flat Beta-binomial would exclude it
+    flat_delivered: int | None
+
+
+def harmful_life(world: World, trace: Trace, delta: float = 0.10, alpha: float = 0.10
+                 ) -> HarmfulLife:  # fmt: skip
+    """Replay ``trace``'s world side (its actions and the round numbers decide every child)
+    and follow the harmful card: its cited rows and deliveries when it first left the safe
+    set, how often it came back, and when a flat Beta-binomial on the same rows (Beta(1, 1)
+    on its cited rows' invalid rate and on the withheld controls', looked at after each
+    cited row) would have excluded it: P(p_1 - p_0 > delta) >= 1 - alpha, the chance
+    constraint's event (memory-model.md "Invalidity head and chance constraint")."""
+    assert trace.proposed is not None and trace.delivered is not None and trace.seed is not None
+    h, pop = world.harmful(), Population.seeded()
+    bit = 1 << h
+    safe = [(int(v) & bit) != 0 for v in trace.decisions.get("safe", ())]
+    elig = [(int(v) & bit) != 0 for v in trace.decisions.get("eligible", ())]
+    rng = np.random.default_rng([trace.seed, 5])
+    n1 = k1 = n0 = k0 = dlv = 0
+    out = cited_out = dlv_out = flat = None
+    returns, was_safe = 0, None
+    for t in range(len(trace.proposed)):
+        if t < len(safe) and elig[t]:
+            if not safe[t] and out is None:
+                out, cited_out, dlv_out = t, n1, dlv
+            returns += bool(was_safe is False and safe[t])
+            was_safe = safe[t]
+        r = round_numbers(trace.seed, t)
+        parent = pop.parent(t, r)
+        card = int(trace.proposed[t]) if trace.delivered[t] else None
+        child = mutate(world, parent, t, r, card)
+        if not child.invalid:
+            pop.add(child.child)
+        if trace.proposed[t] >= 0 and card is None:  # a withheld control
+            n0, k0 = n0 + 1, k0 + child.invalid
+        dlv += card == h
+        if card == h and child.cited:
+            n1, k1 = n1 + 1, k1 + child.invalid
+            if flat is None:
+                p1 = rng.beta(1 + k1, 1 + n1 - k1, 20_000)
+                p0 = rng.beta(1 + k0, 1 + n0 - k0, 20_000)
+                if np.mean(p1 - p0 > delta) >= 1 - alpha:
+                    flat = (n1, dlv)
+    return HarmfulLife(dlv, n1, k1, out, cited_out, dlv_out, returns,
+                       flat[0] if flat else None, flat[1] if flat else None)  # fmt: skip
+
+
 def memory_details(name: str, runs: list[Trace], world: World) -> None:
     print(f"  {name}:")
+    lives = [harmful_life(world, t) for t in runs if t.seed is not None and t.decisions]
+    if lives:
+        out = [x for x in lives if x.out_round is not None]
+        flat = [x for x in lives if x.flat_cited is not None]
+        after = [x.delivered - (x.delivered_at_out or 0) for x in out]
+        invalid = np.mean([x.cited_invalid for x in lives])
+        print(
+            f"    harmful card: delivered {np.mean([x.delivered for x in lives]):.1f}, cited "
+            f"{np.mean([x.cited for x in lives]):.1f} ({invalid:.1f} invalid) per run; left the "
+            f"safe set in {len(out)} of {len(lives)} runs, at "
+            f"{np.mean([x.cited_at_out for x in out]) if out else math.nan:.1f} cited rows / "
+            f"{np.mean([x.delivered_at_out for x in out]) if out else math.nan:.1f} deliveries, "
+            f"then delivered {np.mean(after) if out else math.nan:.1f} more (safe again "
+            f"{np.mean([x.returns for x in out]) if out else math.nan:.0f} times); a flat "
+            f"Beta-binomial on the same rows excludes it in {len(flat)} runs, at "
+            f"{np.mean([x.flat_cited for x in flat]) if flat else math.nan:.1f} cited rows / "
+            f"{np.mean([x.flat_delivered for x in flat]) if flat else math.nan:.1f} deliveries"
+        )  # fmt: skip
     cov = [t.coverage for t in runs if t.coverage is not None]
     for kind in ("gain", "invalid", "hurdle"):
         hits = [h for c in cov for h in getattr(c, kind).values()]
@@ -358,6 +435,9 @@ def save(path: Path, data: dict) -> None:
 def complete(runs: dict[tuple[int, str], Trace], names: list[str]) -> dict[str, list[Trace]]:
     """Per policy, the traces of the seeds every policy in ``names`` finished (paired reports)."""
     seeds = sorted({s for s, _ in runs if all((s, n) in runs for n in names)})
+    for (s, _), trace in runs.items():
+        if getattr(trace, "seed", None) is None:  # saved before traces kept their seed
+            trace.seed = s
     return {n: [runs[(s, n)] for s in seeds] for n in names}
 
 

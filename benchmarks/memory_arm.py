@@ -185,11 +185,9 @@ class MemoryArm(Policy):
             "harm_rho": float(rho.get(harm, 0.0)),
             "harm_chi": float(chi.get(harm, 0.0)),
             "reason": sel.abstain_reason,
+            "safe_ids": safe,
+            "chi_all": dict(zip(prop.card_ids, prop.chi, strict=True)),
         }
-        for cid in self._live:
-            self.safe.setdefault(cid, []).append(cid in safe)
-        for cid, chi in zip(prop.card_ids, prop.chi, strict=True):
-            self.exploration[cid] = self.exploration.get(cid, 0.0) + self.offer * self.epsilon * chi
 
     def decision_log(self) -> dict[str, np.ndarray]:
         """Per round: rho_0, safe and eligible sets (bit j = world card j), the harmful card's
@@ -211,7 +209,15 @@ class MemoryArm(Policy):
         )  # fmt: skip
         self._last = {}
         decision = self.mem.decide(ctx)
-        self.log.append(self._last)
+        # counted here, once per committed decision (a lease redraft selects twice)
+        last = self._last
+        selected = "safe_ids" in last
+        safe, chi = last.pop("safe_ids", set()), last.pop("chi_all", {})
+        for cid in self._live if selected else ():
+            self.safe.setdefault(cid, []).append(cid in safe)
+        for cid, c in chi.items():
+            self.exploration[cid] = self.exploration.get(cid, 0.0) + self.offer * self.epsilon * c
+        self.log.append(last)
         pid = decision.record.get("proposed_id")
         if not isinstance(pid, str):
             return None, False

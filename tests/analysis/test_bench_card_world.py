@@ -202,3 +202,35 @@ def test_save_keeps_each_run_and_the_same_command_resumes(
         bench.main()
     assert stop.value.code == 2
     assert "not this run" in capsys.readouterr().err
+
+
+def test_harmful_life_follows_the_card_through_a_replay_of_the_world(
+    cw: ModuleType, bench: ModuleType
+) -> None:
+    """A policy that delivers the harmful card every round, safe for the first 30 decisions
+    and unsafe after: its deliveries, cited rows (counted from the round numbers directly: a
+    delivered card is cited iff u_cite < cite), the first exclusion and the returns."""
+    world = cw.worlds()["no-good"]
+    h, rounds, seed = world.harmful(), 60, 4
+    trace = bench.Trace("memory test", np.zeros(rounds), seed=seed)
+    trace.proposed = np.full(rounds, h, dtype=np.int16)
+    trace.delivered = np.ones(rounds, dtype=bool)
+    bit = 1 << h
+    trace.decisions = {
+        "eligible": np.full(rounds, bit),
+        "safe": np.array([bit if t < 30 else 0 for t in range(rounds)]),
+    }
+    life = bench.harmful_life(world, trace)
+    cite = world.cards[h].cite
+    cited = [cw.round_numbers(seed, t).u_cite < cite for t in range(rounds)]
+    assert life.delivered == rounds and life.cited == sum(cited)
+    assert life.out_round == 30 and life.delivered_at_out == 30
+    assert life.cited_at_out == sum(cited[:30]) and life.returns == 0
+    # no withheld control: p_0 ~ Beta(1, 1), and P(p_1 - p_0 > 0.1) = E[max(p_1 - 0.1, 0)]
+    # stays under 0.9 unless nearly every cited row failed
+    assert life.flat_cited is None
+    # unsafe, then safe again twice: two returns
+    trace.decisions["safe"] = np.array([0 if t in (10, 11, 20) else bit for t in range(rounds)])
+    again = bench.harmful_life(world, trace)
+    assert again.out_round == 10 and again.returns == 2
+    assert again.cited == life.cited and again.cited_invalid == life.cited_invalid

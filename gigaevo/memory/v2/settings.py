@@ -177,6 +177,10 @@ class PosteriorSettings:
             the prior, decides the chance constraint after a few cited rows, while a card
             that leaves the invalid rate alone is not treated as if it might double it.
             1: the wide level for every card (one Gaussian level, issue 20's first fix).
+            0.3, not 0.1: the level is chosen, not averaged, and the hurdle value uses the
+            chosen one, so at 0.1 a card with 4 of 15 cited rows invalid against 8 % was
+            valued as if it left the rate alone (p_1 - p_0 = +0.008; a flat Beta-binomial
+            says +0.21) and kept being delivered (memory-model.md "Card shift levels").
     """
 
     baseline_prior_sd: float = 0.75
@@ -195,7 +199,7 @@ class PosteriorSettings:
     invalidity_lineage_prior_sd: float = 0.15
     invalidity_baseline_intercept_prior_sd: float | None = 1.5
     invalidity_lineage_intercept_prior_sd: float | None = 2.0
-    invalidity_shift_wide_weight: float = 0.1
+    invalidity_shift_wide_weight: float = 0.3
 
     def __post_init__(self) -> None:
         for name in (
