@@ -272,7 +272,7 @@ def test_selection_votes_match_the_full_draw(monkeypatch: pytest.MonkeyPatch) ->
 def test_selection_is_the_same_whatever_is_cached() -> None:
     space, cards, heads = _heads(100, 4)
     first = _votes(space, cards, heads, "k")
-    _STACKS.clear()  # a resumed process: no stack, no visited node formed yet
+    _STACKS.clear()  # a resumed process: no stack, nothing kept from earlier decisions
     for head in heads:
         head.__dict__.pop("_cache", None)
     again = _votes(space, cards, heads, "k")
