@@ -398,8 +398,6 @@ class CardBankMemory:
         finally:
             if self.stamper is not None and self._bank_error is None:
                 self.stamper.flush()
-            if self._bank_error is None:
-                self._compact_bank()
             if self.recorder is not None and self.reader is not None:
                 if final:
                     self.reader.release_all()
@@ -408,6 +406,8 @@ class CardBankMemory:
                     if self.evictor is not None and self._bank_error is None:
                         self._retire(None)
                 self.recorder.write_ope()
+            if self._bank_error is None:  # after the last bank write of the session
+                self._compact_bank()
             path = Path(self.runtime.checkpoint_dir) / STATS_FILE
             atomic_write_json(path, add_counters(self._earlier, self.stats(), SESSION_COUNTERS))
             if self.reader is not None:
