@@ -391,7 +391,10 @@ def test_a_small_memory_v2_run_sweeps_and_reaches_viability(tmp_path: Path, make
     run_from_config(cfg, show_progress=False)
     stats = json.loads((Path(cfg.checkpoint_dir) / STATS_FILE).read_text())
     ev = stats["evictor"]
-    assert ev["mode"] == "causal" and ev["sweeps"] >= 12  # every 4 outcomes, and at close
+    # every 4 outcomes, and once more at close (a suspend does not sweep; a close does:
+    # session 8 had the two swapped, and ">= 12" did not see it)
+    assert ev["mode"] == "causal"
+    assert ev["sweeps"] == stats["outcomes_observed"] // 4 + 1
     assert ev["disabled_sweeps"] == 0
     assert ev["viability_evaluations"] > 0  # a retirement decision was reached
     assert ev["keep_reasons"].get("viable", 0) + ev["verdicts"] > 0

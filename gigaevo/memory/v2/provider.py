@@ -401,10 +401,10 @@ class CardBankMemory:
             if self.recorder is not None and self.reader is not None:
                 if final:
                     self.reader.release_all()
-                else:  # the resolved attempts' releases (a kill would leave them reclaimable)
-                    self.reader.flush_releases()
                     if self.evictor is not None and self._bank_error is None:
                         self._retire(None)
+                else:  # the resolved attempts' releases (a kill would leave them reclaimable)
+                    self.reader.flush_releases()
                 self.recorder.write_ope()
             if self._bank_error is None:  # after the last bank write of the session
                 self._compact_bank()
