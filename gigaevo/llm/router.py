@@ -41,7 +41,7 @@ from gigaevo.llm.litellm_wire import LITELLM
 from gigaevo.llm.models import NO_KEY, ModelSpec, model_specs, read_key
 from gigaevo.llm.preload import call_started
 from gigaevo.llm.retry import RetryPolicy
-from gigaevo.llm.wire import Failure, Wire, WireAnswer, redact
+from gigaevo.llm.wire import Failure, Wire, WireAnswer, protect_logs, redact
 from gigaevo.util import derive_rng
 
 STRUCTURED_MODES = ("auto", "always", "never")
@@ -176,6 +176,7 @@ class LiteLLMRouter:
         # keys live only here; never in a record, a message or repr
         self._keys = {s.api_key_env: read_key(s.api_key_env) for s in self.specs}
         self._secrets = tuple(k for k in self._keys.values() if k != NO_KEY)
+        protect_logs(self._secrets)  # records written by others (asyncio) name no key
         weights = [s.weight for s in self.specs]
         self._p = [w / sum(weights) for w in weights]
 

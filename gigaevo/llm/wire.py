@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import email.utils
+import logging
 import threading
 import time
 from collections.abc import Awaitable, Coroutine
@@ -190,3 +191,49 @@ def redact(text: str, secrets: tuple[str, ...]) -> str:
         if len(secret) >= 4:
             text = text.replace(secret, "***")
     return text
+
+
+class SecretFilter(logging.Filter):
+    """Redacts the keys of this process from every record a handler emits.
+
+    The router redacts its own messages, but some records are written by others: asyncio's
+    "Task exception was never retrieved" logs the repr of an exception whose text is the
+    server's answer, and a 401 body may echo the key (a request still in flight when the
+    run stopped, under load). The message, the formatted traceback and the stack are
+    redacted; a record that names no key passes unchanged.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("gigaevo.secrets")
+        self.secrets: tuple[str, ...] = ()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.secrets:
+            return True
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):  # a malformed record: the handler reports it
+            return True
+        trace = record.exc_text or ""
+        if record.exc_info and not trace:
+            trace = logging.Formatter().formatException(record.exc_info)
+        stack = record.stack_info or ""
+        if not any(k in t for k in self.secrets for t in (message, trace, stack)):
+            return True
+        record.msg, record.args = redact(message, self.secrets), ()
+        record.exc_info, record.exc_text = None, redact(trace, self.secrets) or None
+        record.stack_info = redact(stack, self.secrets) or None
+        return True
+
+
+_SECRET_FILTER = SecretFilter()
+
+
+def protect_logs(secrets: tuple[str, ...]) -> None:
+    """Add ``secrets`` (4 characters or more) to the keys redacted from the log, and put
+    the filter on every handler of the root logger (idempotent: one filter per handler)."""
+    new = tuple(k for k in secrets if len(k) >= 4 and k not in _SECRET_FILTER.secrets)
+    _SECRET_FILTER.secrets += new
+    for handler in logging.getLogger().handlers:
+        if _SECRET_FILTER not in handler.filters:
+            handler.addFilter(_SECRET_FILTER)
