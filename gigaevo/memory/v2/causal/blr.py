@@ -8,7 +8,7 @@ a ``BlockDesign`` uses the block-arrowhead Schur-complement solver of ``arrowhea
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Protocol
@@ -69,6 +69,31 @@ class ConditionalPosterior:
         return np.diag(self.cov).copy()
 
 
+def stacked(mats: Sequence[np.ndarray]) -> np.ndarray:
+    """``np.stack(mats)``, without forming it again when ``mats`` are whole slices ``base[k]``
+    of one C-contiguous (K, P, P) array (a dense pencil's node covariances): that array (read
+    it only), or its slices taken by one index. The same numbers in the same layout."""
+    base = mats[0].base if len(mats) else None
+    if base is None or base.ndim != 3 or not base.flags.c_contiguous:
+        return np.stack(mats)
+    origin, stride = base.__array_interface__["data"][0], base.strides[0]
+    at = []
+    for m in mats:
+        offset = m.__array_interface__["data"][0] - origin
+        if (
+            m.base is not base
+            or m.shape != base.shape[1:]
+            or m.dtype != base.dtype
+            or not m.flags.c_contiguous
+            or offset % stride
+        ):
+            return np.stack(mats)
+        at.append(offset // stride)
+    if at == list(range(len(base))):
+        return base
+    return base[np.asarray(at, dtype=int)]
+
+
 def factor_nodes(posts: list[_Component]) -> None:
     """Factor the dense nodes ``posts`` not factored yet (``ConditionalPosterior._chol``) in
     one batched LAPACK call instead of one call each: the batch factors each matrix as a
@@ -76,7 +101,7 @@ def factor_nodes(posts: list[_Component]) -> None:
     todo = [p for p in posts if isinstance(p, ConditionalPosterior) and "_chol" not in vars(p)]
     if len(todo) < 2:
         return
-    chols = np.linalg.cholesky(np.stack([p.cov for p in todo]))
+    chols = np.linalg.cholesky(stacked([p.cov for p in todo]))
     for post, chol in zip(todo, chols, strict=True):
         vars(post)["_chol"] = chol  # the cached property's value, as its first read sets it
 
@@ -590,7 +615,7 @@ def _mixture(
         mean = w @ means
         dev = means - mean
         if full and all(isinstance(p, ConditionalPosterior) for p in posts):
-            covs = np.array([p.cov for p in posts])  # type: ignore[attr-defined]
+            covs = stacked([p.cov for p in posts])  # type: ignore[attr-defined]
             cov = np.einsum("k,kij->ij", w, covs) + (dev.T * w) @ dev
         spread = w @ dev**2
     else:
