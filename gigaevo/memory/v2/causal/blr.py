@@ -8,7 +8,7 @@ a ``BlockDesign`` uses the block-arrowhead Schur-complement solver of ``arrowhea
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Protocol
@@ -69,39 +69,24 @@ class ConditionalPosterior:
         return np.diag(self.cov).copy()
 
 
-def stacked(mats: Sequence[np.ndarray]) -> np.ndarray:
-    """``np.stack(mats)``, without forming it again when ``mats`` are whole slices ``base[k]``
-    of one C-contiguous (K, P, P) array (a dense pencil's node covariances): that array (read
-    it only), or its slices taken by one index. The same numbers in the same layout."""
-    base = mats[0].base if len(mats) else None
-    if base is None or base.ndim != 3 or not base.flags.c_contiguous:
-        return np.stack(mats)
-    origin, stride = base.__array_interface__["data"][0], base.strides[0]
-    at = []
-    for m in mats:
-        offset = m.__array_interface__["data"][0] - origin
-        if (
-            m.base is not base
-            or m.shape != base.shape[1:]
-            or m.dtype != base.dtype
-            or not m.flags.c_contiguous
-            or offset % stride
-        ):
-            return np.stack(mats)
-        at.append(offset // stride)
-    if at == list(range(len(base))):
-        return base
-    return base[np.asarray(at, dtype=int)]
+class NodeList(list):
+    """The components of a dense pencil's nodes, with ``covs`` (K, P, P): the array whose
+    slices their ``cov`` are (so it is not stacked again from them)."""
+
+    covs: np.ndarray
 
 
-def factor_nodes(posts: list[_Component]) -> None:
+def factor_nodes(posts: list[_Component], covs: np.ndarray | None = None) -> None:
     """Factor the dense nodes ``posts`` not factored yet (``ConditionalPosterior._chol``) in
     one batched LAPACK call instead of one call each: the batch factors each matrix as a
-    call of its own does, so the factors, and the draws, are the same numbers."""
+    call of its own does, so the factors, and the draws, are the same numbers. ``covs``:
+    the posts' covariances already stacked (``NodeList.covs``), used when all are to do."""
     todo = [p for p in posts if isinstance(p, ConditionalPosterior) and "_chol" not in vars(p)]
     if len(todo) < 2:
         return
-    chols = np.linalg.cholesky(stacked([p.cov for p in todo]))
+    if covs is None or len(todo) != len(posts):
+        covs = np.stack([p.cov for p in todo])
+    chols = np.linalg.cholesky(covs)
     for post, chol in zip(todo, chols, strict=True):
         vars(post)["_chol"] = chol  # the cached property's value, as its first read sets it
 
@@ -429,7 +414,9 @@ class BayesianLinearHead:
         # one mask over all n draws per node)
         order = np.argsort(ks, kind="stable")
         nodes, starts = np.unique(ks[order], return_index=True)
-        factor_nodes([self._components[k] for k in nodes.tolist()])
+        comps = self._components
+        covs = comps.covs if isinstance(comps, NodeList) and len(nodes) == len(comps) else None
+        factor_nodes([comps[k] for k in nodes.tolist()], covs)
         for k, rows in zip(nodes.tolist(), np.split(order, starts[1:]), strict=True):
             out[rows] = self._components[k].sample(xi[rows]) + (
                 self.component_means_[k] - self._components[k].mean
@@ -557,10 +544,11 @@ class _DenseSolver(_BatchEvidence):
             return [], means, None
         covs = self._dense.covariances(sigmas)
         evidence = self._dense.log_evidence(sigmas)
-        posts: list[_Component] = [
+        posts = NodeList(
             ConditionalPosterior(m, c, float(le))
             for m, c, le in zip(means, covs, evidence, strict=True)
-        ]
+        )
+        posts.covs = covs
         return posts, means, np.diagonal(covs, axis1=1, axis2=2).copy()
 
 
@@ -615,7 +603,9 @@ def _mixture(
         mean = w @ means
         dev = means - mean
         if full and all(isinstance(p, ConditionalPosterior) for p in posts):
-            covs = stacked([p.cov for p in posts])  # type: ignore[attr-defined]
+            covs = (
+                posts.covs if isinstance(posts, NodeList) else np.array([p.cov for p in posts])  # type: ignore[attr-defined]
+            )
             cov = np.einsum("k,kij->ij", w, covs) + (dev.T * w) @ dev
         spread = w @ dev**2
     else:
