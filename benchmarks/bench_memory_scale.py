@@ -4,6 +4,7 @@ Usage:
     .venv/bin/python benchmarks/bench_memory_scale.py [--mutants 10000]
         [--rows 1000 10000 50000] [--cards 100 1000] [--measure 150] [--skip-run]
         [--skip-synthetic] [--none] [--components] [--baseline PATH] [--bank-writes N]
+        [--profile A:B[,C:D]] [--profile-out DIR]
 
 Part 1, a real run: ``run.py problem.name=rastrigin max_mutants=--mutants`` (default
 config: memory=v2, offline LLM and memory LLM, sandboxed evaluator) in a temporary
@@ -11,7 +12,8 @@ directory, in-process. Prints mutants/s in each successive 1,000 mutants (from t
 ``mutant`` events' times), the ratio last / first, wall time, the peak RSS of the
 process tree (this process and its evaluator workers, sampled every 0.5 s) and the memory's
 ``decide`` / ``observe`` per call (CPU of the calling thread, wall). ``--none``
-also runs memory=none pipeline=guided with the same budget, side by side.
+also runs memory=none pipeline=guided with the same budget, side by side. ``--profile``
+profiles the memory thread and the main thread in windows of decisions (``WindowProfiles``).
 
 Part 2, the memory alone at a given ledger length: for each bank size (synthetic insight
 cards of the task) and ledger length (synthetic history of another run: ~45 %
@@ -53,6 +55,7 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -207,7 +210,83 @@ class MemoryCalls:
         return ", ".join(f"{k} cpu {c:.1f} wall {w:.1f}" for k, (c, w) in per.items())
 
 
-def real_run(mutants: int, *overrides: str) -> None:
+class WindowProfiles:
+    """cProfile of the memory thread (``CardBankMemory.decide``'s caller) and of the engine's
+    main thread (``MemoryLane.decide``'s caller), each on only while its count of decisions
+    is inside a window [a, b): the first against the last 1,000 mutants, say. Prints, per
+    window and thread, the wall and thread CPU seconds and the largest cumulative terms;
+    with ``out``, dumps each profile there (``pstats``)."""
+
+    def __init__(self, windows: list[tuple[int, int]], out: Path | None) -> None:
+        self.windows, self.out = windows, out
+        self.lines: list[str] = []
+        self._saved: list[tuple[Any, Any]] = []
+        self._open: dict[str, Any] = {}  # thread -> (state, window) of a profile still on
+
+    def __enter__(self) -> WindowProfiles:
+        from gigaevo.evolution.memory_lane import MemoryLane
+        from gigaevo.memory.v2.provider import CardBankMemory
+
+        for cls, thread in ((CardBankMemory, "memory"), (MemoryLane, "main")):
+            self._saved.append((cls, cls.decide))
+            cls.decide = self._counted(cls.decide, thread)  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for cls, original in self._saved:
+            cls.decide = original
+        for thread, (state, (a, _)) in self._open.items():  # the run ended inside a window
+            if state["on"] is not None:
+                self._report(thread, (a, state["n"]), *state["on"], ended=True)
+        for line in self.lines:
+            print(line)
+
+    def _counted(self, original: Any, thread: str) -> Any:
+        import cProfile
+
+        state: dict[str, Any] = {"n": 0, "on": None}
+
+        def call(obj: Any, *args: Any) -> Any:
+            n = state["n"]
+            for a, b in self.windows:
+                if n == a:
+                    state["on"] = (cProfile.Profile(), time.perf_counter(), time.thread_time())
+                    state["on"][0].enable()
+                    self._open[thread] = (state, (a, b))
+                elif n == b and state["on"] is not None:
+                    self._report(thread, (a, b), *state["on"])
+                    state["on"] = None
+            state["n"] += 1
+            return original(obj, *args)
+
+        return call
+
+    def _report(self, thread: str, window: tuple[int, int], prof: Any, w0: float, c0: float,
+                ended: bool = False) -> None:  # fmt: skip
+        """``ended``: the run ended inside the window (called from another thread: its wall
+        runs to the run's end and its thread CPU is not known)."""
+        import pstats
+
+        prof.disable()
+        wall, cpu = time.perf_counter() - w0, time.thread_time() - c0
+        self.lines.append(
+            f"  profile, {thread} thread, decisions {window[0]}-{window[1]}: wall {wall:.1f} s,"
+            + (" to the run's end" if ended else f" thread CPU {cpu:.1f} s (profiler on)")
+        )
+        stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+        terms = sorted(
+            ((v[3], v[0], f"{Path(k[0]).name}:{k[1]}({k[2]})") for k, v in stats.items()
+             if "gigaevo" in k[0]),
+            reverse=True,
+        )  # fmt: skip
+        for cum, calls, name in terms[:14]:
+            self.lines.append(f"    {cum:7.2f} s {calls:7d} calls  {name}")
+        if self.out is not None:
+            self.out.mkdir(parents=True, exist_ok=True)
+            prof.dump_stats(str(self.out / f"{thread}_{window[0]}_{window[1]}.pstats"))
+
+
+def real_run(mutants: int, *overrides: str, profile: WindowProfiles | None = None) -> None:
     # imported here: a --child of an older checkout imports this file with its own _config
     from _config import describe, memory_description
 
@@ -215,7 +294,7 @@ def real_run(mutants: int, *overrides: str) -> None:
         cfg = run_config(tmp, "problem=rastrigin", f"max_mutants={mutants}", *overrides)
         print(f"config: {describe(cfg)}", flush=True)
         started = time.perf_counter()
-        with PeakSampler() as sampler, MemoryCalls() as calls:
+        with PeakSampler() as sampler, MemoryCalls() as calls, profile or nullcontext():
             run_from_config(cfg, show_progress=False)
         wall = time.perf_counter() - started
         per_k, _ = rates(Path(tmp) / "events.jsonl")
@@ -543,6 +622,13 @@ def main() -> None:
         help="part 3: this many pooled-outcome writes per block into a small bank, a store's"
         " default against a run's store, interleaved (6 blocks)",
     )
+    ap.add_argument(
+        "--profile",
+        default="",
+        help="part 1 (memory=v2): cProfile the memory and main threads in windows of"
+        " decisions, e.g. 200:1200,8800:9800 (prints the largest cumulative terms)",
+    )
+    ap.add_argument("--profile-out", type=Path, help="also dump those profiles here (pstats)")
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:  # one setting of part 2 on this package; JSON on the last line
@@ -600,7 +686,9 @@ def main() -> None:
             flush=True,
         )
     if not args.skip_run:
-        real_run(args.mutants)
+        windows = [tuple(map(int, w.split(":"))) for w in args.profile.split(",") if w]
+        profile = WindowProfiles(windows, args.profile_out) if windows else None  # type: ignore[arg-type]
+        real_run(args.mutants, profile=profile)
         if args.none:
             real_run(args.mutants, "memory=none", "pipeline=guided")
     print(f"load average at end: {os.getloadavg()[0]:.2f}")

@@ -159,9 +159,10 @@ class BlockDesign:
         n, c = self.lineage_part.shape
         out = np.zeros((n, self.size))
         out[:, : self.shared.shape[1]] = self.shared
-        for i in np.flatnonzero(self.lineage >= 0):
-            start = self.shared.shape[1] + self.lineage[i] * c
-            out[i, start : start + c] = self.lineage_part[i]
+        # one scatter into the flat array, not a Python loop per row (same values)
+        rows = np.flatnonzero(self.lineage >= 0)
+        start = rows * self.size + self.shared.shape[1] + self.lineage[rows] * c
+        out.reshape(-1)[start[:, None] + np.arange(c)] = self.lineage_part[rows]
         return out
 
 

@@ -69,14 +69,24 @@ class ConditionalPosterior:
         return np.diag(self.cov).copy()
 
 
-def factor_nodes(posts: list[_Component]) -> None:
+class NodeList(list):
+    """The components of a dense pencil's nodes, with ``covs`` (K, P, P): the array whose
+    slices their ``cov`` are (so it is not stacked again from them)."""
+
+    covs: np.ndarray
+
+
+def factor_nodes(posts: list[_Component], covs: np.ndarray | None = None) -> None:
     """Factor the dense nodes ``posts`` not factored yet (``ConditionalPosterior._chol``) in
     one batched LAPACK call instead of one call each: the batch factors each matrix as a
-    call of its own does, so the factors, and the draws, are the same numbers."""
+    call of its own does, so the factors, and the draws, are the same numbers. ``covs``:
+    the posts' covariances already stacked (``NodeList.covs``), used when all are to do."""
     todo = [p for p in posts if isinstance(p, ConditionalPosterior) and "_chol" not in vars(p)]
     if len(todo) < 2:
         return
-    chols = np.linalg.cholesky(np.stack([p.cov for p in todo]))
+    if covs is None or len(todo) != len(posts):
+        covs = np.stack([p.cov for p in todo])
+    chols = np.linalg.cholesky(covs)
     for post, chol in zip(todo, chols, strict=True):
         vars(post)["_chol"] = chol  # the cached property's value, as its first read sets it
 
@@ -404,7 +414,9 @@ class BayesianLinearHead:
         # one mask over all n draws per node)
         order = np.argsort(ks, kind="stable")
         nodes, starts = np.unique(ks[order], return_index=True)
-        factor_nodes([self._components[k] for k in nodes.tolist()])
+        comps = self._components
+        covs = comps.covs if isinstance(comps, NodeList) and len(nodes) == len(comps) else None
+        factor_nodes([comps[k] for k in nodes.tolist()], covs)
         for k, rows in zip(nodes.tolist(), np.split(order, starts[1:]), strict=True):
             out[rows] = self._components[k].sample(xi[rows]) + (
                 self.component_means_[k] - self._components[k].mean
@@ -532,10 +544,11 @@ class _DenseSolver(_BatchEvidence):
             return [], means, None
         covs = self._dense.covariances(sigmas)
         evidence = self._dense.log_evidence(sigmas)
-        posts: list[_Component] = [
+        posts = NodeList(
             ConditionalPosterior(m, c, float(le))
             for m, c, le in zip(means, covs, evidence, strict=True)
-        ]
+        )
+        posts.covs = covs
         return posts, means, np.diagonal(covs, axis1=1, axis2=2).copy()
 
 
@@ -590,7 +603,9 @@ def _mixture(
         mean = w @ means
         dev = means - mean
         if full and all(isinstance(p, ConditionalPosterior) for p in posts):
-            covs = np.array([p.cov for p in posts])  # type: ignore[attr-defined]
+            covs = (
+                posts.covs if isinstance(posts, NodeList) else np.array([p.cov for p in posts])  # type: ignore[attr-defined]
+            )
             cov = np.einsum("k,kij->ij", w, covs) + (dev.T * w) @ dev
         spread = w @ dev**2
     else:
