@@ -18,7 +18,8 @@ import pytest
 
 from gigaevo.llm.wire import protect_logs
 
-KEY = "gk-filter-test-5a9c2e7b"  # not shaped like an OpenAI key: litellm, when loaded, redacts those itself
+# not shaped like an OpenAI key: litellm, when loaded, redacts those itself
+KEY = "gk-filter-test-5a9c2e7b"
 
 
 class EchoedKey(Exception):
