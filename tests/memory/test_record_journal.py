@@ -226,6 +226,19 @@ def _record_worker(bank: str, run: str, n: int, start: Any) -> None:
 
 
 @pytest.mark.slow  # processes: seconds, not milliseconds
+def _run_writers(procs: list[Any], bank: Path) -> tuple[Any, dict[str, Any], list[str]]:
+    """Start the writer processes, wait for each to exit cleanly, and read the bank back:
+    (the bank, its cards by id, the decision ids of every use trial stamped on them)."""
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=240)
+        assert p.exitcode == 0
+    loaded = read_bank(bank / BANK_FILE)
+    cards = {c.id: c for c in loaded.cards}
+    return loaded, cards, [t.decision_id for c in cards.values() for t in c.use_trials]
+
+
 def test_four_processes_writing_records_and_stamps_lose_nothing(tmp_path: Path) -> None:
     _seeded(tmp_path, 4)
     ctx = multiprocessing.get_context("spawn")
@@ -240,14 +253,7 @@ def test_four_processes_writing_records_and_stamps_lose_nothing(tmp_path: Path) 
         for k in range(WRITERS // 2)
     ]
     procs.append(ctx.Process(target=start.wait))
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout=240)
-        assert p.exitcode == 0
-    loaded = read_bank(tmp_path / BANK_FILE)
-    cards = {c.id: c for c in loaded.cards}
-    ids = [t.decision_id for c in cards.values() for t in c.use_trials]
+    loaded, cards, ids = _run_writers(procs, tmp_path)
     assert len(ids) == len(set(ids)) == WRITERS // 2 * n  # every stamp, exactly once
     seeds = [cards[f"ins-{i:03d}"] for i in range(4)]
     assert sum(c.n_evidence for c in seeds) == 4 + WRITERS // 2 * pools  # every pool
@@ -373,14 +379,7 @@ def test_four_run_stores_journaling_and_compacting_lose_nothing(tmp_path: Path) 
         for k in range(WRITERS)
     ]
     procs.append(ctx.Process(target=start.wait))
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout=240)
-        assert p.exitcode == 0
-    loaded = read_bank(tmp_path / BANK_FILE)
-    cards = {c.id: c for c in loaded.cards}
-    ids = [t.decision_id for c in cards.values() for t in c.use_trials]
+    loaded, cards, ids = _run_writers(procs, tmp_path)
     assert len(ids) == len(set(ids)) == WRITERS * n  # every stamp, exactly once
     assert sum(cards[f"ins-{i:03d}"].n_evidence for i in range(4)) == 4 + WRITERS * n
     assert loaded.header.n_cards == len(cards) == 4 + WRITERS * n

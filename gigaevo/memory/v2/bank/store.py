@@ -290,13 +290,7 @@ class LocalMemoryStore:
         """
         self._raise_if_failed()
         with self._locked():
-            if self._stale():
-                self._reload()
-            else:
-                if self._revisions.changed():
-                    self._apply_revisions()
-                if self._journal.changed():
-                    self._remerge()
+            self._catch_up()
             working = dict(self._cards)
             staged = list(self._staged)
             outcomes = [change(working) for change, _ in staged]
@@ -339,6 +333,17 @@ class LocalMemoryStore:
         if self._staged:
             self.transaction(lambda cards: None)
 
+    def _catch_up(self) -> None:
+        """Under the lock: this store's view brought to the files (a whole reload when
+        ``cards.json`` was replaced, else the new revision and journal lines)."""
+        if self._stale():
+            self._reload()
+        else:
+            if self._revisions.changed():
+                self._apply_revisions()
+            if self._journal.changed():
+                self._remerge()
+
     def compact(self) -> bool:
         """Fold ``cards.records.jsonl`` into ``cards.json`` now, under the bank lock (the
         provider calls it when it closes, so a bank left by a run that ended is whole in
@@ -350,13 +355,7 @@ class LocalMemoryStore:
         """
         self._raise_if_failed()
         with self._locked():
-            if self._stale():
-                self._reload()
-            else:
-                if self._revisions.changed():
-                    self._apply_revisions()
-                if self._journal.changed():
-                    self._remerge()
+            self._catch_up()
             if not self._revisions.size or self._legacy:
                 return False
             header = replace(self._header, write_id=uuid.uuid4().hex, written_at=utc_now())
