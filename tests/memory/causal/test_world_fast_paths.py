@@ -8,6 +8,8 @@ are built once per fit and rebuilt after a refit.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -28,6 +30,17 @@ from gigaevo.memory.v2.causal.selection import CandidateCard, card_rows
 
 def _latents(rng: np.random.Generator, s: int, j: int) -> tuple[np.ndarray, np.ndarray]:
     return rng.normal(size=s), rng.normal(size=(s, j))
+
+
+def _plain(nodes: list[Any]) -> list[Any]:
+    """The same factored posteriors as plain ``BlockPosterior``s (the general path)."""
+    from gigaevo.memory.v2.causal.arrowhead import BlockPosterior
+
+    return [
+        BlockPosterior(p.mean, p.log_evidence, p.chol_d, p.l21, p.chol_s, p.active,
+                       p.prior_sd, p.width, p.precomputed)
+        for p in nodes
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("with_lineage", [False, True])
@@ -188,7 +201,6 @@ def test_world_draws_do_not_depend_on_the_number_of_threads(monkeypatch) -> None
 def test_pencil_stack_and_covariances_equal_the_cholesky_factors() -> None:
     """A one-level head's nodes share a ``PencilNodes``: its eigenbasis stack, projector
     covariances and lazily formed Cholesky factors equal the plain factored posteriors."""
-    from gigaevo.memory.v2.causal.arrowhead import BlockPosterior
     from gigaevo.memory.v2.causal.projection import BlockStack, MixtureProjector, card_columns
     from gigaevo.memory.v2.causal.spectral import PencilPosterior
 
@@ -199,11 +211,7 @@ def test_pencil_stack_and_covariances_equal_the_cholesky_factors() -> None:
     for p, w in zip(nodes, nodes[0].nodes.w, strict=True):  # Lambda = diag(1/v) + X'X / sigma^2
         lam = np.diag(1.0 / p.prior_sd**2) + w * x.T @ x
         np.testing.assert_allclose(p.dense_cov() @ lam, np.eye(len(lam)), atol=1e-8)
-    plain = [
-        BlockPosterior(p.mean, p.log_evidence, p.chol_d, p.l21, p.chol_s, p.active,
-                       p.prior_sd, p.width, p.precomputed)
-        for p in nodes
-    ]  # fmt: skip
+    plain = _plain(nodes)
     weights = np.asarray(imm.weights_)
     fast = BlockStack.build(nodes, imm.component_means_, weights)
     slow = BlockStack.build(plain, imm.component_means_, weights)
@@ -237,7 +245,6 @@ def test_pencil_steady_blocks_equal_the_reduction_over_every_node() -> None:
     outside the shared and active blocks hold the prior mean in every node): the same
     numbers as the max == min reduction of the Cholesky-factor stack over all K nodes, with
     a prior mean that differs between lineages and a block whose prior mean is NaN."""
-    from gigaevo.memory.v2.causal.arrowhead import BlockPosterior
     from gigaevo.memory.v2.causal.projection import BlockStack
 
     space = DesignSpace(4, tuple(f"L{i:02d}" for i in range(20)))
@@ -250,11 +257,7 @@ def test_pencil_steady_blocks_equal_the_reduction_over_every_node() -> None:
     imm.fit(x, y, np.zeros(len(y)))
     nodes = imm.components_
     assert len(nodes) > 1
-    plain = [
-        BlockPosterior(p.mean, p.log_evidence, p.chol_d, p.l21, p.chol_s, p.active,
-                       p.prior_sd, p.width, p.precomputed)
-        for p in nodes
-    ]  # fmt: skip
+    plain = _plain(nodes)
     weights = np.asarray(imm.weights_)
     fast = BlockStack.build(nodes, imm.component_means_, weights)
     slow = BlockStack.build(plain, imm.component_means_, weights)
@@ -303,18 +306,13 @@ def test_pencil_stack_draws_form_no_lineage_block_factor() -> None:
     D_l^-1 or T_l: the same draws, on the same random numbers, as the Cholesky-factor stack
     (whose ``part_terms`` read ``gram`` and ``coupling``), and the per-card terms equal
     those read from the formed matrices."""
-    from gigaevo.memory.v2.causal.arrowhead import BlockPosterior
     from gigaevo.memory.v2.causal.projection import BlockStack, block_arm_latents
 
     space = DesignSpace(4, tuple(f"L{i:02d}" for i in range(20)))
     imm, _, _ = _heads(space, 8)
     nodes = imm.components_
     weights = np.asarray(imm.weights_)
-    plain = [
-        BlockPosterior(p.mean, p.log_evidence, p.chol_d, p.l21, p.chol_s, p.active,
-                       p.prior_sd, p.width, p.precomputed)
-        for p in nodes
-    ]  # fmt: skip
+    plain = _plain(nodes)
     lazy = BlockStack.build(nodes, imm.component_means_, weights)
     slow = BlockStack.build(plain, imm.component_means_, weights)
     pencil = nodes[0].nodes
