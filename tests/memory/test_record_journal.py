@@ -225,7 +225,6 @@ def _record_worker(bank: str, run: str, n: int, start: Any) -> None:
         store.transaction(lambda w, c=new: w.update({c.id: c}))
 
 
-@pytest.mark.slow  # processes: seconds, not milliseconds
 def _run_writers(procs: list[Any], bank: Path) -> tuple[Any, dict[str, Any], list[str]]:
     """Start the writer processes, wait for each to exit cleanly, and read the bank back:
     (the bank, its cards by id, the decision ids of every use trial stamped on them)."""
@@ -239,6 +238,7 @@ def _run_writers(procs: list[Any], bank: Path) -> tuple[Any, dict[str, Any], lis
     return loaded, cards, [t.decision_id for c in cards.values() for t in c.use_trials]
 
 
+@pytest.mark.slow  # processes: seconds, not milliseconds
 def test_four_processes_writing_records_and_stamps_lose_nothing(tmp_path: Path) -> None:
     _seeded(tmp_path, 4)
     ctx = multiprocessing.get_context("spawn")
