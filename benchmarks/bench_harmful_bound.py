@@ -40,7 +40,7 @@ from card_world import worlds
 ALPHA = DELTA = 0.10
 OFFER, EPSILON = 0.7, 0.05  # memory.causal.offer_probability, memory.causal.epsilon
 B2_SHARE = 0.38  # parents with b_2 > 0.6 (base rate + invalid_step): 0.36-0.39 in the runs
-ABSTAIN = 0.22  # memory v2's abstention share on mixed (BENCHMARKS.md, session 8)
+ABSTAIN = 0.22  # memory v2's abstention share on mixed (docs/benchmarks-history.md, session 8)
 
 
 def kl(p: float, q: float) -> float:

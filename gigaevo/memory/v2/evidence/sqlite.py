@@ -123,7 +123,7 @@ def connect(path: str, busy_timeout_s: float) -> sqlite3.Connection:
     can roll back the last commits, as it can the program store (also ``NORMAL``): a
     resumed run then decides those attempts again (decision ids are digests of run and
     attempt, so nothing is doubled). ``FULL`` cost an fsync per transaction: per
-    decision, per outcome and per lineage row (BENCHMARKS.md, issue 16).
+    decision, per outcome and per lineage row (docs/benchmarks-history.md, issue 16).
     """
     conn = sqlite3.connect(
         path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False

@@ -33,7 +33,7 @@ nothing. Only a power loss or a kernel crash can skip the last changes or leave 
 file empty or zero-filled, and it also kills every process whose leases the file
 holds: such a file is read as holding no leases. (A bank shared over NFS is written
 through to the server when the file is closed.) The fsyncs cost two per mutant
-(acquire at the decision, release at the outcome): see BENCHMARKS.md, issue 16.
+(acquire at the decision, release at the outcome): see docs/benchmarks-history.md, issue 16.
 """
 
 from __future__ import annotations
