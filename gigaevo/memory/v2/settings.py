@@ -181,6 +181,10 @@ class PosteriorSettings:
             chosen one, so at 0.1 a card with 4 of 15 cited rows invalid against 8 % was
             valued as if it left the rate alone (p_1 - p_0 = +0.008; a flat Beta-binomial
             says +0.21) and kept being delivered (memory-model.md "Card shift levels").
+        invalidity_fit: ``exact`` (every fit passes over all the invalidity head's rows) or
+            ``laplace_prefix`` (the rows before the latest anchor enter as their loss's
+            second-order expansion at the anchor MAP: a fit passes over the rows since,
+            memory-model.md "The prefix in Laplace form"; an approximation, off by default).
     """
 
     baseline_prior_sd: float = 0.75
@@ -200,6 +204,7 @@ class PosteriorSettings:
     invalidity_baseline_intercept_prior_sd: float | None = 1.5
     invalidity_lineage_intercept_prior_sd: float | None = 2.0
     invalidity_shift_wide_weight: float = 0.3
+    invalidity_fit: Literal["exact", "laplace_prefix"] = "exact"
 
     def __post_init__(self) -> None:
         for name in (

@@ -42,7 +42,7 @@ from gigaevo.memory.v2.causal import (
 )
 from gigaevo.memory.v2.causal import RewardDefinition as CausalReward
 from gigaevo.memory.v2.causal.arrowhead import DENSE_MAX_SIZE, row_products
-from gigaevo.memory.v2.causal.invalidity import ShiftLevels
+from gigaevo.memory.v2.causal.invalidity import Quadratic, ShiftLevels
 from gigaevo.memory.v2.causal.suffstats import GaussianStatistics, RowTerms
 from gigaevo.memory.v2.evidence import LineageRow, Observation, SelectionEvidence
 from gigaevo.memory.v2.settings import PosteriorSettings
@@ -321,6 +321,13 @@ class InvalidityFitter:
     The anchor depends only on those rows and the aliases of their cards, so a resumed
     run starts every fit where the uninterrupted run did and finds the same MAP, bit for
     bit. Below ``ANCHOR_MIN`` rows a fit starts at the prior mean, as before.
+
+    ``method="laplace_prefix"`` (``memory.posterior_config.invalidity_fit``; memory-model.md
+    "The prefix in Laplace form"): on a dense design (P <= ``DENSE_MAX_SIZE``) with an
+    anchor, the anchor's rows enter the fit as their loss's second-order expansion at the
+    anchor MAP (kept with the anchor), so Newton passes over the rows since the anchor only
+    (and over the rows of the cards whose level changed, ``LogisticLaplaceHead.fit_prefix``).
+    Wide designs, fits below the first anchor and a prefix fit that fails take the exact fit.
     """
 
     def __init__(
@@ -328,13 +335,21 @@ class InvalidityFitter:
         kind_contrast: bool,
         rag_contrast: bool,
         shift_levels: Callable[[DesignSpace], ShiftLevels | None] | None = None,
+        method: str = "exact",
     ) -> None:
+        if method not in INVALIDITY_FITS:
+            raise ValueError(f"invalidity_fit must be one of {INVALIDITY_FITS}, got {method!r}")
         self.kind_contrast, self.rag_contrast = kind_contrast, rag_contrast
         self.shift_levels = shift_levels  # memory-model.md "Card shift levels"
+        self.method = method
         self._anchor: tuple[object, DesignSpace, np.ndarray] | None = None
         # (anchor space, fit space, their lineage columns): see ``_columns``
         self._mapped: tuple[DesignSpace, DesignSpace, np.ndarray, np.ndarray] | None = None
+        # laplace_prefix: (anchor key, the anchor rows' expansion in the anchor's space, the
+        # expansion of each anchor lineage block's own rows, made when first needed)
+        self._expansion: tuple[object, Quadratic, dict[int, Quadratic]] | None = None
         self.anchors = 0  # anchor fits so far
+        self.prefix_fits = 0  # fits made with the prefix in Laplace form
 
     def fit(
         self,
@@ -347,8 +362,33 @@ class InvalidityFitter:
         start = self._start(table, space, alias, prior)
         block_of = {k: space.lineage_position(alias.get(k, k)) for k in table.keys}
         levels = self.shift_levels(space) if self.shift_levels is not None else None
-        head = LogisticLaplaceHead(mu, var, (space.shared_size, space.n_context), levels)
+        layout = (space.shared_size, space.n_context)
+        if self.method == "laplace_prefix" and start is not None:
+            rows = self._prefix(table, space, block_of, start)
+            if rows is not None:
+                prefixed = LogisticLaplaceHead(mu, var, layout, levels).fit_prefix(rows, start)
+                if prefixed.ok_:
+                    self.prefix_fits += 1
+                    return prefixed
+        head = LogisticLaplaceHead(mu, var, layout, levels)
         return head.fit(_design(table, block_of, space), table.invalid[: table.n], start=start)
+
+    def _prefix(
+        self, table: RowTable, space: DesignSpace, block_of: dict[str, int], start: np.ndarray
+    ) -> _PrefixRows | None:
+        """The rows of a ``laplace_prefix`` fit (None: the exact fit, on a wide design)."""
+        kept, anchor = self._expansion, self._anchor
+        if space.size > DENSE_MAX_SIZE or kept is None or anchor is None:
+            return None
+        if kept[0] != anchor[0]:
+            return None
+        own = anchor[1]
+        target, _ = self._columns(own, space)
+        ps = space.shared_size
+        columns = np.r_[np.arange(ps), target]  # anchor column j -> fit column columns[j]
+        blocks = (target[:: space.n_context] - ps) // space.n_context  # anchor -> fit block
+        k = anchor_size(table.n)
+        return _PrefixRows(table, space, block_of, k, start, columns, blocks, kept[1], kept[2])
 
     def _start(
         self, table: RowTable, space: DesignSpace, alias: dict[str, str], prior: Prior
@@ -377,6 +417,8 @@ class InvalidityFitter:
                 self._anchor = None
                 return None
             self._anchor = (key, own, anchor.coef_)
+            if self.method == "laplace_prefix" and own.size <= DENSE_MAX_SIZE:
+                self._expansion = (key, anchor.expansion(), {})
         _, own, gamma = self._anchor
         start, _ = prior(space)
         start = start.copy()
@@ -399,6 +441,87 @@ class InvalidityFitter:
         source = own.shared_size + np.arange(len(own.lineages))[:, None] * own.n_context + width
         self._mapped = (own, space, target, source.reshape(-1))
         return target, self._mapped[3]
+
+
+INVALIDITY_FITS = ("exact", "laplace_prefix")
+
+
+class _PrefixRows:
+    """``invalidity.PrefixRows`` of one ``laplace_prefix`` fit on the first ``table.n`` rows.
+
+    The rows since the anchor (``k`` rows) and every row of the lineage blocks asked for are
+    fitted exactly; the anchor's other rows are its rows' expansion at the anchor MAP minus
+    the expansions of the asked blocks' own anchor rows (each made once per anchor, in the
+    anchor's space), mapped into the fit's space: anchor column j -> ``columns[j]``; the
+    fit's columns no anchor row touches get no curvature. Everything here is a function of
+    the rows and the anchor, so a resumed run fits the same bits.
+    """
+
+    def __init__(
+        self,
+        table: RowTable,
+        space: DesignSpace,
+        block_of: dict[str, int],
+        k: int,
+        point: np.ndarray,
+        columns: np.ndarray,
+        blocks: np.ndarray,
+        anchor: Quadratic,
+        cards: dict[int, Quadratic],
+    ) -> None:
+        self.design = table.design(block_of, len(space.lineages))  # its first table.n rows
+        self.invalid = table.invalid[: table.n]
+        self.k, self.size, self.point = k, space.size, point
+        self.columns, self.anchor, self.cards = columns, anchor, cards
+        self.own = {int(b): j for j, b in enumerate(blocks.tolist())}  # fit -> anchor block
+        self._terms: dict[frozenset[int], tuple[np.ndarray, np.ndarray, Quadratic]] = {}
+
+    def terms(self, exact: frozenset[int]) -> tuple[np.ndarray, np.ndarray, Quadratic]:
+        kept = self._terms.get(exact)
+        if kept is not None:
+            return kept
+        lineage, k = self.design.lineage, self.k
+        asked = np.array(sorted(exact), dtype=int)
+        rows = np.r_[np.flatnonzero(np.isin(lineage[:k], asked)), np.arange(k, len(lineage))]
+        quad = self.anchor
+        for block in sorted(self.own[b] for b in exact if b in self.own):
+            card = self._card(block)
+            quad = Quadratic(
+                quad.point, quad.value - card.value, quad.grad - card.grad, quad.hess - card.hess
+            )
+        grad = np.zeros(self.size)
+        hess = np.zeros((self.size, self.size))
+        grad[self.columns] = quad.grad
+        hess[np.ix_(self.columns, self.columns)] = quad.hess
+        mapped = Quadratic(self.point, quad.value, grad, hess)
+        kept = self._terms[exact] = (self._rows(rows), self.invalid[rows], mapped)
+        return kept
+
+    def _rows(self, rows: np.ndarray) -> np.ndarray:
+        """The dense design of ``rows`` in the fit's space."""
+        d = self.design
+        part = BlockDesign(d.shared[rows], d.lineage[rows], d.lineage_part[rows], d.n_lineages)
+        return part.to_dense()
+
+    def _card(self, block: int) -> Quadratic:
+        """The expansion of anchor block ``block``'s own anchor rows at the anchor MAP, in the
+        anchor's space (kept with the anchor)."""
+        from scipy.special import expit
+
+        kept = self.cards.get(block)
+        if kept is not None:
+            return kept
+        fit_block = next(b for b, j in self.own.items() if j == block)
+        rows = np.flatnonzero(self.design.lineage[: self.k] == fit_block)
+        x = self._rows(rows)[:, self.columns]
+        d = self.invalid[rows]
+        eta = x @ self.anchor.point
+        p = expit(eta)
+        w = p * (1.0 - p)
+        value = float(np.sum(np.logaddexp(0.0, eta) - d * eta))
+        card = Quadratic(self.anchor.point, value, x.T @ (p - d), x.T @ (w[:, None] * x))
+        self.cards[block] = card
+        return card
 
 
 def _design(
