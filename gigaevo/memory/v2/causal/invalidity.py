@@ -118,7 +118,8 @@ class PrefixRows(Protocol):
 
     def terms(self, exact: frozenset[int]) -> tuple[np.ndarray, np.ndarray, Quadratic]:
         """(dense design of the rows fitted exactly, their 0/1 indicators, the quadratic of
-        the other rows) when every row of the lineage blocks ``exact`` is fitted exactly."""
+        the other rows) with the lineage blocks ``exact`` at the wide level (their rows
+        fitted exactly) and the others at the narrow one."""
         ...
 
 
@@ -270,13 +271,12 @@ class LogisticLaplaceHead:
         laplace_prefix``; memory-model.md "The prefix in Laplace form").
 
         J(gamma) = prior + Q(gamma) + the logistic loss of the rows fitted exactly, Q the
-        second-order expansion of the other rows' loss at the anchor MAP. Newton steps from
-        ``start`` (the anchor MAP) pass over the rows fitted exactly only; the Laplace
-        precision is diag(1/v) + Q's Hessian + their Fisher information, the log evidence
-        takes Q's value. The lineage blocks ``exact`` (and, in the wide-level refit, the
-        cards given the wide level) have all their rows fitted exactly: a card's MAP can
-        move far from the anchor's when its level changes, and Q is exact only near it.
-        Dense designs only.
+        second-order expansion of the other rows' loss at the anchor rows' MAP under the
+        same shift levels. Newton steps from ``start`` pass over the rows fitted exactly
+        only; the Laplace precision is diag(1/v) + Q's Hessian + their Fisher information,
+        the log evidence takes Q's value. ``exact``: the lineage blocks at the wide level
+        (``rows.terms`` fits all their rows exactly); the wide-level refit and
+        ``with_level`` ask for the blocks of their own levels. Dense designs only.
         """
         self._mu = np.asarray(self.prior_mean, dtype=float)
         self._v = np.asarray(self.prior_variance, dtype=float)
@@ -339,7 +339,7 @@ class LogisticLaplaceHead:
             return
         self._v = self._v.copy()
         self._v[wide] = levels.wide_variance
-        if self._prefix is not None:  # the wide cards' rows fitted exactly
+        if self._prefix is not None:  # the rows at these levels (``PrefixRows.terms``)
             self._load(self._exact | self._blocks(wide))
         self._finish(self._newton(gamma.copy()))
         self.wide_columns_ = wide
@@ -356,8 +356,9 @@ class LogisticLaplaceHead:
         variance = self._v.copy()
         variance[column] = levels.wide_variance if wide else self.prior_variance[column]
         head = LogisticLaplaceHead(self.prior_mean, variance, self.block_layout)
-        if self._prefix is not None:  # the same rows, the card's own fitted exactly
-            exact = self._exact | self._blocks(np.array([column]))
+        if self._prefix is not None:  # the same rows; the wide cards' fitted exactly
+            block = self._blocks(np.array([column]))
+            exact = self._exact | block if wide else self._exact - block
             return head.fit_prefix(self._prefix, self.coef_, exact)
         return head.fit(self._x, self._d, start=self.coef_)
 

@@ -327,7 +327,9 @@ class InvalidityFitter:
     anchor, the anchor's rows enter the fit as their loss's second-order expansion at the
     anchor MAP (kept with the anchor), so Newton passes over the rows since the anchor only
     (and over the rows of the cards whose level changed, ``LogisticLaplaceHead.fit_prefix``).
-    Wide designs, fits below the first anchor and a prefix fit that fails take the exact fit.
+    Wide designs, fits below ``prefix_min_rows`` rows (1,024: below, the prefix's Fisher
+    information, taken at the anchor point, is off by 5-17 % and the exact fit is cheap)
+    and a prefix fit that fails take the exact fit.
     """
 
     def __init__(
@@ -336,18 +338,18 @@ class InvalidityFitter:
         rag_contrast: bool,
         shift_levels: Callable[[DesignSpace], ShiftLevels | None] | None = None,
         method: str = "exact",
+        prefix_min_rows: int = 1024,
     ) -> None:
         if method not in INVALIDITY_FITS:
             raise ValueError(f"invalidity_fit must be one of {INVALIDITY_FITS}, got {method!r}")
         self.kind_contrast, self.rag_contrast = kind_contrast, rag_contrast
         self.shift_levels = shift_levels  # memory-model.md "Card shift levels"
-        self.method = method
+        self.method, self.prefix_min_rows = method, max(ANCHOR_MIN, prefix_min_rows)
         self._anchor: tuple[object, DesignSpace, np.ndarray] | None = None
         # (anchor space, fit space, their lineage columns): see ``_columns``
         self._mapped: tuple[DesignSpace, DesignSpace, np.ndarray, np.ndarray] | None = None
-        # laplace_prefix: (anchor key, the anchor rows' expansion in the anchor's space, the
-        # expansion of each anchor lineage block's own rows, made when first needed)
-        self._expansion: tuple[object, Quadratic, dict[int, Quadratic]] | None = None
+        # laplace_prefix: the anchor rows' expansions (``_Expansions``)
+        self._expansion: _Expansions | None = None
         self.anchors = 0  # anchor fits so far
         self.prefix_fits = 0  # fits made with the prefix in Laplace form
 
@@ -363,7 +365,11 @@ class InvalidityFitter:
         block_of = {k: space.lineage_position(alias.get(k, k)) for k in table.keys}
         levels = self.shift_levels(space) if self.shift_levels is not None else None
         layout = (space.shared_size, space.n_context)
-        if self.method == "laplace_prefix" and start is not None:
+        if (
+            self.method == "laplace_prefix"
+            and start is not None
+            and table.n >= self.prefix_min_rows
+        ):
             rows = self._prefix(table, space, block_of, start)
             if rows is not None:
                 prefixed = LogisticLaplaceHead(mu, var, layout, levels).fit_prefix(rows, start)
@@ -380,7 +386,7 @@ class InvalidityFitter:
         kept, anchor = self._expansion, self._anchor
         if space.size > DENSE_MAX_SIZE or kept is None or anchor is None:
             return None
-        if kept[0] != anchor[0]:
+        if kept.key != anchor[0]:
             return None
         own = anchor[1]
         target, _ = self._columns(own, space)
@@ -388,7 +394,9 @@ class InvalidityFitter:
         columns = np.r_[np.arange(ps), target]  # anchor column j -> fit column columns[j]
         blocks = (target[:: space.n_context] - ps) // space.n_context  # anchor -> fit block
         k = anchor_size(table.n)
-        return _PrefixRows(table, space, block_of, k, start, columns, blocks, kept[1], kept[2])
+        levels = self.shift_levels(space) if self.shift_levels is not None else None
+        wide = None if levels is None else levels.wide_variance
+        return _PrefixRows(table, space, block_of, k, start, columns, blocks, kept, wide)
 
     def _start(
         self, table: RowTable, space: DesignSpace, alias: dict[str, str], prior: Prior
@@ -418,7 +426,7 @@ class InvalidityFitter:
                 return None
             self._anchor = (key, own, anchor.coef_)
             if self.method == "laplace_prefix" and own.size <= DENSE_MAX_SIZE:
-                self._expansion = (key, anchor.expansion(), {})
+                self._expansion = _Expansions(key, anchor.expansion(), (mu, var), own.shared_size)
         _, own, gamma = self._anchor
         start, _ = prior(space)
         start = start.copy()
@@ -446,15 +454,36 @@ class InvalidityFitter:
 INVALIDITY_FITS = ("exact", "laplace_prefix")
 
 
+@dataclass
+class _Expansions:
+    """The anchor rows' loss to second order, kept with one anchor (``laplace_prefix``).
+
+    ``narrow``: at the anchor MAP (every card at the narrow level). ``levels``: at the MAP
+    of the same rows with the anchor blocks of the key at the wide level, made when first
+    asked (Newton from the narrow MAP; None when that fit fails). ``cards``: (wide blocks,
+    block) -> that block's own anchor rows at the same point. All in the anchor's space.
+    """
+
+    key: object
+    narrow: Quadratic
+    prior: tuple[np.ndarray, np.ndarray]  # the anchor space's (mu, v), narrow level
+    shared_size: int
+    levels: dict[frozenset[int], Quadratic | None] = field(default_factory=dict)
+    cards: dict[tuple[frozenset[int], int], Quadratic] = field(default_factory=dict)
+
+
 class _PrefixRows:
     """``invalidity.PrefixRows`` of one ``laplace_prefix`` fit on the first ``table.n`` rows.
 
-    The rows since the anchor (``k`` rows) and every row of the lineage blocks asked for are
-    fitted exactly; the anchor's other rows are its rows' expansion at the anchor MAP minus
-    the expansions of the asked blocks' own anchor rows (each made once per anchor, in the
-    anchor's space), mapped into the fit's space: anchor column j -> ``columns[j]``; the
-    fit's columns no anchor row touches get no curvature. Everything here is a function of
-    the rows and the anchor, so a resumed run fits the same bits.
+    ``terms(wide)``, ``wide`` the lineage blocks at the wide level: the rows since the anchor
+    (``k`` rows) and every row of the wide blocks are fitted exactly; the anchor's other
+    rows are their loss's expansion at the MAP of the anchor rows under the same levels
+    (``_Expansions``: the anchor rows' expansion minus the wide blocks' own), mapped into the
+    fit's space: anchor column j -> ``columns[j]``; a fit column no anchor row touches gets
+    no curvature. A card's level moves the problem's own invalid logit too, so the point
+    must have the fit's levels. When the anchor rows' fit under those levels fails, every
+    row is fitted exactly. Everything here is a function of the rows and the anchor, so a
+    resumed run fits the same bits.
     """
 
     def __init__(
@@ -466,13 +495,14 @@ class _PrefixRows:
         point: np.ndarray,
         columns: np.ndarray,
         blocks: np.ndarray,
-        anchor: Quadratic,
-        cards: dict[int, Quadratic],
+        anchor: _Expansions,
+        wide_variance: float | None,
     ) -> None:
         self.design = table.design(block_of, len(space.lineages))  # its first table.n rows
         self.invalid = table.invalid[: table.n]
         self.k, self.size, self.point = k, space.size, point
-        self.columns, self.anchor, self.cards = columns, anchor, cards
+        self.columns, self.anchor, self.wide_variance = columns, anchor, wide_variance
+        self.width = space.n_context
         self.own = {int(b): j for j, b in enumerate(blocks.tolist())}  # fit -> anchor block
         self._terms: dict[frozenset[int], tuple[np.ndarray, np.ndarray, Quadratic]] = {}
 
@@ -481,19 +511,27 @@ class _PrefixRows:
         if kept is not None:
             return kept
         lineage, k = self.design.lineage, self.k
+        own = frozenset(self.own[b] for b in exact if b in self.own)
+        quad = self._level(own)
+        if quad is None:  # the anchor rows' fit at these levels failed: every row exactly
+            rows = np.arange(len(lineage))
+            zero = Quadratic(self.point, 0.0, np.zeros(self.size), np.zeros((self.size,) * 2))
+            kept = self._terms[exact] = (self._rows(rows), self.invalid[rows], zero)
+            return kept
         asked = np.array(sorted(exact), dtype=int)
         rows = np.r_[np.flatnonzero(np.isin(lineage[:k], asked)), np.arange(k, len(lineage))]
-        quad = self.anchor
-        for block in sorted(self.own[b] for b in exact if b in self.own):
-            card = self._card(block)
+        for block in sorted(own):
+            card = self._card(own, block, quad.point)
             quad = Quadratic(
                 quad.point, quad.value - card.value, quad.grad - card.grad, quad.hess - card.hess
             )
+        point = self.point.copy()
+        point[self.columns] = quad.point
         grad = np.zeros(self.size)
         hess = np.zeros((self.size, self.size))
         grad[self.columns] = quad.grad
         hess[np.ix_(self.columns, self.columns)] = quad.hess
-        mapped = Quadratic(self.point, quad.value, grad, hess)
+        mapped = Quadratic(point, quad.value, grad, hess)
         kept = self._terms[exact] = (self._rows(rows), self.invalid[rows], mapped)
         return kept
 
@@ -503,24 +541,42 @@ class _PrefixRows:
         part = BlockDesign(d.shared[rows], d.lineage[rows], d.lineage_part[rows], d.n_lineages)
         return part.to_dense()
 
-    def _card(self, block: int) -> Quadratic:
-        """The expansion of anchor block ``block``'s own anchor rows at the anchor MAP, in the
-        anchor's space (kept with the anchor)."""
+    def _level(self, wide: frozenset[int]) -> Quadratic | None:
+        """The anchor rows' expansion at their MAP with the anchor blocks ``wide`` at the wide
+        level (kept with the anchor)."""
+        kept = self.anchor
+        if not wide:
+            return kept.narrow
+        if wide in kept.levels:
+            return kept.levels[wide]
+        assert self.wide_variance is not None
+        mu, var = kept.prior
+        var = var.copy()
+        var[[kept.shared_size + j * self.width for j in sorted(wide)]] = self.wide_variance
+        x = self._rows(np.arange(self.k))[:, self.columns]
+        head = LogisticLaplaceHead(mu, var).fit(x, self.invalid[: self.k], start=kept.narrow.point)
+        quad = head.expansion() if head.ok_ else None
+        kept.levels[wide] = quad
+        return quad
+
+    def _card(self, wide: frozenset[int], block: int, at: np.ndarray) -> Quadratic:
+        """The expansion of anchor block ``block``'s own anchor rows at ``at`` (the point of
+        the levels ``wide``), in the anchor's space (kept with the anchor)."""
         from scipy.special import expit
 
-        kept = self.cards.get(block)
+        kept = self.anchor.cards.get((wide, block))
         if kept is not None:
             return kept
         fit_block = next(b for b, j in self.own.items() if j == block)
         rows = np.flatnonzero(self.design.lineage[: self.k] == fit_block)
         x = self._rows(rows)[:, self.columns]
         d = self.invalid[rows]
-        eta = x @ self.anchor.point
+        eta = x @ at
         p = expit(eta)
         w = p * (1.0 - p)
         value = float(np.sum(np.logaddexp(0.0, eta) - d * eta))
-        card = Quadratic(self.anchor.point, value, x.T @ (p - d), x.T @ (w[:, None] * x))
-        self.cards[block] = card
+        card = Quadratic(at, value, x.T @ (p - d), x.T @ (w[:, None] * x))
+        self.anchor.cards[(wide, block)] = card
         return card
 
 

@@ -113,6 +113,7 @@ class HeadFitter:
             rag_contrast,
             shift_levels=self._shift_levels,
             method=posterior.invalidity_fit,
+            prefix_min_rows=posterior.invalidity_prefix_min_rows,
         )
         self.current: tuple[FitKey, HeadFit] | None = None  # (cache key, fit)
         # per head: (the inputs it was fitted on, the fitted head); see ``_head``
