@@ -1,7 +1,7 @@
 """One Gaussian head fit at scale: fresh, and with the block sums kept from the last fit.
 
     python benchmarks/bench_head_fit.py [--cards 1000] [--rows 10000] [--reps 5]
-        [--baseline PATH]
+        [--baseline PATH] [--prefix]
 
 Builds the synthetic ledger of ``bench_memory_scale`` (``--cards`` cards, ``--rows``
 history decisions), then drives live mutants through the provider and, after each of the
@@ -23,6 +23,12 @@ refit), CPU ms median over the states and passes, with the anchor made once befo
 timed fits (it is refitted once per 1/16 growth of the rows). With ``--baseline`` the
 other checkout fits the same rows, and the digest of the fitted coefficients' bits is
 compared (the same bits: the same MAP, a resumed run unchanged).
+
+``--prefix`` (session 10) also fits the same states with ``invalidity_fit: laplace_prefix``
+(the rows before the anchor as their loss's second-order expansion, memory-model.md "The
+prefix in Laplace form"; dense designs only, so use a small bank, e.g. ``--cards 8``): CPU
+ms median, and its error against the exact fit: the largest |mean difference| in posterior
+sds and relative difference of a marginal variance over the coefficients and the states.
 """
 
 from __future__ import annotations
@@ -107,8 +113,11 @@ def _prefix(table: Any, n: int) -> Any:
     return out
 
 
-def _time_invalidity(states: list[dict[str, Any]], reps: int) -> dict[str, Any]:
-    """CPU ms (median) of the invalidity fits of states[1:], and a digest of their bits."""
+def _time_invalidity(
+    states: list[dict[str, Any]], reps: int, method: str | None = None
+) -> dict[str, Any]:
+    """CPU ms (median) of the invalidity fits of states[1:], and a digest of their bits
+    (``method``: the fitter's ``invalidity_fit``; None: the checkout's default)."""
     import hashlib
 
     from gigaevo.memory.v2.read.headrows import InvalidityFitter
@@ -119,10 +128,11 @@ def _time_invalidity(states: list[dict[str, Any]], reps: int) -> dict[str, Any]:
     def prior(space: Any) -> Any:
         return invalidity_prior(post, space)
 
-    times, digest = [], hashlib.sha256()
+    times, digest, heads = [], hashlib.sha256(), []
+    kw = {} if method is None else {"method": method}
     for rep in range(reps):
         fitter = InvalidityFitter(
-            post.kind_contrast, rag, shift_levels=lambda space: shift_levels(post, space)
+            post.kind_contrast, rag, shift_levels=lambda space: shift_levels(post, space), **kw
         )
         fitter.fit(*states[0]["invalidity"], prior)  # the anchor, untimed
         for state in states[1:]:
@@ -131,8 +141,24 @@ def _time_invalidity(states: list[dict[str, Any]], reps: int) -> dict[str, Any]:
             times.append(time.process_time() - c)
             if rep == 0:
                 digest.update(np.ascontiguousarray(head.coef_).tobytes())
+                heads.append(head)
     rows = states[-1]["invalidity"][0].n
-    return {"ms": 1e3 * statistics.median(times), "bits": digest.hexdigest()[:16], "rows": rows}
+    out = {"ms": 1e3 * statistics.median(times), "bits": digest.hexdigest()[:16], "rows": rows}
+    if method is not None:
+        out["heads"] = heads
+        out["prefix_fits"] = getattr(fitter, "prefix_fits", 0)
+    return out
+
+
+def _prefix_errors(exact: list[Any], prefix: list[Any]) -> tuple[float, float]:
+    """(max |mean difference| / posterior sd, max relative difference of a marginal
+    variance) of the prefix heads against the exact ones (dense fits)."""
+    mean = var = 0.0
+    for e, p in zip(exact, prefix, strict=True):
+        ve, vp = np.diag(e.coef_cov_), np.diag(p.coef_cov_)
+        mean = max(mean, float(np.max(np.abs(p.coef_ - e.coef_) / np.sqrt(ve))))
+        var = max(var, float(np.max(np.abs(vp / ve - 1.0))))
+    return mean, var
 
 
 def _states(n_cards: int, n_rows: int) -> list[dict[str, Any]]:
@@ -206,6 +232,11 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=10_000)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--baseline", type=Path, help="another checkout: its fresh fits")
+    ap.add_argument(
+        "--prefix",
+        action="store_true",
+        help="also time the invalidity fit with invalidity_fit=laplace_prefix, and its error",
+    )
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--stats", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -250,6 +281,19 @@ def main() -> None:
         )
         line += f"; same bits: {'yes' if other['bits'] == invalidity['bits'] else 'NO'})"
     print(line)
+    if args.prefix:
+        exact = _time_invalidity(states, args.reps, "exact")
+        prefix = _time_invalidity(states, args.reps, "laplace_prefix")
+        if prefix["prefix_fits"]:
+            mean, var = _prefix_errors(exact["heads"], prefix["heads"])
+            print(
+                f"invalidity fit, laplace_prefix: {prefix['ms']:6.1f} CPU ms (exact, timed again:"
+                f" {exact['ms']:6.1f}; exact / prefix {exact['ms'] / prefix['ms']:.2f});"
+                f" max |mean difference| {mean:.2g} posterior sd, max variance difference"
+                f" {var:.2%} (over the {len(exact['heads'])} states)"
+            )
+        else:
+            print("invalidity fit, laplace_prefix: no prefix fit (a wide design: the exact fit)")
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
 
 

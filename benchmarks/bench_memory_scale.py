@@ -4,7 +4,7 @@ Usage:
     .venv/bin/python benchmarks/bench_memory_scale.py [--mutants 10000]
         [--rows 1000 10000 50000] [--cards 100 1000] [--measure 150] [--skip-run]
         [--skip-synthetic] [--none] [--components] [--baseline PATH] [--bank-writes N]
-        [--profile A:B[,C:D]] [--profile-out DIR]
+        [--profile A:B[,C:D]] [--profile-out DIR] [--set KEY=VALUE ...]
 
 Part 1, a real run: ``run.py problem.name=rastrigin max_mutants=--mutants`` (default
 config: memory=v2, offline LLM and memory LLM, sandboxed evaluator) in a temporary
@@ -14,6 +14,8 @@ process tree (this process and its evaluator workers, sampled every 0.5 s) and t
 ``decide`` / ``observe`` per call (CPU of the calling thread, wall). ``--none``
 also runs memory=none pipeline=guided with the same budget, side by side. ``--profile``
 profiles the memory thread and the main thread in windows of decisions (``WindowProfiles``).
+``--set KEY=VALUE`` passes Hydra overrides to the memory=v2 run (repeatable), e.g.
+``--set memory.posterior_config.invalidity_fit=laplace_prefix``.
 
 Part 2, the memory alone at a given ledger length: for each bank size (synthetic insight
 cards of the task) and ledger length (synthetic history of another run: ~45 %
@@ -293,6 +295,8 @@ def real_run(mutants: int, *overrides: str, profile: WindowProfiles | None = Non
     with tempfile.TemporaryDirectory() as tmp:
         cfg = run_config(tmp, "problem=rastrigin", f"max_mutants={mutants}", *overrides)
         print(f"config: {describe(cfg)}", flush=True)
+        if overrides:
+            print(f"overrides: {' '.join(overrides)}", flush=True)
         started = time.perf_counter()
         with PeakSampler() as sampler, MemoryCalls() as calls, profile or nullcontext():
             run_from_config(cfg, show_progress=False)
@@ -629,6 +633,13 @@ def main() -> None:
         " decisions, e.g. 200:1200,8800:9800 (prints the largest cumulative terms)",
     )
     ap.add_argument("--profile-out", type=Path, help="also dump those profiles here (pstats)")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="part 1: a Hydra override of the memory=v2 run (repeatable)",
+    )
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:  # one setting of part 2 on this package; JSON on the last line
@@ -688,7 +699,7 @@ def main() -> None:
     if not args.skip_run:
         windows = [tuple(map(int, w.split(":"))) for w in args.profile.split(",") if w]
         profile = WindowProfiles(windows, args.profile_out) if windows else None  # type: ignore[arg-type]
-        real_run(args.mutants, profile=profile)
+        real_run(args.mutants, *args.set, profile=profile)
         if args.none:
             real_run(args.mutants, "memory=none", "pipeline=guided")
     print(f"load average at end: {os.getloadavg()[0]:.2f}")

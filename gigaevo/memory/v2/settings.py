@@ -181,6 +181,14 @@ class PosteriorSettings:
             chosen one, so at 0.1 a card with 4 of 15 cited rows invalid against 8 % was
             valued as if it left the rate alone (p_1 - p_0 = +0.008; a flat Beta-binomial
             says +0.21) and kept being delivered (memory-model.md "Card shift levels").
+        invalidity_fit: ``exact`` (every fit passes over all the invalidity head's rows) or
+            ``laplace_prefix`` (the rows before the latest anchor enter as their loss's
+            second-order expansion at the anchor MAP: a fit passes over the rows since,
+            memory-model.md "The prefix in Laplace form"; an approximation, off by default).
+        invalidity_prefix_min_rows: with ``laplace_prefix``, the fits on fewer rows are
+            exact (>= 256, the first anchor): below ~1,000 rows the problem's own invalid
+            logit still moves enough between anchors to put the variances off by 5-17 %,
+            and the exact fit is cheap there.
     """
 
     baseline_prior_sd: float = 0.75
@@ -200,6 +208,8 @@ class PosteriorSettings:
     invalidity_baseline_intercept_prior_sd: float | None = 1.5
     invalidity_lineage_intercept_prior_sd: float | None = 2.0
     invalidity_shift_wide_weight: float = 0.3
+    invalidity_fit: Literal["exact", "laplace_prefix"] = "exact"
+    invalidity_prefix_min_rows: int = 1024
 
     def __post_init__(self) -> None:
         for name in (
@@ -234,6 +244,11 @@ class PosteriorSettings:
         for name in ("unknown_measurement_sd", "lineage_measurement_sd"):
             if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.invalidity_prefix_min_rows < 256:
+            raise ValueError(
+                "invalidity_prefix_min_rows must be >= 256 (the first anchor), got "
+                f"{self.invalidity_prefix_min_rows}"
+            )
         if not 0 < self.invalidity_base_rate < 1:
             raise ValueError(
                 f"invalidity_base_rate must lie in (0, 1), got {self.invalidity_base_rate}"

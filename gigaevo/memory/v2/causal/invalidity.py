@@ -87,6 +87,42 @@ def card_shift_levels(
     return ShiftLevels(np.arange(shared_size, size, width), width * wide_sd**2, weight)
 
 
+@dataclass(frozen=True)
+class Quadratic:
+    """A sum of logistic losses to second order around ``point`` (memory-model.md "Invalidity
+    head and chance constraint", "The prefix in Laplace form"): value + grad'r + r'H r / 2,
+    r = gamma - point. The prior is not in it.
+
+    Attributes:
+        point: the expansion point, (P,).
+        value: sum log(1 + e^eta) - d eta at ``point``.
+        grad: X'(expit(eta) - d) at ``point``, (P,).
+        hess: X' diag(p (1 - p)) X at ``point``, (P, P).
+    """
+
+    point: np.ndarray
+    value: float
+    grad: np.ndarray
+    hess: np.ndarray
+
+    def at(self, g: np.ndarray) -> tuple[float, np.ndarray]:
+        """(value, gradient) of the quadratic at g."""
+        r = g - self.point
+        hr = self.hess @ r
+        return self.value + float(self.grad @ r) + 0.5 * float(r @ hr), self.grad + hr
+
+
+class PrefixRows(Protocol):
+    """The rows of a ``laplace_prefix`` fit: the rows fitted exactly and the quadratic that
+    stands for the others (``headrows.InvalidityFitter``)."""
+
+    def terms(self, exact: frozenset[int]) -> tuple[np.ndarray, np.ndarray, Quadratic]:
+        """(dense design of the rows fitted exactly, their 0/1 indicators, the quadratic of
+        the other rows) with the lineage blocks ``exact`` at the wide level (their rows
+        fitted exactly) and the others at the narrow one."""
+        ...
+
+
 class LogisticLaplaceHead:
     """D ~ Bernoulli(expit(z'gamma)), gamma ~ N(mu, diag(v)); MAP + Laplace posterior.
 
@@ -120,6 +156,11 @@ class LogisticLaplaceHead:
         self._gram: tuple[bytes, object] | None = None  # (g's bits, X'WX at g)
         # (g's bits, eta = X g, the likelihood's value and gradient at g): see ``_likelihood``
         self._lik: tuple[bytes, np.ndarray, np.float64, np.ndarray] | None = None
+        # ``fit_prefix``: the rows' source, the quadratic standing for the rows not in the
+        # design, and the lineage blocks whose rows are all in the design
+        self._prefix: PrefixRows | None = None
+        self._quad: Quadratic | None = None
+        self._exact: frozenset[int] = frozenset()
 
     def _xdot(self, g: np.ndarray) -> np.ndarray:
         if isinstance(self._x, BlockDesign):
@@ -145,7 +186,11 @@ class LogisticLaplaceHead:
         if kept is None or kept[0] != key:
             eta = self._xdot(g)
             value = np.sum(np.logaddexp(0.0, eta) - self._d * eta)
-            kept = self._lik = (key, eta, value, self._xtdot(expit(eta) - self._d))
+            grad = self._xtdot(expit(eta) - self._d)
+            if self._quad is not None:  # ``fit_prefix``: the rows the quadratic stands for
+                q_value, q_grad = self._quad.at(g)
+                value, grad = value + q_value, grad + q_grad
+            kept = self._lik = (key, eta, value, grad)
         return kept[1], kept[2], kept[3]
 
     def _objective(self, g: np.ndarray) -> tuple[float, np.ndarray]:
@@ -168,6 +213,8 @@ class LogisticLaplaceHead:
                 data: object = self._rows.gram(w)
             else:
                 data = self._x.T @ (w[:, None] * self._x)
+                if self._quad is not None:
+                    data = data + self._quad.hess
             self._gram = (key, data)
         data = self._gram[1]
         if isinstance(self._x, BlockDesign):
@@ -194,7 +241,7 @@ class LogisticLaplaceHead:
         if isinstance(self._x, np.ndarray):
             self._x = self._x.reshape(-1, len(self._mu))
         self._d = np.asarray(d, dtype=float).reshape(-1)
-        self._gram = self._lik = None
+        self._gram = self._lik = self._quad = self._prefix = None
         if isinstance(self._x, BlockDesign):
             self._rows = _TreatedRows(self._x)
         n = len(self._x.lineage) if isinstance(self._x, BlockDesign) else len(self._x)
@@ -217,6 +264,61 @@ class LogisticLaplaceHead:
             self._widen(gamma)
         return self
 
+    def fit_prefix(
+        self, rows: PrefixRows, start: np.ndarray, exact: frozenset[int] = frozenset()
+    ) -> LogisticLaplaceHead:
+        """Fit with the rows before an anchor in Laplace form (``invalidity_fit:
+        laplace_prefix``; memory-model.md "The prefix in Laplace form").
+
+        J(gamma) = prior + Q(gamma) + the logistic loss of the rows fitted exactly, Q the
+        second-order expansion of the other rows' loss at the anchor rows' MAP under the
+        same shift levels. Newton steps from ``start`` pass over the rows fitted exactly
+        only; the Laplace precision is diag(1/v) + Q's Hessian + their Fisher information,
+        the log evidence takes Q's value. ``exact``: the lineage blocks at the wide level
+        (``rows.terms`` fits all their rows exactly); the wide-level refit and
+        ``with_level`` ask for the blocks of their own levels. Dense designs only.
+        """
+        self._mu = np.asarray(self.prior_mean, dtype=float)
+        self._v = np.asarray(self.prior_variance, dtype=float)
+        self._prefix = rows
+        self._load(exact)
+        gamma = self._newton(np.asarray(start, dtype=float).copy())
+        self._finish(gamma)
+        self.wide_columns_ = np.zeros(0, dtype=int)
+        if self.ok_ and self.shift_levels is not None:
+            self._widen(gamma)
+        return self
+
+    def _load(self, exact: frozenset[int]) -> None:
+        """Take the rows fitted exactly and the quadratic of the others from ``_prefix``."""
+        assert self._prefix is not None
+        x, d, quad = self._prefix.terms(exact)
+        self._x = np.asarray(x, dtype=float).reshape(-1, len(self._mu))
+        self._d = np.asarray(d, dtype=float).reshape(-1)
+        if len(self._d) != len(self._x) or not np.all(np.isin(self._d, (0.0, 1.0))):
+            raise DesignError("invalid indicators must be 0/1 and match the design rows")
+        self._quad, self._exact = quad, exact
+        self._gram = self._lik = None
+
+    def _blocks(self, columns: np.ndarray) -> frozenset[int]:
+        """The lineage blocks of lineage columns (the block layout's)."""
+        if self.block_layout is None:
+            raise DesignError("a laplace_prefix fit needs the block layout")
+        ps, width = self.block_layout
+        return frozenset(int(b) for b in (np.asarray(columns, dtype=int) - ps) // width)
+
+    def expansion(self) -> Quadratic:
+        """The rows' loss to second order at the MAP (the prior not included): its value,
+        gradient X'(p - d) and Fisher information X'WX, as the fit computed them. Dense
+        designs only (the anchor of a ``laplace_prefix`` fit)."""
+        self._require_ok()
+        if not isinstance(self._x, np.ndarray):
+            raise DesignError("the expansion of a block-design fit is not kept")
+        _, value, grad = self._likelihood(self.coef_)
+        self._fisher(self.coef_)  # X'WX at the MAP: kept by the fit (no pass)
+        assert self._gram is not None and isinstance(self._gram[1], np.ndarray)
+        return Quadratic(self.coef_.copy(), float(value), grad.copy(), self._gram[1].copy())
+
     def _finish(self, gamma: np.ndarray) -> None:
         self.coef_ = gamma
         self.gradient_norm_ = float(np.max(np.abs(self._objective(gamma)[1])))
@@ -237,6 +339,8 @@ class LogisticLaplaceHead:
             return
         self._v = self._v.copy()
         self._v[wide] = levels.wide_variance
+        if self._prefix is not None:  # the rows at these levels (``PrefixRows.terms``)
+            self._load(self._exact | self._blocks(wide))
         self._finish(self._newton(gamma.copy()))
         self.wide_columns_ = wide
 
@@ -252,6 +356,10 @@ class LogisticLaplaceHead:
         variance = self._v.copy()
         variance[column] = levels.wide_variance if wide else self.prior_variance[column]
         head = LogisticLaplaceHead(self.prior_mean, variance, self.block_layout)
+        if self._prefix is not None:  # the same rows; the wide cards' fitted exactly
+            block = self._blocks(np.array([column]))
+            exact = self._exact | block if wide else self._exact - block
+            return head.fit_prefix(self._prefix, self.coef_, exact)
         return head.fit(self._x, self._d, start=self.coef_)
 
     def log_evidence(self) -> float:

@@ -42,7 +42,7 @@ from gigaevo.memory.v2.causal import (
 )
 from gigaevo.memory.v2.causal import RewardDefinition as CausalReward
 from gigaevo.memory.v2.causal.arrowhead import DENSE_MAX_SIZE, row_products
-from gigaevo.memory.v2.causal.invalidity import ShiftLevels
+from gigaevo.memory.v2.causal.invalidity import Quadratic, ShiftLevels
 from gigaevo.memory.v2.causal.suffstats import GaussianStatistics, RowTerms
 from gigaevo.memory.v2.evidence import LineageRow, Observation, SelectionEvidence
 from gigaevo.memory.v2.settings import PosteriorSettings
@@ -321,6 +321,15 @@ class InvalidityFitter:
     The anchor depends only on those rows and the aliases of their cards, so a resumed
     run starts every fit where the uninterrupted run did and finds the same MAP, bit for
     bit. Below ``ANCHOR_MIN`` rows a fit starts at the prior mean, as before.
+
+    ``method="laplace_prefix"`` (``memory.posterior_config.invalidity_fit``; memory-model.md
+    "The prefix in Laplace form"): on a dense design (P <= ``DENSE_MAX_SIZE``) with an
+    anchor, the anchor's rows enter the fit as their loss's second-order expansion at the
+    anchor MAP (kept with the anchor), so Newton passes over the rows since the anchor only
+    (and over the rows of the cards whose level changed, ``LogisticLaplaceHead.fit_prefix``).
+    Wide designs, fits below ``prefix_min_rows`` rows (1,024: below, the prefix's Fisher
+    information, taken at the anchor point, is off by 5-17 % and the exact fit is cheap)
+    and a prefix fit that fails take the exact fit.
     """
 
     def __init__(
@@ -328,13 +337,21 @@ class InvalidityFitter:
         kind_contrast: bool,
         rag_contrast: bool,
         shift_levels: Callable[[DesignSpace], ShiftLevels | None] | None = None,
+        method: str = "exact",
+        prefix_min_rows: int = 1024,
     ) -> None:
+        if method not in INVALIDITY_FITS:
+            raise ValueError(f"invalidity_fit must be one of {INVALIDITY_FITS}, got {method!r}")
         self.kind_contrast, self.rag_contrast = kind_contrast, rag_contrast
         self.shift_levels = shift_levels  # memory-model.md "Card shift levels"
+        self.method, self.prefix_min_rows = method, max(ANCHOR_MIN, prefix_min_rows)
         self._anchor: tuple[object, DesignSpace, np.ndarray] | None = None
         # (anchor space, fit space, their lineage columns): see ``_columns``
         self._mapped: tuple[DesignSpace, DesignSpace, np.ndarray, np.ndarray] | None = None
+        # laplace_prefix: the anchor rows' expansions (``_Expansions``)
+        self._expansion: _Expansions | None = None
         self.anchors = 0  # anchor fits so far
+        self.prefix_fits = 0  # fits made with the prefix in Laplace form
 
     def fit(
         self,
@@ -347,8 +364,39 @@ class InvalidityFitter:
         start = self._start(table, space, alias, prior)
         block_of = {k: space.lineage_position(alias.get(k, k)) for k in table.keys}
         levels = self.shift_levels(space) if self.shift_levels is not None else None
-        head = LogisticLaplaceHead(mu, var, (space.shared_size, space.n_context), levels)
+        layout = (space.shared_size, space.n_context)
+        if (
+            self.method == "laplace_prefix"
+            and start is not None
+            and table.n >= self.prefix_min_rows
+        ):
+            rows = self._prefix(table, space, block_of, start)
+            if rows is not None:
+                prefixed = LogisticLaplaceHead(mu, var, layout, levels).fit_prefix(rows, start)
+                if prefixed.ok_:
+                    self.prefix_fits += 1
+                    return prefixed
+        head = LogisticLaplaceHead(mu, var, layout, levels)
         return head.fit(_design(table, block_of, space), table.invalid[: table.n], start=start)
+
+    def _prefix(
+        self, table: RowTable, space: DesignSpace, block_of: dict[str, int], start: np.ndarray
+    ) -> _PrefixRows | None:
+        """The rows of a ``laplace_prefix`` fit (None: the exact fit, on a wide design)."""
+        kept, anchor = self._expansion, self._anchor
+        if space.size > DENSE_MAX_SIZE or kept is None or anchor is None:
+            return None
+        if kept.key != anchor[0]:
+            return None
+        own = anchor[1]
+        target, _ = self._columns(own, space)
+        ps = space.shared_size
+        columns = np.r_[np.arange(ps), target]  # anchor column j -> fit column columns[j]
+        blocks = (target[:: space.n_context] - ps) // space.n_context  # anchor -> fit block
+        k = anchor_size(table.n)
+        levels = self.shift_levels(space) if self.shift_levels is not None else None
+        wide = None if levels is None else levels.wide_variance
+        return _PrefixRows(table, space, block_of, k, start, columns, blocks, kept, wide)
 
     def _start(
         self, table: RowTable, space: DesignSpace, alias: dict[str, str], prior: Prior
@@ -377,6 +425,8 @@ class InvalidityFitter:
                 self._anchor = None
                 return None
             self._anchor = (key, own, anchor.coef_)
+            if self.method == "laplace_prefix" and own.size <= DENSE_MAX_SIZE:
+                self._expansion = _Expansions(key, anchor.expansion(), (mu, var), own.shared_size)
         _, own, gamma = self._anchor
         start, _ = prior(space)
         start = start.copy()
@@ -399,6 +449,135 @@ class InvalidityFitter:
         source = own.shared_size + np.arange(len(own.lineages))[:, None] * own.n_context + width
         self._mapped = (own, space, target, source.reshape(-1))
         return target, self._mapped[3]
+
+
+INVALIDITY_FITS = ("exact", "laplace_prefix")
+
+
+@dataclass
+class _Expansions:
+    """The anchor rows' loss to second order, kept with one anchor (``laplace_prefix``).
+
+    ``narrow``: at the anchor MAP (every card at the narrow level). ``levels``: at the MAP
+    of the same rows with the anchor blocks of the key at the wide level, made when first
+    asked (Newton from the narrow MAP; None when that fit fails). ``cards``: (wide blocks,
+    block) -> that block's own anchor rows at the same point. All in the anchor's space.
+    """
+
+    key: object
+    narrow: Quadratic
+    prior: tuple[np.ndarray, np.ndarray]  # the anchor space's (mu, v), narrow level
+    shared_size: int
+    levels: dict[frozenset[int], Quadratic | None] = field(default_factory=dict)
+    cards: dict[tuple[frozenset[int], int], Quadratic] = field(default_factory=dict)
+
+
+class _PrefixRows:
+    """``invalidity.PrefixRows`` of one ``laplace_prefix`` fit on the first ``table.n`` rows.
+
+    ``terms(wide)``, ``wide`` the lineage blocks at the wide level: the rows since the anchor
+    (``k`` rows) and every row of the wide blocks are fitted exactly; the anchor's other
+    rows are their loss's expansion at the MAP of the anchor rows under the same levels
+    (``_Expansions``: the anchor rows' expansion minus the wide blocks' own), mapped into the
+    fit's space: anchor column j -> ``columns[j]``; a fit column no anchor row touches gets
+    no curvature. A card's level moves the problem's own invalid logit too, so the point
+    must have the fit's levels. When the anchor rows' fit under those levels fails, every
+    row is fitted exactly. Everything here is a function of the rows and the anchor, so a
+    resumed run fits the same bits.
+    """
+
+    def __init__(
+        self,
+        table: RowTable,
+        space: DesignSpace,
+        block_of: dict[str, int],
+        k: int,
+        point: np.ndarray,
+        columns: np.ndarray,
+        blocks: np.ndarray,
+        anchor: _Expansions,
+        wide_variance: float | None,
+    ) -> None:
+        self.design = table.design(block_of, len(space.lineages))  # its first table.n rows
+        self.invalid = table.invalid[: table.n]
+        self.k, self.size, self.point = k, space.size, point
+        self.columns, self.anchor, self.wide_variance = columns, anchor, wide_variance
+        self.width = space.n_context
+        self.own = {int(b): j for j, b in enumerate(blocks.tolist())}  # fit -> anchor block
+        self._terms: dict[frozenset[int], tuple[np.ndarray, np.ndarray, Quadratic]] = {}
+
+    def terms(self, exact: frozenset[int]) -> tuple[np.ndarray, np.ndarray, Quadratic]:
+        kept = self._terms.get(exact)
+        if kept is not None:
+            return kept
+        lineage, k = self.design.lineage, self.k
+        own = frozenset(self.own[b] for b in exact if b in self.own)
+        quad = self._level(own)
+        if quad is None:  # the anchor rows' fit at these levels failed: every row exactly
+            rows = np.arange(len(lineage))
+            zero = Quadratic(self.point, 0.0, np.zeros(self.size), np.zeros((self.size,) * 2))
+            kept = self._terms[exact] = (self._rows(rows), self.invalid[rows], zero)
+            return kept
+        asked = np.array(sorted(exact), dtype=int)
+        rows = np.r_[np.flatnonzero(np.isin(lineage[:k], asked)), np.arange(k, len(lineage))]
+        for block in sorted(own):
+            card = self._card(own, block, quad.point)
+            quad = Quadratic(
+                quad.point, quad.value - card.value, quad.grad - card.grad, quad.hess - card.hess
+            )
+        point = self.point.copy()
+        point[self.columns] = quad.point
+        grad = np.zeros(self.size)
+        hess = np.zeros((self.size, self.size))
+        grad[self.columns] = quad.grad
+        hess[np.ix_(self.columns, self.columns)] = quad.hess
+        mapped = Quadratic(point, quad.value, grad, hess)
+        kept = self._terms[exact] = (self._rows(rows), self.invalid[rows], mapped)
+        return kept
+
+    def _rows(self, rows: np.ndarray) -> np.ndarray:
+        """The dense design of ``rows`` in the fit's space."""
+        d = self.design
+        part = BlockDesign(d.shared[rows], d.lineage[rows], d.lineage_part[rows], d.n_lineages)
+        return part.to_dense()
+
+    def _level(self, wide: frozenset[int]) -> Quadratic | None:
+        """The anchor rows' expansion at their MAP with the anchor blocks ``wide`` at the wide
+        level (kept with the anchor)."""
+        kept = self.anchor
+        if not wide:
+            return kept.narrow
+        if wide in kept.levels:
+            return kept.levels[wide]
+        assert self.wide_variance is not None
+        mu, var = kept.prior
+        var = var.copy()
+        var[[kept.shared_size + j * self.width for j in sorted(wide)]] = self.wide_variance
+        x = self._rows(np.arange(self.k))[:, self.columns]
+        head = LogisticLaplaceHead(mu, var).fit(x, self.invalid[: self.k], start=kept.narrow.point)
+        quad = head.expansion() if head.ok_ else None
+        kept.levels[wide] = quad
+        return quad
+
+    def _card(self, wide: frozenset[int], block: int, at: np.ndarray) -> Quadratic:
+        """The expansion of anchor block ``block``'s own anchor rows at ``at`` (the point of
+        the levels ``wide``), in the anchor's space (kept with the anchor)."""
+        from scipy.special import expit
+
+        kept = self.anchor.cards.get((wide, block))
+        if kept is not None:
+            return kept
+        fit_block = next(b for b, j in self.own.items() if j == block)
+        rows = np.flatnonzero(self.design.lineage[: self.k] == fit_block)
+        x = self._rows(rows)[:, self.columns]
+        d = self.invalid[rows]
+        eta = x @ at
+        p = expit(eta)
+        w = p * (1.0 - p)
+        value = float(np.sum(np.logaddexp(0.0, eta) - d * eta))
+        card = Quadratic(at, value, x.T @ (p - d), x.T @ (w[:, None] * x))
+        self.anchor.cards[(wide, block)] = card
+        return card
 
 
 def _design(

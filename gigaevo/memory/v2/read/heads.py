@@ -109,7 +109,11 @@ class HeadFitter:
         self._transfer_cache: dict[str, tuple[str, tuple[float, str]]] = {}  # card -> fit
         self.rows = HeadRows(evidence, reward, posterior, rag_contrast=rag_contrast)
         self.invalidity = InvalidityFitter(
-            posterior.kind_contrast, rag_contrast, shift_levels=self._shift_levels
+            posterior.kind_contrast,
+            rag_contrast,
+            shift_levels=self._shift_levels,
+            method=posterior.invalidity_fit,
+            prefix_min_rows=posterior.invalidity_prefix_min_rows,
         )
         self.current: tuple[FitKey, HeadFit] | None = None  # (cache key, fit)
         # per head: (the inputs it was fitted on, the fitted head); see ``_head``
