@@ -293,7 +293,10 @@ def main() -> None:
                 f" {var:.2%} (over the {len(exact['heads'])} states)"
             )
         else:
-            print("invalidity fit, laplace_prefix: no prefix fit (a wide design: the exact fit)")
+            print(
+                "invalidity fit, laplace_prefix: no prefix fit (fewer rows than"
+                " invalidity_prefix_min_rows, or a wide design: the exact fit)"
+            )
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
 
 
