@@ -585,7 +585,11 @@ def _counts(found: dict[str, str], equivalent: set[str]) -> str:
     counts = Counter(found.values())
     killed = counts["killed"] + counts["timeout"]
     survived = counts["survived"] + counts["no tests"]
-    eq = sum(1 for k, v in found.items() if v in ("survived", "no tests") and k in equivalent)
+    eq = sum(
+        1
+        for k, v in found.items()
+        if v in ("survived", "no tests") and k.rpartition(".")[2] in equivalent
+    )
     score = killed / (killed + survived) if killed + survived else float("nan")
     rest = killed / (killed + survived - eq) if killed + survived - eq else float("nan")
     return (
@@ -623,7 +627,7 @@ def report(
 def _listed(path: Path) -> set[str]:
     """The mutant names of a list file: the first word of each line, '#' comments."""
     lines = (line.split("#", 1)[0].split() for line in path.read_text().splitlines())
-    return {words[0] for words in lines if words}
+    return {words[0].rpartition(".")[2] for words in lines if words}  # without the module prefix
 
 
 def _equivalent(module: str) -> set[str]:
@@ -714,7 +718,9 @@ def main() -> None:
         if args.survivors:
             before = statuses(folder, module)
             again = ("survived", "no tests", *(("timeout",) if args.recheck_timeouts else ()))
-            names = sorted(k for k, v in before.items() if v in again and k not in skip)
+            names = sorted(
+                k for k, v in before.items() if v in again and k.rpartition(".")[2] not in skip
+            )
             refresh_tree(folder, module)
             if not names:
                 report(module, before, 0.0, folder, _equivalent(module) | skip)
