@@ -151,6 +151,9 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
             f"{T}/test_block_terms.py",
             f"{T}/test_planned_fit.py",
             f"{T}/test_stacked_nodes.py",
+            # the world draws read the pencil's nodes (PencilNodes.block_at, part_terms)
+            f"{T}/test_world_fast_paths.py",
+            f"{T}/test_arm_latents.py",
         ),
     ),
     "quadrature": (
