@@ -29,20 +29,16 @@ from gigaevo.memory.v2.causal.retirement import (
     sorted_threshold,
     wilson_upper,
 )
-from tests.memory.causal.simulate import CARD, card_world
+from tests.memory.causal.simulate import card_world
 from tests.memory.causal.test_retirement import _two_level_world, fit_heads, support
 
-CFG = RetirementConfig(
-    wilson_z=2.2, delta=0.12, safety_tolerance=2e-8, retirement_draws=3000
-)
+CFG = RetirementConfig(wilson_z=2.2, delta=0.12, safety_tolerance=2e-8, retirement_draws=3000)
 V = "evidence-version-pinned"
 
 
 def _check(heads: RetirementHeads, card, theta: float, n_controls: int) -> set[str]:
     """Judge ``card`` under CFG and check every evaluation; the branches seen."""
-    out = judge_card(
-        heads, card, n_controls=n_controls, theta=theta, evidence_version=V, cfg=CFG
-    )
+    out = judge_card(heads, card, n_controls=n_controls, theta=theta, evidence_version=V, cfg=CFG)
     contexts = card.sorted_contexts()
     seen = set()
     other = heads.other_level(card.lineage)
@@ -64,9 +60,7 @@ def _check(heads: RetirementHeads, card, theta: float, n_controls: int) -> set[s
             if head is None and want:
                 continue
             moments = heads.safety_moments(card.lineage, z0, z1, head)
-            acc = acceptance_probability(
-                *moments, delta=CFG.delta, tolerance=CFG.safety_tolerance
-            )
+            acc = acceptance_probability(*moments, delta=CFG.delta, tolerance=CFG.safety_tolerance)
             want.append(acc.error)
         assert e.safety_error == max(want) <= CFG.safety_tolerance
         seen.add("non-viable, other level" if e.other_level > 0 else "non-viable")

@@ -229,7 +229,6 @@ def test_threaded_world_draws_are_the_serial_ones() -> None:
         world_draws,
         world_latents,
     )
-
     from tests.memory.causal.test_world_fast_paths import _heads
 
     space = DesignSpace(4, tuple(f"L{i:02d}" for i in range(20)))
