@@ -34,6 +34,14 @@ for the "before" column. The surviving mutant names go to
 mutants (names in ``sample.txt``; the score then comes with its 95 % Wilson interval):
 an unbiased estimate of the module's score when the full run does not fit the machine's
 time; ``--survivors`` afterwards re-runs the sample's survivors only.
+``--changed-since COMMIT`` checks, on the current code, every mutant of the functions whose
+mutated code (docstrings, type hints and imports aside: mutmut mutates none of them) changed
+since the commit a module's recorded figure was measured at, plus ``--unchanged-sample N``
+(default 20) seeded mutants of the other functions as a check that their recorded verdicts
+reproduce; ``--changed-sample K`` checks a seeded shuffle's first K changed mutants instead
+of all (``--resume`` with a larger K adds to them). The report splits the two parts, and
+every report also gives the score without the survivors listed as equivalent in
+``benchmarks/mutation_equivalent/<module>.txt``.
 
 A benchmark-style job (tens of minutes per module on 2 shared cores): never part of
 ``.ci/run``.
@@ -42,6 +50,8 @@ A benchmark-style job (tens of minutes per module on 2 shared cores): never part
 from __future__ import annotations
 
 import argparse
+import ast
+import copy
 import json
 import math
 import os
@@ -76,11 +86,12 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
             f"{T}/test_invalidity_evidence.py",
             f"{T}/test_acceptance_near_singular.py",
             "tests/memory/test_invalidity_anchor.py",
+            f"{T}/test_invalidity_passes.py",
         ),
     ),
     "policy": (
         f"{CAUSAL}/policy.py",
-        (f"{T}/test_policy.py", f"{T}/test_world_fast_paths.py"),
+        (f"{T}/test_policy.py", f"{T}/test_world_fast_paths.py", f"{T}/test_exchangeable.py"),
     ),
     "ope": (f"{CAUSAL}/ope.py", (f"{T}/test_ope.py", f"{T}/test_ope_ground_truth.py")),
     "transfer": (
@@ -96,11 +107,29 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "features": (f"{CAUSAL}/features.py", (f"{T}/test_features.py",)),
     "selection": (
         f"{CAUSAL}/selection.py",
-        (f"{T}/test_selection.py", f"{T}/test_world_fast_paths.py", f"{T}/test_wide_designs.py"),
+        (
+            f"{T}/test_selection.py",
+            f"{T}/test_world_fast_paths.py",
+            f"{T}/test_wide_designs.py",
+            f"{T}/test_exchangeable.py",
+            f"{T}/test_selection_fork.py",
+        ),
+    ),
+    # the exchangeable cards' draws (session 6); never mutated before session 10
+    "exchangeable": (
+        f"{CAUSAL}/exchangeable.py",
+        (f"{T}/test_exchangeable.py", f"{T}/test_world_fast_paths.py"),
     ),
     "blr": (
         f"{CAUSAL}/blr.py",
-        (f"{T}/test_blr.py", f"{T}/test_suffstats.py", f"{T}/test_arrowhead_pinned.py"),
+        (
+            f"{T}/test_blr.py",
+            f"{T}/test_suffstats.py",
+            f"{T}/test_arrowhead_pinned.py",
+            f"{T}/test_planned_fit.py",
+            f"{T}/test_stacked_nodes.py",
+            f"{T}/test_block_terms.py",
+        ),
     ),
     "arrowhead": (
         f"{CAUSAL}/arrowhead.py",
@@ -109,6 +138,7 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
             f"{T}/test_wide_designs.py",
             f"{T}/test_suffstats.py",
             f"{T}/test_blr_pinned.py",
+            f"{T}/test_stacked_nodes.py",
         ),
     ),
     "spectral": (
@@ -118,16 +148,36 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
             f"{T}/test_arrowhead.py",
             f"{T}/test_blr_pinned.py",
             f"{T}/test_arrowhead_pinned.py",
+            f"{T}/test_block_terms.py",
+            f"{T}/test_planned_fit.py",
+            f"{T}/test_stacked_nodes.py",
+            # the world draws read the pencil's nodes (PencilNodes.block_at, part_terms)
+            f"{T}/test_world_fast_paths.py",
+            f"{T}/test_arm_latents.py",
         ),
     ),
-    "quadrature": (f"{CAUSAL}/quadrature.py", (f"{T}/test_blr.py", f"{T}/test_blr_pinned.py")),
+    "quadrature": (
+        f"{CAUSAL}/quadrature.py",
+        (f"{T}/test_blr.py", f"{T}/test_blr_pinned.py", f"{T}/test_planned_fit.py"),
+    ),
     "projection": (
         f"{CAUSAL}/projection.py",
-        (f"{T}/test_arm_latents.py", f"{T}/test_world_fast_paths.py"),
+        (
+            f"{T}/test_arm_latents.py",
+            f"{T}/test_world_fast_paths.py",
+            f"{T}/test_exchangeable.py",
+            f"{T}/test_stacked_nodes.py",
+        ),
     ),
     "suffstats": (
         f"{CAUSAL}/suffstats.py",
-        (f"{T}/test_suffstats.py", f"{T}/test_blr.py", f"{T}/test_blr_pinned.py"),
+        (
+            f"{T}/test_suffstats.py",
+            f"{T}/test_blr.py",
+            f"{T}/test_blr_pinned.py",
+            f"{T}/test_block_terms.py",
+            f"{T}/test_planned_fit.py",
+        ),
         # (and test_suffstats_pinned.py, as every module's own pinned file)
     ),
     "levels": (
@@ -164,6 +214,15 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
             "tests/memory/test_outcomes_lost.py",
         ),
     ),
+    # the reader's retirement sweep (session 10: never mutated before)
+    "evictor": (
+        "gigaevo/memory/v2/read/evictor.py",
+        (
+            "tests/memory/test_evictor.py",
+            "tests/memory/test_bounded_sweep.py",
+            "tests/memory/test_retirement_reproducible.py",
+        ),
+    ),
 }
 # modules tested from a fork server (``process_isolation = "forkserver"``): one process
 # imports gigaevo and collects the module's tests once (pytest --collect-only, no test run)
@@ -171,7 +230,7 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
 # and credit modules need it: their tests leave the librarian's and the reader's background
 # threads in the process that ran them, and a worker forked from it inherits their locks
 # held and waits for ever on one of them.
-FORK_SERVER = frozenset({"chance", "outcome", "outcomes"})
+FORK_SERVER = frozenset({"chance", "outcome", "outcomes", "evictor"})
 # modules whose selected test files hold slow tests that alone reach part of the module
 # (the suite's addopts deselect them: -m 'not slow'), with the extra pytest arguments that
 # select them: the recorder's exclusive lineage credit is checked only by
@@ -207,6 +266,8 @@ ARGS = ("-p", "no:cacheprovider", "-x", "-q", "--timeout=3600", "-n", "0")
 COPIED = ("gigaevo", "tests", "config", "run.py", "pyproject.toml")
 PRELOAD = "mutmut-preload.txt"
 SAMPLE = "sample.txt"
+CHANGED = "changed.txt"  # every mutant of the functions changed since --changed-since
+UNCHANGED = "unchanged.txt"  # the seeded sample of the other functions' mutants
 # mutmut's own first step (write the mutants, no tests), for drawing a sample of their names
 GENERATE = (
     "import os\n"
@@ -231,7 +292,9 @@ def _mutmut_section(module: str, tree: Path = ROOT, fresh: bool = False) -> str:
     # the module's pinned ground-truth tests: test_<module>_pinned.py beside its first test
     # file (tests/memory/causal/ for the causal package)
     tests = (*tests, f"{Path(tests[0]).parent}/test_{module}_pinned.py")
-    selection = [t for t in tests if not t.startswith("tests/") or (tree / t).exists()]
+    selection = [
+        t for t in tests if not t.startswith("tests/") or (tree / t.split("::")[0]).exists()
+    ]
     text = (
         "\n[tool.mutmut]\n"
         'source_paths = ["gigaevo"]\n'
@@ -362,6 +425,94 @@ def draw_sample(folder: Path, module: str, size: int, seed: int) -> list[str]:
     return drawn
 
 
+def _function_code(source: str) -> dict[str, str]:
+    """Each function mutmut mutates, by its mangled name (``x_f``, ``xǁClassǁm``), as the code
+    it mutates: the syntax tree without docstrings, type annotations and import statements,
+    which mutmut never mutates (a function whose only change is a type hint, or an import
+    moved into it, has the same mutants, numbered the same)."""
+
+    def code(fn: ast.AST) -> str:
+        fn = copy.deepcopy(fn)
+        for node in ast.walk(fn):
+            for field in ("body", "orelse", "finalbody"):
+                stmts = getattr(node, field, None)
+                if not isinstance(stmts, list):
+                    continue
+                if (
+                    field == "body"
+                    and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                    and stmts
+                    and isinstance(stmts[0], ast.Expr)
+                    and isinstance(stmts[0].value, ast.Constant)
+                    and isinstance(stmts[0].value.value, str)
+                ):
+                    stmts = stmts[1:]
+                kept = [s for s in stmts if not isinstance(s, (ast.Import, ast.ImportFrom))]
+                setattr(node, field, kept or ([ast.Pass()] if field == "body" else []))
+            if isinstance(node, ast.arg):
+                node.annotation = None
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                node.returns = None
+            elif isinstance(node, ast.AnnAssign):
+                node.annotation = ast.Constant(None)
+        return ast.dump(fn)
+
+    found: dict[str, str] = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found[f"x_{node.name}"] = code(node)
+        elif isinstance(node, ast.ClassDef):
+            for sub in node.body:
+                if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    found[f"x\u01c1{node.name}\u01c1{sub.name}"] = code(sub)
+    return found
+
+
+def _function_of(mutant: str) -> str:
+    """The mangled function name of a mutant (``...causal.policy.x_decide__mutmut_3``)."""
+    return mutant.partition("__mutmut_")[0].rpartition(".")[2]
+
+
+def draw_changed(
+    folder: Path, module: str, since: str, changed_n: int, unchanged_n: int, seed: int
+) -> list[str]:
+    """The mutants of the functions whose mutated code changed since commit ``since`` (all,
+    or a seeded sample of ``changed_n``: seeded shuffles, so a larger ``changed_n`` with
+    ``--resume`` adds to the mutants already checked) and a seeded sample of ``unchanged_n``
+    mutants of the other functions (a reproduction check of the verdicts recorded at
+    ``since``). Names in changed.txt (every changed mutant), unchanged.txt (the sample)
+    and sample.txt (what is checked)."""
+    _generate(folder)
+    (folder / SAMPLE).unlink(missing_ok=True)
+    names = sorted(statuses(folder, module))
+    source = MODULES[module][0]
+    shown = subprocess.run(
+        ["git", "show", f"{since}:{source}"], cwd=ROOT, capture_output=True, text=True
+    )
+    old = _function_code(shown.stdout) if shown.returncode == 0 else {}
+    new = _function_code((folder / source).read_text())
+
+    def changed_fn(fn: str) -> bool:
+        return fn not in new or old.get(fn) != new[fn]
+
+    changed = [n for n in names if changed_fn(_function_of(n))]
+    unchanged = [n for n in names if not changed_fn(_function_of(n))]
+    order = list(changed)
+    random.Random(seed).shuffle(order)
+    picked = sorted(order[:changed_n] if changed_n else order)
+    again = sorted(random.Random(seed).sample(unchanged, min(unchanged_n, len(unchanged))))
+    (folder / CHANGED).write_text("".join(f"{n}\n" for n in changed))
+    (folder / UNCHANGED).write_text("".join(f"{n}\n" for n in again))
+    (folder / SAMPLE).write_text("".join(f"{n}\n" for n in sorted({*picked, *again})))
+    functions = sorted({_function_of(n) for n in changed})
+    print(
+        f"    {module}: {len(names)} mutants; {len(changed)} in {len(functions)} functions "
+        f"changed since {since} ({len(picked)} drawn), {len(again)} of the other "
+        f"{len(unchanged)} drawn (seed {seed})\n      changed: {' '.join(functions)}"
+    )
+    return sorted({*picked, *again})
+
+
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     """95 % Wilson interval of a proportion k / n."""
     if n == 0:
@@ -432,7 +583,28 @@ def check(folder: Path, module: str, names: list[str], budget: float, max_childr
     return spent
 
 
-def report(module: str, found: dict[str, str], seconds: float, folder: Path) -> None:
+def _counts(found: dict[str, str], equivalent: set[str]) -> str:
+    """killed / survived / equivalent (listed survivors) / unchecked and the two scores."""
+    counts = Counter(found.values())
+    killed = counts["killed"] + counts["timeout"]
+    survived = counts["survived"] + counts["no tests"]
+    eq = sum(
+        1
+        for k, v in found.items()
+        if v in ("survived", "no tests") and k.rpartition(".")[2] in equivalent
+    )
+    score = killed / (killed + survived) if killed + survived else float("nan")
+    rest = killed / (killed + survived - eq) if killed + survived - eq else float("nan")
+    return (
+        f"killed {killed:>5} (timeout {counts['timeout']})  survived {survived:>4} "
+        f"(no tests {counts['no tests']}, listed equivalent {eq})  unchecked "
+        f"{counts['not checked']:>4}  score {score:>6.1%}, without equivalent {rest:>6.1%}"
+    )
+
+
+def report(
+    module: str, found: dict[str, str], seconds: float, folder: Path, equivalent: set[str]
+) -> None:
     counts = Counter(found.values())
     checked = counts["killed"] + counts["survived"] + counts["no tests"] + counts["timeout"]
     score = (counts["killed"] + counts["timeout"]) / checked if checked else float("nan")
@@ -446,12 +618,26 @@ def report(module: str, found: dict[str, str], seconds: float, folder: Path) -> 
         f"no tests {counts['no tests']:>3}  unchecked {counts['not checked']:>4}  "
         f"score {score:>6.1%}{interval}  {seconds:>7.0f} s"
     )
+    if (folder / CHANGED).exists():  # a --changed-since run: its two parts apart
+        for label, path in (("changed functions", CHANGED), ("unchanged, sample", UNCHANGED)):
+            part = set((folder / path).read_text().split())
+            sub = {k: v for k, v in found.items() if k in part}
+            print(f"    {label:<18} {len(part):>5} mutants  {_counts(sub, equivalent)}")
+    elif equivalent:
+        print(f"    {'':<18} {len(found):>5} mutants  {_counts(found, equivalent)}")
 
 
 def _listed(path: Path) -> set[str]:
     """The mutant names of a list file: the first word of each line, '#' comments."""
     lines = (line.split("#", 1)[0].split() for line in path.read_text().splitlines())
-    return {words[0] for words in lines if words}
+    return {words[0].rpartition(".")[2] for words in lines if words}  # without the module prefix
+
+
+def _equivalent(module: str) -> set[str]:
+    """The module's listed equivalent mutants (benchmarks/mutation_equivalent/<module>.txt): the
+    report's score "without equivalent" leaves out the survivors among them."""
+    path = ROOT / "benchmarks" / "mutation_equivalent" / f"{module}.txt"
+    return _listed(path) if path.exists() else set()
 
 
 def main() -> None:
@@ -487,6 +673,30 @@ def main() -> None:
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of --sample")
     parser.add_argument(
+        "--changed-since",
+        metavar="COMMIT",
+        default=None,
+        help="check the mutants of the functions whose mutated code changed since COMMIT (the "
+        "commit a recorded figure was measured at) and --unchanged-sample of the others",
+    )
+    parser.add_argument(
+        "--changed-sample",
+        type=int,
+        default=0,
+        help="with --changed-since, only a seeded sample of N of the changed mutants (0: all)",
+    )
+    parser.add_argument(
+        "--unchanged-sample",
+        type=int,
+        default=20,
+        help="with --changed-since, a seeded sample of N mutants of the unchanged functions",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="prepare and draw (--sample, --changed-since) and print the counts; no mutant run",
+    )
+    parser.add_argument(
         "--nice",
         type=int,
         default=NICE,
@@ -511,31 +721,44 @@ def main() -> None:
         if args.survivors:
             before = statuses(folder, module)
             again = ("survived", "no tests", *(("timeout",) if args.recheck_timeouts else ()))
-            names = sorted(k for k, v in before.items() if v in again and k not in skip)
+            names = sorted(
+                k for k, v in before.items() if v in again and k.rpartition(".")[2] not in skip
+            )
             refresh_tree(folder, module)
             if not names:
-                report(module, before, 0.0, folder)
+                report(module, before, 0.0, folder, _equivalent(module) | skip)
                 continue
         else:
             if not (args.resume and (folder / "mutants").is_dir()):
                 folder = prepare(module, args.workdir, args.tree)
-            if args.sample:
+            if args.sample or args.changed_since:
                 done = statuses(folder, module) if args.resume else {}
-                names = [
-                    n
-                    for n in draw_sample(folder, module, args.sample, args.seed)
-                    if done.get(n, "not checked") == "not checked"
-                ]
+                drawn = (
+                    draw_changed(
+                        folder,
+                        module,
+                        args.changed_since,
+                        args.changed_sample,
+                        args.unchanged_sample,
+                        args.seed,
+                    )
+                    if args.changed_since
+                    else draw_sample(folder, module, args.sample, args.seed)
+                )
+                names = [n for n in drawn if done.get(n, "not checked") == "not checked"]
+        if args.dry_run:  # (with --resume: the verdicts so far)
+            report(module, statuses(folder, module), 0.0, folder, _equivalent(module) | skip)
+            continue
         seconds = (
             check(folder, module, names, args.budget_s, args.max_children)
-            if names or not args.sample
+            if names or not (args.sample or args.changed_since)
             else 0.0
         )
         found = statuses(folder, module)
         if names:  # only the survivors were re-run: every other verdict stands, and the
             # mutants of code removed since the first run drop out with it
             found = {k: (v if k in names else before.get(k, v)) for k, v in found.items()}
-        report(module, found, seconds, folder)
+        report(module, found, seconds, folder, _equivalent(module) | skip)
 
 
 if __name__ == "__main__":

@@ -214,3 +214,21 @@ def test_batched_factors_are_numpys() -> None:
     bad[1, 3] = -np.eye(4)
     with pytest.raises(np.linalg.LinAlgError):
         batched_cholesky(bad)
+
+
+@pytest.mark.parametrize("sigma", list(SIGMAS))
+def test_a_posterior_without_its_inverse_factors_solves_by_back_substitution(
+    data, sigma: float
+) -> None:
+    """``solve`` has two routes: products with the inverse factors the builder kept, and,
+    without them, the Schur complement and back-substitution; both are Lambda^-1 rhs."""
+    import dataclasses
+
+    x, y, omega, _, v = data
+    _, _, cov, _ = _dense(x, y, omega, v, sigma)
+    post = block_posterior(BlockStatistics(BlockDesign.from_dense(x, PS, C), y, omega), v, sigma)
+    bare = dataclasses.replace(post, precomputed=None)
+    for seed in (3, 4):
+        rhs = np.random.default_rng(seed).normal(size=SPACE.size)
+        np.testing.assert_allclose(bare.solve(rhs), cov @ rhs, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(post.solve(rhs), cov @ rhs, rtol=1e-9, atol=1e-12)

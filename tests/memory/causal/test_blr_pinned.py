@@ -258,3 +258,23 @@ def test_controls_only_statistics_wider_than_the_dense_limit(levels) -> None:
     v, mu0 = _prior(w.space, 8)
     view = _statistics(w).fit_view({k: i for i, k in enumerate(w.space.lineages)}, 20)
     _check(_head(v, mu0).fit_statistics(view), _truth(w, v, mu0))
+
+
+def test_bad_bounds_priors_and_shapes_are_refused_word_for_word() -> None:
+    """Equal residual-sd bounds, a zero prior variance on kept statistics and a block
+    design of the wrong length each fail with their own message."""
+    rng = np.random.default_rng(8)
+    x, y = rng.normal(size=(12, 3)), rng.normal(size=12)
+    head = BayesianLinearHead(np.ones(3), residual_sd_bounds=(0.1, 0.1))
+    with pytest.raises(DesignError, match=r"^residual sd bounds must satisfy 0 < low < high$"):
+        head.fit(x, y)
+    stats = GaussianStatistics(3, 0)
+    for row, target in zip(x, y, strict=True):
+        stats.add(RowTerms(row, None, None, float(target), 0.0))
+    view = stats.fit_view({}, 0)
+    with pytest.raises(DesignError, match=r"^prior variances must be positive and data finite$"):
+        BayesianLinearHead(np.array([1.0, 0.0, 1.0])).fit_statistics(view)
+    block = BlockDesign.from_dense(np.hstack([x, x[:, :2]]), 3, 2)
+    msg = r"^block design, targets, omega and prior have inconsistent shapes$"
+    with pytest.raises(DesignError, match=msg):
+        BayesianLinearHead(np.ones(5)).fit(block, y[:-1])

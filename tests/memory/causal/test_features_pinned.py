@@ -113,3 +113,13 @@ def test_invalidity_prior_with_loosened_levels_by_hand() -> None:
     np.testing.assert_allclose(var, [1.0, 0.0225, 0.04, 0.04, 0.04, 2 * 0.25, 0.36])
     with pytest.raises(ValueError, match=r"^invalid base rate must lie in"):
         space.invalidity_prior(base_rate=1.0)
+
+
+def test_a_log_domain_starting_at_zero_is_refused_word_for_word() -> None:
+    from gigaevo.memory.v2.causal.features import behaviour_transform
+
+    with pytest.raises(ValueError, match=r"^log behaviour transform needs low > 0$"):
+        behaviour_transform(1.0, 0.0, 10.0, "log")
+    with pytest.raises(ValueError, match=r"^behaviour domain must have high > low$"):
+        behaviour_transform(1.0, 2.0, 2.0, "log")
+    assert behaviour_transform(10.0, 1.0, 100.0, "log") == pytest.approx(0.5)

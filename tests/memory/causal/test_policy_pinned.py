@@ -122,3 +122,9 @@ def test_one_cards_latents_may_come_flat() -> None:
         got = getattr(flat, name)
         assert got.shape == getattr(want, name).shape
         np.testing.assert_allclose(got, getattr(want, name), rtol=1e-12)
+
+
+def test_a_proposal_with_more_masses_than_cards_is_refused_word_for_word() -> None:
+    bad = Proposal(("a", "b"), np.array([0.3, 0.3, 0.4]), 0.0, np.ones(3) / 3, np.zeros(3))
+    with pytest.raises(ValueError, match=r"^proposal masses and card ids differ in length$"):
+        draw_decision(bad, 0.5, 0.5, 0.5)

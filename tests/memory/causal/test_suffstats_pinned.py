@@ -123,3 +123,66 @@ def test_integer_and_boolean_terms_sum_exactly() -> None:
     acc.add(np.array([3, -2, 60], dtype=np.int8))
     acc.add(np.array([0.5, 0.25, -0.125], dtype=np.float32))
     np.testing.assert_array_equal(acc.value(), [4.5, -1.75, 60.875])
+
+
+def test_the_version_changes_with_every_add_and_remove() -> None:
+    """``version`` keys the reader's fitted-head cache ("equal versions, equal sums"): no two
+    states reached by adds and removes may share one, also when a remove returns the count
+    of rows to an earlier state with other rows."""
+    space, rows, *_ = _rows(3, n=6)
+    stats = GaussianStatistics(space.shared_size, C)
+    seen = [stats.version]
+    for op, i in (("add", 1), ("add", 2), ("remove", 1), ("add", 1), ("remove", 2)):
+        getattr(stats, op)(rows[i])
+        seen.append(stats.version)
+    assert len(set(seen)) == len(seen), seen
+
+
+def _dense(stats: GaussianStatistics, block_of: dict[str, int]) -> list[tuple]:
+    view = stats.fit_view(block_of, 4)
+    return [(lv, *view.dense(g)) for lv, g in zip(view.levels, view.groups, strict=True)]
+
+
+def test_a_copy_is_independent_of_its_original() -> None:
+    space, rows, _, _, _, block_of = _rows(4, n=12)
+    stats = GaussianStatistics(space.shared_size, C)
+    for r in rows[:8]:
+        stats.add(r)
+    before, keys, n = _dense(stats, block_of), stats.keys(), stats.n
+    other = stats.copy()
+    for r in rows[8:]:
+        other.add(r)
+    other.remove(rows[1])
+    assert (stats.n, stats.keys()) == (n, keys)
+    for (lv, xtx, xty), (lv2, xtx2, xty2) in zip(before, _dense(stats, block_of), strict=True):
+        assert lv == lv2
+        np.testing.assert_array_equal(xtx, xtx2)
+        np.testing.assert_array_equal(xty, xty2)
+    assert other.n == n + 3
+
+
+@pytest.mark.parametrize("which", ["no key", "no part"])
+def test_a_row_without_its_key_or_its_lineage_part_counts_as_a_control(which: str) -> None:
+    """Only a row with both a lineage part and a block key fills a block; with either
+    missing its shared terms alone are kept, exactly as for a control row."""
+    space, rows, _, _, _, block_of = _rows(5, n=8)
+    treated = next(r for r in rows if r.key is not None)
+    odd = RowTerms(
+        treated.shared,
+        None if which == "no part" else treated.part,
+        None if which == "no key" else treated.key,
+        treated.y,
+        treated.level,
+    )
+    control = RowTerms(treated.shared, None, None, treated.y, treated.level)
+    got, want = GaussianStatistics(space.shared_size, C), GaussianStatistics(space.shared_size, C)
+    got.add(odd)
+    want.add(control)
+    assert got.keys() == set() and got.n == 1
+    assert len(got.fit_view(block_of, 4).active) == 0
+    for a, b in zip(_dense(got, block_of), _dense(want, block_of), strict=True):
+        assert a[0] == b[0]
+        np.testing.assert_array_equal(a[1], b[1])
+        np.testing.assert_array_equal(a[2], b[2])
+    got.remove(odd)
+    assert got.n == 0 and got.keys() == set()
