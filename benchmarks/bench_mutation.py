@@ -87,6 +87,7 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
             f"{T}/test_acceptance_near_singular.py",
             "tests/memory/test_invalidity_anchor.py",
             f"{T}/test_invalidity_passes.py",
+            "tests/memory/test_invalidity_prefix.py",
         ),
     ),
     "policy": (
@@ -239,7 +240,13 @@ FORK_SERVER = frozenset({"chance", "outcome", "outcomes", "evictor"})
 # run.py children cannot start from mutmut's venv (and mutmut cannot attribute their hits)
 WITH_SLOW: dict[str, tuple[str, ...]] = {
     # the 1,000-card block fit (P = 5011): the only test of the block precision at scale
-    "invalidity": ("-m", "slow or not slow"),
+    "invalidity": (
+        "-m",
+        "slow or not slow",
+        "--deselect",  # a seeded run.py killed and resumed: minutes per mutant
+        "tests/memory/test_invalidity_prefix.py::"
+        "test_a_seeded_run_with_the_prefix_fit_repeats_and_resumes_after_a_kill",
+    ),
     "outcomes": (
         "-m",
         "slow or not slow",
