@@ -105,11 +105,29 @@ class Quadratic:
     grad: np.ndarray
     hess: np.ndarray
 
+    @classmethod
+    def of_rows(cls, x: np.ndarray, d: np.ndarray, at: np.ndarray) -> Quadratic:
+        """The logistic loss of dense rows ``x`` with 0/1 indicators ``d`` to second order at
+        ``at``: one pass over the rows."""
+        from scipy.special import expit
+
+        eta = x @ at
+        p = expit(eta)
+        w = p * (1.0 - p)
+        value = float(np.sum(np.logaddexp(0.0, eta) - d * eta))
+        return cls(at, value, x.T @ (p - d), x.T @ (w[:, None] * x))
+
     def at(self, g: np.ndarray) -> tuple[float, np.ndarray]:
         """(value, gradient) of the quadratic at g."""
         r = g - self.point
         hr = self.hess @ r
         return self.value + float(self.grad @ r) + 0.5 * float(r @ hr), self.grad + hr
+
+    def minus(self, other: Quadratic) -> Quadratic:
+        """This expansion without ``other``'s rows (an expansion at the same point)."""
+        return Quadratic(
+            self.point, self.value - other.value, self.grad - other.grad, self.hess - other.hess
+        )
 
 
 class PrefixRows(Protocol):
@@ -199,10 +217,8 @@ class LogisticLaplaceHead:
         j = float(value + 0.5 * np.sum(r * r / self._v))
         return j, grad + r / self._v
 
-    def _fisher(self, g: np.ndarray) -> _Precision:
-        """F at g, factored. X'WX depends on g only, not on the prior: the last one is kept
-        (by g's bits), so refactoring at the same g with other prior variances (the
-        wide-level refit's first step) reuses it."""
+    def _gram_at(self, g: np.ndarray) -> object:
+        """X'WX at g (with the quadratic's Hessian in a ``fit_prefix``), kept by g's bits."""
         from scipy.special import expit
 
         key = g.tobytes()
@@ -216,7 +232,13 @@ class LogisticLaplaceHead:
                 if self._quad is not None:
                     data = data + self._quad.hess
             self._gram = (key, data)
-        data = self._gram[1]
+        return self._gram[1]
+
+    def _fisher(self, g: np.ndarray) -> _Precision:
+        """F at g, factored. X'WX depends on g only, not on the prior: the last one is kept
+        (by g's bits), so refactoring at the same g with other prior variances (the
+        wide-level refit's first step) reuses it."""
+        data = self._gram_at(g)
         if isinstance(self._x, BlockDesign):
             assert isinstance(data, tuple)
             return _BlockPrecision(data, self._v)
@@ -315,9 +337,9 @@ class LogisticLaplaceHead:
         if not isinstance(self._x, np.ndarray):
             raise DesignError("the expansion of a block-design fit is not kept")
         _, value, grad = self._likelihood(self.coef_)
-        self._fisher(self.coef_)  # X'WX at the MAP: kept by the fit (no pass)
-        assert self._gram is not None and isinstance(self._gram[1], np.ndarray)
-        return Quadratic(self.coef_.copy(), float(value), grad.copy(), self._gram[1].copy())
+        hess = self._gram_at(self.coef_)  # X'WX at the MAP: kept by the fit (no pass)
+        assert isinstance(hess, np.ndarray)
+        return Quadratic(self.coef_.copy(), float(value), grad.copy(), hess.copy())
 
     def _finish(self, gamma: np.ndarray) -> None:
         self.coef_ = gamma

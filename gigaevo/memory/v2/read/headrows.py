@@ -370,7 +370,7 @@ class InvalidityFitter:
             and start is not None
             and table.n >= self.prefix_min_rows
         ):
-            rows = self._prefix(table, space, block_of, start)
+            rows = self._prefix(table, space, block_of, start, levels)
             if rows is not None:
                 prefixed = LogisticLaplaceHead(mu, var, layout, levels).fit_prefix(rows, start)
                 if prefixed.ok_:
@@ -380,7 +380,12 @@ class InvalidityFitter:
         return head.fit(_design(table, block_of, space), table.invalid[: table.n], start=start)
 
     def _prefix(
-        self, table: RowTable, space: DesignSpace, block_of: dict[str, int], start: np.ndarray
+        self,
+        table: RowTable,
+        space: DesignSpace,
+        block_of: dict[str, int],
+        start: np.ndarray,
+        levels: ShiftLevels | None,
     ) -> _PrefixRows | None:
         """The rows of a ``laplace_prefix`` fit (None: the exact fit, on a wide design)."""
         kept, anchor = self._expansion, self._anchor
@@ -394,7 +399,6 @@ class InvalidityFitter:
         columns = np.r_[np.arange(ps), target]  # anchor column j -> fit column columns[j]
         blocks = (target[:: space.n_context] - ps) // space.n_context  # anchor -> fit block
         k = anchor_size(table.n)
-        levels = self.shift_levels(space) if self.shift_levels is not None else None
         wide = None if levels is None else levels.wide_variance
         return _PrefixRows(table, space, block_of, k, start, columns, blocks, kept, wide)
 
@@ -503,6 +507,7 @@ class _PrefixRows:
         self.k, self.size, self.point = k, space.size, point
         self.columns, self.anchor, self.wide_variance = columns, anchor, wide_variance
         self.width = space.n_context
+        self.blocks = blocks  # anchor block j -> fit block blocks[j]
         self.own = {int(b): j for j, b in enumerate(blocks.tolist())}  # fit -> anchor block
         self._terms: dict[frozenset[int], tuple[np.ndarray, np.ndarray, Quadratic]] = {}
 
@@ -521,10 +526,7 @@ class _PrefixRows:
         asked = np.array(sorted(exact), dtype=int)
         rows = np.r_[np.flatnonzero(np.isin(lineage[:k], asked)), np.arange(k, len(lineage))]
         for block in sorted(own):
-            card = self._card(own, block, quad.point)
-            quad = Quadratic(
-                quad.point, quad.value - card.value, quad.grad - card.grad, quad.hess - card.hess
-            )
+            quad = quad.minus(self._card(own, block, quad.point))
         point = self.point.copy()
         point[self.columns] = quad.point
         grad = np.zeros(self.size)
@@ -562,20 +564,11 @@ class _PrefixRows:
     def _card(self, wide: frozenset[int], block: int, at: np.ndarray) -> Quadratic:
         """The expansion of anchor block ``block``'s own anchor rows at ``at`` (the point of
         the levels ``wide``), in the anchor's space (kept with the anchor)."""
-        from scipy.special import expit
-
         kept = self.anchor.cards.get((wide, block))
         if kept is not None:
             return kept
-        fit_block = next(b for b, j in self.own.items() if j == block)
-        rows = np.flatnonzero(self.design.lineage[: self.k] == fit_block)
-        x = self._rows(rows)[:, self.columns]
-        d = self.invalid[rows]
-        eta = x @ at
-        p = expit(eta)
-        w = p * (1.0 - p)
-        value = float(np.sum(np.logaddexp(0.0, eta) - d * eta))
-        card = Quadratic(at, value, x.T @ (p - d), x.T @ (w[:, None] * x))
+        rows = np.flatnonzero(self.design.lineage[: self.k] == self.blocks[block])
+        card = Quadratic.of_rows(self._rows(rows)[:, self.columns], self.invalid[rows], at)
         self.anchor.cards[(wide, block)] = card
         return card
 
