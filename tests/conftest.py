@@ -62,13 +62,18 @@ def run_py(*args: str, cwd: Path, timeout: float = 300) -> tuple[int, str, str]:
     return proc.returncode, proc.stdout, proc.stderr
 
 
-def kill_9_after_commits(args: list[str], ckpt: Path, cwd: Path, commits: int) -> int:
-    """Start ``run.py ARGS checkpoint_dir=CKPT``, SIGKILL its process group once the store
-    holds ``commits`` programs (or after 120 s), and return how many it holds then."""
+def kill_9_when(
+    args: list[str],
+    ckpt: Path,
+    cwd: Path,
+    ready: Callable[[], bool],
+    timeout: float = 120.0,
+    poll: float = 0.02,
+) -> None:
+    """Start ``run.py ARGS checkpoint_dir=CKPT`` in its own session and SIGKILL its process
+    group once ``ready()`` holds (or after ``timeout`` s), polling every ``poll`` s."""
     import subprocess
     import time
-
-    from gigaevo.pipeline.build import STORE_FILE
 
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "run.py"), *args, f"checkpoint_dir={ckpt}"],
@@ -77,11 +82,19 @@ def kill_9_after_commits(args: list[str], ckpt: Path, cwd: Path, commits: int) -
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 120
-    while committed_count(ckpt / STORE_FILE) < commits and time.monotonic() < deadline:
-        time.sleep(0.02)
+    deadline = time.monotonic() + timeout
+    while not ready() and time.monotonic() < deadline:
+        time.sleep(poll)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+
+
+def kill_9_after_commits(args: list[str], ckpt: Path, cwd: Path, commits: int) -> int:
+    """Start ``run.py ARGS checkpoint_dir=CKPT``, SIGKILL its process group once the store
+    holds ``commits`` programs (or after 120 s), and return how many it holds then."""
+    from gigaevo.pipeline.build import STORE_FILE
+
+    kill_9_when(args, ckpt, cwd, lambda: committed_count(ckpt / STORE_FILE) >= commits)
     return committed_count(ckpt / STORE_FILE)
 
 

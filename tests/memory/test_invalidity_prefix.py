@@ -343,13 +343,7 @@ def _eligible(ckpt: Path) -> int:
 def test_a_seeded_run_with_the_prefix_fit_repeats_and_resumes_after_a_kill(
     tmp_path: Path,
 ) -> None:
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    from tests.conftest import ROOT, program_ids, run_py
+    from tests.conftest import kill_9_when, program_ids, run_py
     from tests.memory.test_reader_crash_resume import _edges, _ledger_view
 
     args = _run_args()
@@ -363,18 +357,8 @@ def test_a_seeded_run_with_the_prefix_fit_repeats_and_resumes_after_a_kill(
     assert program_ids(tmp_path / "whole") == program_ids(tmp_path / "again")
 
     ckpt = tmp_path / "killed"
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "run.py"), *args, f"checkpoint_dir={ckpt}"],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 600
-    while _edges(ckpt) < int(0.7 * RUN_MUTANTS) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    at = int(0.7 * RUN_MUTANTS)
+    kill_9_when(args, ckpt, tmp_path, lambda: _edges(ckpt) >= at, timeout=600, poll=0.01)
     killed_at = _edges(ckpt)
     assert int(0.7 * RUN_MUTANTS) <= killed_at < RUN_MUTANTS, killed_at
     code, _, err = run_py(*args, f"checkpoint_dir={ckpt}", "resume=true", cwd=tmp_path)

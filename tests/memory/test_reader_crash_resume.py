@@ -19,7 +19,6 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ from gigaevo.memory.v2.read.leases import LEASE_FILE
 from gigaevo.memory.v2.read.outcomes import LOST_OUTCOME
 from gigaevo.mutation.response import parse_answer
 from gigaevo.pipeline.build import STORE_FILE
-from tests.conftest import ROOT, committed_count, program_ids, run_py
+from tests.conftest import ROOT, committed_count, kill_9_when, program_ids, run_py
 from tests.memory.helpers import memory_provider, result
 
 SCOPES = ("f0", "f1", "f2", "f3")
@@ -268,18 +267,7 @@ def _ledger_view(ckpt: Path) -> dict[str, Any]:
 @pytest.mark.slow
 def test_kill_9_mid_run_then_resume_matches_uninterrupted_memory_v2_run(tmp_path: Path) -> None:
     ckpt = tmp_path / "killed"
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "run.py"), *ARGS, f"checkpoint_dir={ckpt}"],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 120
-    while _edges(ckpt) < 27 and time.monotonic() < deadline:
-        time.sleep(0.005)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    kill_9_when(ARGS, ckpt, tmp_path, lambda: _edges(ckpt) >= 27, poll=0.005)
     done = committed_count(ckpt / STORE_FILE) - 1
     assert 27 <= done < 60, "the run should have been killed mid-way"
     with SelectionEvidence(ckpt).open(censor_orphans=False) as ev:

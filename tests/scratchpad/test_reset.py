@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,7 +16,7 @@ from omegaconf import DictConfig
 from gigaevo.pipeline.build import STORE_FILE, run_from_config
 from gigaevo.scratchpad import OPEN, RunScratchpad, Scratchpad, ScratchpadSettings
 from gigaevo.scratchpad.checker import check_report_file, load_contracts
-from tests.conftest import ROOT, committed_count, run_py
+from tests.conftest import ROOT, committed_count, kill_9_when, run_py
 from tests.scratchpad.conftest import new_session
 
 
@@ -63,18 +60,7 @@ def test_kill_9_then_resume_rebuilds_the_notes_from_the_file(tmp_path: Path) -> 
     args = ["problem=rastrigin", "max_mutants=300", "progress=false", "seed=2"]
     args += ["scratchpad.record_every=7"]
     ckpt = tmp_path / "killed"
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "run.py"), *args, f"checkpoint_dir={ckpt}"],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 120
-    while committed_count(ckpt / STORE_FILE) < 60 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    kill_9_when(args, ckpt, tmp_path, lambda: committed_count(ckpt / STORE_FILE) >= 60, poll=0.01)
     assert committed_count(ckpt / STORE_FILE) < 301, "the run should have been killed mid-way"
     pad_file = ckpt / ".agent" / "scratchpad.md"
     at_kill = pad_file.read_bytes()
