@@ -18,6 +18,12 @@ what a resumed run holds before its first decision) and prints the bytes still a
 per decision, with the five largest allocation sites. The figure does not depend on the
 machine's load, so it is compared between checkouts as a plain ratio (baseline / this).
 
+``--trim`` also returns the allocator's free pages to the system at each mark (glibc's
+``malloc_trim(0)``, from the watching thread) and reads the RSS again: the slope of the
+trimmed RSS is what the process holds, the rest of the untrimmed slope is freed memory that
+malloc keeps for reuse. Trimming lowers the later marks' untrimmed RSS too, so the default
+run does not trim.
+
 ``--baseline PATH`` runs both parts on the package of another checkout too (an export of
 ``main``), on the same ledger copies (part 2) and in the same invocation (part 1).
 """
@@ -63,8 +69,11 @@ def _mutants(events: Path, pos: int) -> tuple[int, int]:
     return data[:end].count(b'"event": "mutant"'), pos + end
 
 
-def child_run(tree: Path, marks: list[int], copies: Path) -> dict[str, Any]:
+def child_run(tree: Path, marks: list[int], copies: Path, trim: bool) -> dict[str, Any]:
     """A real run of the package of ``tree`` to the last mark (this process)."""
+    import ctypes
+    import gc
+
     from _config import run_config
     from bench_memory_scale import _tree_rss
 
@@ -82,7 +91,11 @@ def child_run(tree: Path, marks: list[int], copies: Path) -> dict[str, Any]:
                 count += new
                 while todo and count >= todo[0]:
                     mark = todo.pop(0)
-                    out["marks"][mark] = {"rss": _self_rss(), "tree": _tree_rss()}
+                    out["marks"][mark] = m = {"rss": _self_rss(), "tree": _tree_rss()}
+                    if trim:
+                        gc.collect()
+                        ctypes.CDLL("libc.so.6").malloc_trim(0)
+                        m["trimmed"] = _self_rss()
                     target = copies / f"at{mark}"
                     target.mkdir(parents=True, exist_ok=True)
                     src = sqlite3.connect(str(run / LEDGER))
@@ -151,6 +164,7 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, help="another checkout, side by side")
     ap.add_argument("--skip-run", action="store_true", help="ledgers only from --ledgers")
     ap.add_argument("--ledgers", type=Path, help="keep (or with --skip-run, reuse) the copies")
+    ap.add_argument("--trim", action="store_true", help="also the RSS after malloc_trim(0)")
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--run-into", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--footprint", type=Path, help=argparse.SUPPRESS)
@@ -162,7 +176,7 @@ def main() -> None:
 
         assert Path(gigaevo.__file__).is_relative_to(args.child), gigaevo.__file__
         if args.run_into is not None:
-            print(json.dumps(child_run(args.child, marks, args.run_into)), flush=True)
+            print(json.dumps(child_run(args.child, marks, args.run_into, args.trim)), flush=True)
         else:
             print(json.dumps(child_footprint(args.footprint)), flush=True)
         return
@@ -175,13 +189,17 @@ def main() -> None:
     if not args.skip_run:
         for name, tree in trees.items():
             target = keep / name
-            runs[name] = r = _child(tree, "--marks", *map(str, marks), "--run-into", str(target))
+            extra = ["--trim"] if args.trim else []
+            runs[name] = r = _child(
+                tree, "--marks", *map(str, marks), "--run-into", str(target), *extra
+            )
             print(
                 f"real run, rastrigin, {marks[-1]} mutants, {name} ({tree}): wall {r['wall']:.0f} s"
             )
             for mark, m in sorted(r["marks"].items(), key=lambda kv: int(kv[0])):
+                trimmed = f", {m['trimmed'] / 1e6:6.1f} MB trimmed" if "trimmed" in m else ""
                 print(
-                    f"  at {int(mark):>6} mutants: RSS {m['rss'] / 1e6:6.1f} MB"
+                    f"  at {int(mark):>6} mutants: RSS {m['rss'] / 1e6:6.1f} MB{trimmed}"
                     f" (process tree {m['tree'] / 1e6:6.1f} MB)"
                 )
             got = sorted(r["marks"].items(), key=lambda kv: int(kv[0]))
@@ -189,6 +207,9 @@ def main() -> None:
                 (m0, r0), (m1, r1) = got[0], got[-1]
                 slope = (r1["rss"] - r0["rss"]) / (int(m1) - int(m0))
                 print(f"  RSS slope {m0} -> {m1}: {slope:,.0f} bytes per mutant")
+                if "trimmed" in r0:
+                    held = (r1["trimmed"] - r0["trimmed"]) / (int(m1) - int(m0))
+                    print(f"  trimmed RSS slope {m0} -> {m1}: {held:,.0f} bytes per mutant")
             print(f"  peak RSS of the engine's process: {r['peak'] / 1e6:.1f} MB", flush=True)
     print("kept by the memory after opening the ledger of the run at each mark (tracemalloc):")
     source = keep / "this"
