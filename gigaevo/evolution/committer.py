@@ -1,7 +1,10 @@
 """Commits: turn an attempt's result into a Program, archive it, persist, report.
 
 The committer runs on the engine's main thread only. It owns the counters,
-the cache of programs by id and the set of evaluated code digests, and it is
+a bounded cache of programs by id (the most recently committed or read
+``PROGRAM_CACHE`` programs; any other is read back from the store, so a long
+run does not hold every program it made) and the set of evaluated code
+digests, and it is
 the single writer of programs to the store, ``best_program.py`` and
 ``summary.json``. Each commit hands the memory its ``MutationResult``
 through ``observe`` (the engine's memory lane). A failure while turning a
@@ -15,7 +18,8 @@ import json
 import logging
 import math
 import threading
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -51,6 +55,9 @@ UNFINISHED = (
 
 
 OUTPUT_TAIL_CHARS = 1000  # of a program's output kept in the store (for its children's prompts)
+# programs kept in memory: the latest committed or read; a miss reads the store (the same
+# program, so the history does not depend on it). Parents are archive elites, read often.
+PROGRAM_CACHE = 4096
 
 
 class InitialProgramError(ValueError):
@@ -87,7 +94,7 @@ class Committer:
         self.seed = seed
         self.counters = RunCounters()
         self.n_initial = 0
-        self._programs: dict[str, Program] = {}
+        self._programs: OrderedDict[str, Program] = OrderedDict()  # least recent first
         self._digests: dict[str, str] = {}
         self._coordinates: dict[tuple[str, int], tuple[float, ...]] = {}
         self.outbox = Outbox(store, events, observe)
@@ -97,8 +104,16 @@ class Committer:
 
     # -- queries (thread-safe) -------------------------------------------------
     def program(self, program_id: str) -> Program:
+        """The program with this id, from the cache or the store (``KeyError`` if unknown)."""
         with self._lock:
-            return self._programs[program_id]
+            prog = self._programs.get(program_id)
+            if prog is not None:
+                self._programs.move_to_end(program_id)
+                return prog
+        prog = self.store.get(program_id)
+        with self._lock:
+            self._keep(prog)
+        return prog
 
     def known_digest(self, digest: str) -> bool:
         with self._lock:
@@ -179,11 +194,8 @@ class Committer:
         state = self.store.get_meta("state")
         self.n_initial = int(self.store.get_meta("n_initial") or 0)
         self.counters = RunCounters.from_dict(state["counters"])
-        for prog in self.store.iter_programs():
-            with self._lock:
-                self._programs[prog.id] = prog
         self.islands.load_dict(state["islands"], values_of=self._values_of)
-        self.feedback.restore(self._programs.values())
+        self.feedback.restore(self._kept(self.store.iter_programs()))
         self._digests = self.store.digests()
         replayed = self.outbox.replay()  # effects of commits a kill cut short, first
         if replayed:
@@ -325,9 +337,22 @@ class Committer:
             prog = self.program(prog)
         return self.islands.space.values(prog.code, prog.metrics)
 
+    def _keep(self, prog: Program) -> None:
+        self._programs[prog.id] = prog
+        self._programs.move_to_end(prog.id)
+        while len(self._programs) > PROGRAM_CACHE:
+            self._programs.popitem(last=False)
+
+    def _kept(self, programs: Iterable[Program]) -> Iterator[Program]:
+        """``programs``, each kept in the cache as it passes (the latest stay)."""
+        for prog in programs:
+            with self._lock:
+                self._keep(prog)
+            yield prog
+
     def _remember(self, prog: Program, digest: str | None) -> None:
         with self._lock:
-            self._programs[prog.id] = prog
+            self._keep(prog)
             if digest and prog.status is not ProgramStatus.DUPLICATE:
                 self._digests.setdefault(digest, prog.id)
 

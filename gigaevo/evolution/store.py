@@ -121,12 +121,23 @@ class ProgramStore:
             raise KeyError(program_id)
         return Program.from_dict(json.loads(row[0]))
 
-    def iter_programs(self) -> Iterator[Program]:
-        """All programs by ordinal: the initial ones, then mutants by attempt number."""
-        with self._lock:
-            rows = self._db.execute("SELECT data FROM programs ORDER BY ordinal").fetchall()
-        for (data,) in rows:
-            yield Program.from_dict(json.loads(data))
+    def iter_programs(self, batch: int = 512) -> Iterator[Program]:
+        """All programs by ordinal: the initial ones, then mutants by attempt number.
+
+        Read ``batch`` rows at a time, so a long run's programs are never all in memory.
+        """
+        last = -1
+        while True:
+            with self._lock:
+                rows = self._db.execute(
+                    "SELECT ordinal, data FROM programs WHERE ordinal > ? ORDER BY ordinal LIMIT ?",
+                    (last, batch),
+                ).fetchall()
+            for ordinal, data in rows:
+                last = ordinal
+                yield Program.from_dict(json.loads(data))
+            if len(rows) < batch:
+                return
 
     def digests(self) -> dict[str, str]:
         """Normalised-code digest -> id of the first program with it (evaluated ones only)."""
