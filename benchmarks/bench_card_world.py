@@ -39,7 +39,7 @@ of decisions where it was in the safe set. For memory v2 also: 95 % posterior in
 (end of run) of each card's average gain, invalidity and hurdle effect over the contexts
 where it was proposed, against the truth (coverage over cards and seeds); the ITT DR of
 ``ope_summary.json`` against the true ITT of the logged decisions (bias in SEs, interval
-coverage over seeds); cards retired and when.
+coverage over seeds with the i.i.d. and the parent-clustered SE); cards retired and when.
 
 Variants of memory v2 (``--variants``, comma-separated; ``v2`` is production):
   v2            production settings
@@ -93,6 +93,8 @@ from card_world import (  # noqa: E402
 )
 from memory_arm import Coverage, MemoryArm  # noqa: E402
 
+from gigaevo.memory.v2.causal.ope import clustered_se  # noqa: E402
+
 OFFER = 0.7  # memory.causal.offer_probability (tests/analysis/test_bench_card_world.py checks it)
 NOISY_SE = 0.02
 
@@ -111,6 +113,8 @@ class Trace:
     harmful_safe: float = float("nan")
     coverage: Coverage | None = None
     itt: tuple[float, float, float] | None = None  # (estimate, se, truth)
+    # per OPE row: psi, true ITT, parent, island, round, z (``MemoryArm.itt_rows``)
+    itt_rows: dict[str, np.ndarray] | None = None
     retired: list[tuple[int, str]] = field(default_factory=list)
     seconds: float = 0.0
     # per round: proposed card index (-1: abstained), delivered, the oracle's action (-1: none)
@@ -122,6 +126,20 @@ class Trace:
     # memory v2 per round (``MemoryArm.log``): rho_0, |A|, the harmful card's rho, chi, safe flag
     decisions: dict[str, np.ndarray] = field(default_factory=dict)
     seed: int | None = None  # the run's seed (``complete`` sets it on runs saved without it)
+
+
+def itt_se(trace: Trace, kind: str) -> float | None:
+    """The SE of a memory run's ITT DR: ``iid`` as ``ope_summary.json``'s ``se``, ``parent``
+    its ``se_parent`` (recomputed from the run's OPE rows, so runs saved before it existed
+    report it too)."""
+    if trace.itt is None:
+        return None
+    if kind == "iid":
+        return trace.itt[1]
+    rows = trace.itt_rows
+    if rows is None:
+        return None
+    return clustered_se(np.asarray(rows["psi"], dtype=float), rows["parent"])[0]
 
 
 def play(world: World, policy: Policy, seed: int, rounds: int) -> Trace:
@@ -166,6 +184,7 @@ def play(world: World, policy: Policy, seed: int, rounds: int) -> Trace:
         trace.harmful_safe = policy.safe_share(world.cards[harmful].card_id)
         trace.coverage = policy.coverage(world, seed)
         trace.itt = policy.itt()
+        trace.itt_rows = policy.itt_rows()
         trace.retired = policy.retired
         trace.decisions = policy.decision_log()
         policy.close()
@@ -349,18 +368,28 @@ def memory_details(name: str, runs: list[Trace], world: World) -> None:
     if itt:
         err = np.array([e - truth for e, _, truth in itt])
         ses = np.array([se for _, se, _ in itt])
-        z = np.array([(e - truth) / se for e, se, truth in itt if se > 0])
-        covered = np.mean([abs(e - truth) <= 1.96 * se for e, se, truth in itt])
         # the mean error in units of its own standard error, from each seed's SE (the
         # across-seed spread of a handful of seeds is no yardstick: 4 seeds once read
         # "+3.8 SE" where the pooled z was +0.7)
         pooled = err.sum() / math.sqrt(float(np.sum(ses**2)))
         print(
             f"    ITT DR - truth: {err.mean():+.4f}, pooled z {pooled:+.2f} over "
-            f"{len(err)} seeds (sum of errors / sqrt(sum of SE^2)); "
-            f"95% CI covers the truth in {covered:.0%}; "
-            f"sd of (DR - truth) / SE {z.std(ddof=1) if len(z) > 1 else math.nan:.2f}"
+            f"{len(err)} seeds (sum of errors / sqrt(sum of SE^2))"
         )
+        for kind, label in (
+            ("iid", "i.i.d. SE sd(psi)/sqrt(n)"),
+            ("parent", "parent-clustered SE"),
+        ):
+            pairs = [(t.itt[0] - t.itt[2], itt_se(t, kind)) for t in runs if t.itt is not None]
+            pairs = [(e, se) for e, se in pairs if se is not None and se > 0]
+            if not pairs:
+                continue
+            z = np.array([e / se for e, se in pairs])
+            print(
+                f"    ITT 95% CI with the {label}: covers the truth in "
+                f"{np.mean(np.abs(z) <= 1.96):.0%} of {len(z)} seeds; sd of (DR - truth) / SE "
+                f"{z.std(ddof=1) if len(z) > 1 else math.nan:.2f}"
+            )
     retired = [r for t in runs for r in t.retired]
     by_card: dict[str, list[int]] = {}
     for when, cid in retired:

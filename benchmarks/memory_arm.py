@@ -25,6 +25,7 @@ from gigaevo.memory.base import MemoryRuntime, MutationContext, MutationResult
 from gigaevo.memory.v2 import CardBankMemory, HashingEmbedder, LocalMemoryStore
 from gigaevo.memory.v2.bank.cards import Evidence, founding_card
 from gigaevo.memory.v2.causal import selection as selection_module
+from gigaevo.memory.v2.causal.ope import itt_scores
 from gigaevo.memory.v2.causal.policy import hurdle_values, world_effects
 from gigaevo.memory.v2.read.heads import HeadFit
 from gigaevo.problems.spec import MetricsSpec
@@ -140,10 +141,12 @@ class MemoryArm(Policy):
         # per proposed card: (f, b, x, re-applied inside its lineage) of each proposal
         self.proposals: dict[str, list[tuple[float, tuple[float, float], np.ndarray, bool]]] = {}
         self.itt_truth: dict[int, float] = {}
+        self.row_state: dict[int, tuple[float, float, float, int, float]] = {}  # f, b, card, reused
         self.exploration: dict[str, float] = {}
         self.safe: dict[str, list[bool]] = {}
         self.retired: list[tuple[int, str]] = []
         self.log: list[dict[str, Any]] = []  # one entry per decision (``decision_log``)
+        self.harm_rows = [0, 0]  # the harmful card's cited rows, invalid ones among them
         self._last: dict[str, Any] = {}
         self._live = set(self.index)
         self._wrap_selection()
@@ -168,6 +171,7 @@ class MemoryArm(Policy):
                 sel = original(decision_id, fit, x, *args)
             arm._last_x = x
             arm._note(sel, [c.id for c in eligible])
+            arm._note_harmful(sel, fit)
             return sel
 
         reader._select = select  # type: ignore[method-assign]
@@ -189,12 +193,30 @@ class MemoryArm(Policy):
             "chi_all": dict(zip(prop.card_ids, prop.chi, strict=True)),
         }
 
+    def _note_harmful(self, sel: Any, fit: HeadFit) -> None:
+        """The harmful card's P_acc, whether its shift has the wide level, and its cited and
+        invalid cited rows so far (memory-model.md "Card shift levels")."""
+        harm = self.world.cards[self.world.harmful()].card_id
+        acc = sel.acceptance.get(harm) if sel.acceptance else None
+        self._last["harm_pacc"] = np.nan if acc is None else float(acc.probability)
+        space, inv = fit.space, fit.invalidity
+        wide = np.nan
+        if inv is not None and harm in space.lineages:
+            col = space.shared_size + space.lineages.index(harm) * space.n_context
+            wide = float(col in set(np.asarray(inv.wide_columns_).tolist()))
+        self._last["harm_wide"] = wide
+        self._last["harm_cited"] = self.harm_rows[0]
+        self._last["harm_invalid"] = self.harm_rows[1]
+
     def decision_log(self) -> dict[str, np.ndarray]:
         """Per round: rho_0, safe and eligible sets (bit j = world card j), the harmful card's
-        rho and chi, and the abstention reason ("" when the policy ran)."""
-        keys = ("rho0", "safe", "eligible", "harm_rho", "harm_chi", "reason")
+        rho, chi, P_acc, wide level (1/0), cited and invalid cited rows so far, and the
+        abstention reason ("" when the policy ran)."""
+        keys = ("rho0", "safe", "eligible", "harm_rho", "harm_chi", "reason", "harm_pacc",
+                "harm_wide", "harm_cited", "harm_invalid")  # fmt: skip
         blank = {"rho0": np.nan, "safe": 0, "eligible": 0, "harm_rho": np.nan,
-                 "harm_chi": np.nan, "reason": "not selected"}  # fmt: skip
+                 "harm_chi": np.nan, "reason": "not selected", "harm_pacc": np.nan,
+                 "harm_wide": np.nan, "harm_cited": -1, "harm_invalid": -1}  # fmt: skip
         return {k: np.array([entry.get(k, blank[k]) for entry in self.log]) for k in keys}
 
     def safe_share(self, card_id: str) -> float:
@@ -228,6 +250,7 @@ class MemoryArm(Policy):
         self.itt_truth[t] = self.world.deliver_value(f, b, j, parent.recent) - self.world.value(
             f, b, None
         )
+        self.row_state[t] = (f, b[0], b[1], j, float(reused))
         return j, bool(decision.card_ids)
 
     def observe(self, t: int, parent: Program, out: Outcome) -> None:
@@ -235,6 +258,9 @@ class MemoryArm(Policy):
         cited: tuple[str, ...] = ()
         if out.cited and delivered is not None and delivered.z == 1 and delivered.proposed_id:
             cited = (delivered.proposed_id,)
+            if delivered.proposed_id == self.world.cards[self.world.harmful()].card_id:
+                self.harm_rows[0] += 1
+                self.harm_rows[1] += int(out.invalid)
         se, kind = {
             "deterministic": (0.0, "deterministic"),
             "noisy": (self.world.measurement_se, "scalar"),
@@ -318,6 +344,34 @@ class MemoryArm(Policy):
         attempts = [o.decision.attempt for o in self.mem.reader.evidence.ope_rows()]
         truth = float(np.mean([self.itt_truth[a] for a in attempts]))
         return float(summary["dr"]), float(summary["se"]), truth
+
+    def itt_rows(self) -> dict[str, np.ndarray]:
+        """Per OPE row (ledger order): its DR score psi (memory-model.md "Off-policy
+        evaluation"), the true ITT of its decision, its parent, island and round: what the
+        benchmark's alternative standard errors of the ITT DR are computed from, with the row's
+        own columns (z, y, q1, q0, e) and its parent's state (f, b0, b1, proposed card,
+        re-applied inside its lineage)."""
+        assert self.mem.reader is not None
+        rows = self.mem.reader.evidence.ope_rows()
+        cols = self.mem.recorder._ope  # type: ignore[union-attr]
+        assert cols.n == len(rows)
+        d = [o.decision for o in rows]
+        assert np.array_equal(cols.z, [float(x.z or 0) for x in d])  # the same rows, in order
+        return {
+            "psi": itt_scores(cols.z, cols.y, cols.q1, cols.q0, cols.e),
+            "truth": np.array([self.itt_truth[x.attempt] for x in d]),
+            "parent": np.array([x.context.parent_id for x in d], dtype=object),
+            "island": np.array([x.context.island for x in d]),
+            "t": np.array([x.attempt for x in d]),
+            **{k: np.asarray(getattr(cols, k)).copy() for k in ("z", "y", "q1", "q0", "e")},
+            **dict(
+                zip(
+                    ("f", "b0", "b1", "card", "reused"),
+                    np.array([self.row_state[x.attempt] for x in d]).reshape(-1, 5).T,
+                    strict=True,
+                )
+            ),
+        }
 
     def close(self) -> None:
         self.mem.close()

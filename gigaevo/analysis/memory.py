@@ -293,6 +293,7 @@ def itt_from_evidence(evidence: Evidence) -> dict[str, Any]:
         obs["q1"].astype(float).fillna(0.0).to_numpy(),
         obs["q0"].astype(float).fillna(0.0).to_numpy(),
         obs["offer"].astype(float).to_numpy(),
+        (obs["run_id"].astype(str) + "/" + obs["parent_id"].astype(str)).to_numpy(),
     )
     return asdict_itt(summary)
 

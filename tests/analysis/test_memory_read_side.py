@@ -85,6 +85,9 @@ def test_the_recomputed_itt_equals_ope_summary(read_side_run: Path) -> None:
     assert mine["n"] == ope["n"] and mine["n_treated"] == ope["n_treated"]
     assert mine["dr"] == pytest.approx(ope["dr"], rel=1e-9)
     assert mine["ci_low"] == pytest.approx(ope["ci_low"], rel=1e-9)
+    # the interval uses the parent-clustered SE (the ledger's run and parent of each row)
+    assert mine["interval_se"] == ope["interval_se"] == "parent"
+    assert mine["se_parent"] == pytest.approx(ope["se_parent"], rel=1e-9)
 
 
 def test_counts_agree_with_the_runs_own_statistics(read_side_run: Path) -> None:

@@ -93,7 +93,8 @@ def test_the_ope_columns_kept_as_arrays_give_the_summary_of_the_ledgers_rows(
 ) -> None:
     """The OPE columns grow as numpy arrays (issue 16: a summary converted Python lists of
     every OPE row); past their first doubling, the report equals ``offer_gate_report`` of
-    the ledger's OPE rows read whole, bit for bit, and the run names are the rows' own."""
+    the ledger's OPE rows read whole, bit for bit (the ITT's clusters: each row's run and
+    parent), and the run names are the rows' own."""
     import math
 
     import numpy as np
@@ -117,7 +118,10 @@ def test_the_ope_columns_kept_as_arrays_give_the_summary_of_the_ledgers_rows(
         cols["q0"].append(float(d.q0 or 0.0))
         cols["e"].append(float(d.offer or reader.settings.policy.offer_probability))
     runs = [o.decision.run_id for o in rows]
-    want = json.loads(json.dumps(offer_gate_report(*cols.values(), runs), default=float))
+    parents = [f"{o.decision.run_id}/{o.decision.context.parent_id}" for o in rows]
+    want = offer_gate_report(*cols.values(), runs, parents)
+    assert want["interval_se"] == "parent" and want["n_parents"] >= 2  # type: ignore[operator]
+    want = json.loads(json.dumps(want, default=float))
     got = json.loads(json.dumps({k: summary[k] for k in want}, default=float))
 
     def same(a: object, b: object) -> bool:  # NaN (None in the summary) aside, exact

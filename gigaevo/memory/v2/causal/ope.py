@@ -23,6 +23,9 @@ PROPENSITY_WARNING_GAP = 0.05
 class IttSummary:
     """Intention-to-treat DR summary written to ``ope_summary.json``.
 
+    ``se`` is the i.i.d. sd(psi)/sqrt(n); ``se_parent`` the parent-clustered (sandwich) SE
+    over ``n_parents`` parents (None with fewer than 2). ``interval_se`` names the SE that
+    the interval, z and p use: "parent" whenever it exists, else "iid".
     ``insufficient_data`` is True (and every estimate None) without >= 1 treated and >= 1 control.
     """
 
@@ -32,6 +35,9 @@ class IttSummary:
     insufficient_data: bool
     dr: float | None = None
     se: float | None = None
+    se_parent: float | None = None
+    n_parents: int = 0
+    interval_se: str = "iid"
     ci_low: float | None = None
     ci_high: float | None = None
     z: float | None = None
@@ -62,18 +68,41 @@ def itt_scores(
     return q1a - q0a + za / ea * (ya - q1a) - (1.0 - za) / (1.0 - ea) * (ya - q0a)
 
 
+def clustered_se(
+    psi: np.ndarray, clusters: Sequence[object] | np.ndarray
+) -> tuple[float | None, int]:
+    """Cluster-robust (sandwich) SE of mean(psi) and the number of clusters G.
+
+    SE = sqrt( G/(G - 1) * sum_g (sum_{i in g} (psi_i - mean psi))^2 ) / n; None when G < 2.
+    With every row its own cluster it equals sd(psi)/sqrt(n).
+    """
+    labels = np.asarray(clusters, dtype=object)
+    if len(labels) != len(psi):
+        raise DesignError("clusters must have one label per row")
+    _, index = np.unique(labels.astype(str), return_inverse=True)
+    sums = np.bincount(index, weights=psi - psi.mean())
+    g = len(sums)
+    if g < 2:
+        return None, g
+    return math.sqrt(g / (g - 1) * float(np.sum(sums**2))) / len(psi), g
+
+
 def itt_summary(
     z: Column,
     y: Column,
     q1: Column,
     q0: Column,
     e: Column,
+    parents: Sequence[object] | np.ndarray | None = None,
 ) -> IttSummary:
-    """ITT (probe) DR estimate with i.i.d. SE, 95 % CI, z, p and the IPS cross-check.
+    """ITT (probe) DR estimate with i.i.d. and parent-clustered SEs, 95 % CI, z, p and the
+    IPS cross-check.
 
     Args:
         z: (n,) offer indicators; y: (n,) outcomes (raw gain, R G- if invalid);
-        q1, q0: (n,) frozen nuisance predictions; e: (n,) offer probabilities.
+        q1, q0: (n,) frozen nuisance predictions; e: (n,) offer probabilities;
+        parents: (n,) parent program ids (the clusters); None: no clustered SE, and the
+            interval uses the i.i.d. one.
     """
     za, ya, q1a, q0a, ea = _arrays(z, y, q1, q0, e)
     n, n_t = len(za), int(np.sum(za == 1))
@@ -84,9 +113,11 @@ def itt_summary(
     ec = np.clip(ea, PROPENSITY_CLIP, 1.0 - PROPENSITY_CLIP)
     dr = float(psi.mean())
     se = float(psi.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+    se_parent, n_parents = clustered_se(psi, parents) if parents is not None else (None, 0)
+    used = se_parent if se_parent is not None else se
     ips = float(np.mean(za * ya / ec - (1.0 - za) * ya / (1.0 - ec)))
-    lo, hi = dr - 1.96 * se, dr + 1.96 * se
-    zstat = dr / se if se > 0 else math.nan
+    lo, hi = dr - 1.96 * used, dr + 1.96 * used
+    zstat = dr / used if used > 0 else math.nan
     from scipy.special import ndtr  # here: a run's close writes ope_summary.json at 0 rows
 
     p = float(2.0 * ndtr(-abs(zstat))) if math.isfinite(zstat) else math.nan
@@ -97,6 +128,9 @@ def itt_summary(
         insufficient_data=False,
         dr=dr,
         se=se,
+        se_parent=se_parent,
+        n_parents=n_parents,
+        interval_se="iid" if se_parent is None else "parent",
         ci_low=lo,
         ci_high=hi,
         z=zstat,
@@ -156,12 +190,7 @@ def gate_value(
     labels = np.asarray(runs if runs is not None else ["run"] * n, dtype=object)
     if len(labels) != n:
         raise DesignError("runs must have one id per row")
-    clusters = sorted(set(labels.tolist()))
-    se: float | None = None
-    if len(clusters) >= 2:
-        sums = np.array([np.sum(psi[labels == c] - value) for c in clusters])
-        nc = len(clusters)
-        se = math.sqrt(nc / (nc - 1) * float(np.sum(sums**2))) / n
+    se, n_runs = clustered_se(psi, labels)
     wsum2 = float(np.sum(w**2))
     ess = float(np.sum(w) ** 2 / wsum2) if wsum2 > 0 else 0.0
     return GateValue(
@@ -171,7 +200,7 @@ def gate_value(
         max_weight=float(np.max(w)),
         min_overlap=float(np.min(np.minimum(ea, 1.0 - ea))),
         n=n,
-        n_runs=len(clusters),
+        n_runs=n_runs,
     )
 
 
@@ -213,6 +242,7 @@ def offer_gate_report(
     q0: Column,
     e: Column,
     runs: Sequence[str] | np.ndarray | None = None,
+    parents: Sequence[str] | np.ndarray | None = None,
 ) -> dict[str, object]:
     """The OPE section of ``ope_summary.json`` (memory-model.md "Off-policy evaluation") as plain
     JSON-ready values.
@@ -226,13 +256,13 @@ def offer_gate_report(
 
     Args:
         z, y, q1, q0, e: (n,) columns as for ``itt_summary``.
-        runs: (n,) run ids (the SE clusters); one run when None.
+        runs: (n,) run ids (the gates' SE clusters); one run when None.
+        parents: (n,) parent program ids (the ITT's clustered SE); none when None.
     """
     za, ya, q1a, q0a, ea = _arrays(z, y, q1, q0, e)
-    itt = itt_summary(za, ya, q1a, q0a, ea)
-    estimates = {
-        k: getattr(itt, k) for k in ("dr", "se", "ci_low", "ci_high", "z", "p_value", "ips")
-    }
+    itt = itt_summary(za, ya, q1a, q0a, ea, parents)
+    keys = ("dr", "se", "se_parent", "n_parents", "interval_se", "ci_low", "ci_high", "z")
+    estimates = {k: getattr(itt, k) for k in (*keys, "p_value", "ips")}
     flags = {
         "low_power": itt.low_power,
         "propensity_warning": itt.propensity_warning,

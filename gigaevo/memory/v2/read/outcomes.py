@@ -330,7 +330,9 @@ class OutcomeRecorder:
         r = self.reader
         cols = self._ope
         cols.extend(self.evidence.observations_since(cols.seen), r)
-        report = offer_gate_report(cols.z, cols.y, cols.q1, cols.q0, cols.e, cols.runs)
+        report = offer_gate_report(
+            cols.z, cols.y, cols.q1, cols.q0, cols.e, cols.runs, cols.parents
+        )
         counts = self.evidence.counts()
         return {
             "estimand": "ITT (probe): offer vs withhold of the proposed card",
@@ -400,6 +402,7 @@ class OpeColumns:
         self.n = 0  # OPE rows kept
         self._cols = {k: np.empty(16) for k in self._FLOATS}
         self._runs = np.empty(16, dtype=object)
+        self._parents = np.empty(16, dtype=object)  # "run/parent": the ITT SE's clusters
         self.run_names: set[str] = set()
         self.counts: Counter[str] = Counter()
 
@@ -427,14 +430,22 @@ class OpeColumns:
     def runs(self) -> np.ndarray:
         return self._runs[: self.n]
 
-    def _append(self, values: tuple[float, float, float, float, float], run: str) -> None:
+    @property
+    def parents(self) -> np.ndarray:
+        return self._parents[: self.n]
+
+    def _append(
+        self, values: tuple[float, float, float, float, float], run: str, parent: str
+    ) -> None:
         if self.n == len(self._runs):  # full: double every column
             for k, col in self._cols.items():
                 self._cols[k] = np.concatenate([col, np.empty(len(col))])
             self._runs = np.concatenate([self._runs, np.empty(len(self._runs), dtype=object)])
+            self._parents = np.concatenate([self._parents, np.empty_like(self._parents)])
         for k, v in zip(self._FLOATS, values, strict=True):
             self._cols[k][self.n] = v
         self._runs[self.n] = run
+        self._parents[self.n] = f"{run}/{parent}"
         self.run_names.add(run)
         self.n += 1
 
@@ -454,6 +465,7 @@ class OpeColumns:
                     float(d.offer or reader.settings.policy.offer_probability),
                 ),
                 d.run_id,
+                d.context.parent_id,
             )
             arm = "treated" if obs.z == 1 else "control" if obs.z == 0 else "other"
             self.counts[f"{arm}.n"] += 1
