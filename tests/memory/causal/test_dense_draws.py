@@ -17,8 +17,11 @@ def _fitted(seed: int) -> tuple[DesignSpace, BayesianLinearHead]:
     rng = np.random.default_rng(seed)
     space = DesignSpace(3, ("a", "b", "c"), kind_contrast=bool(seed % 2))
     n = int(rng.integers(40, 200))
-    x = np.array([space.row(np.r_[1.0, rng.uniform(-1, 1, 2)], int(rng.uniform() < 0.6),
-                            "abc"[int(rng.integers(0, 3))], "program") for _ in range(n)])  # fmt: skip
+    rows = []
+    for _ in range(n):
+        ctx, z = np.r_[1.0, rng.uniform(-1, 1, 2)], int(rng.uniform() < 0.6)
+        rows.append(space.row(ctx, z, "abc"[int(rng.integers(0, 3))], "program"))
+    x = np.array(rows)
     y = x @ rng.normal(0.0, 0.3, space.size) + rng.uniform(0.05, 0.5) * rng.standard_normal(n)
     return space, BayesianLinearHead(np.full(space.size, 1.0)).fit(x, y, np.zeros(n))
 
@@ -58,8 +61,9 @@ def test_projector_gathers_the_kept_covariances() -> None:
 
     class Plain:  # the same nodes without the kept array: the per-node slices
         weights_, component_means_ = head.weights_, head.component_means_
-        components_ = tuple(ConditionalPosterior(p.mean, p.cov.copy(), p.log_evidence)
-                            for p in head.components_)  # fmt: skip
+        components_ = tuple(
+            ConditionalPosterior(p.mean, p.cov.copy(), p.log_evidence) for p in head.components_
+        )
 
     kept, plain = MixtureProjector(head, space), MixtureProjector(Plain(), space)  # type: ignore[arg-type]
     for lineage in space.lineages:
