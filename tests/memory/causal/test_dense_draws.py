@@ -11,6 +11,7 @@ import pytest
 from gigaevo.memory.v2.causal import BayesianLinearHead, DesignSpace
 from gigaevo.memory.v2.causal.blr import ConditionalPosterior, NodeList
 from gigaevo.memory.v2.causal.projection import MixtureProjector, card_columns
+from gigaevo.memory.v2.causal.spectral import DensePencil
 
 
 def _fitted(seed: int) -> tuple[DesignSpace, BayesianLinearHead]:
@@ -73,3 +74,21 @@ def test_projector_gathers_the_kept_covariances() -> None:
     z0, z1 = space.row(x, 0), space.row(x, 1, "b", "program")
     a = kept.draw("b", z0, z1, 300, np.random.default_rng(4))
     np.testing.assert_array_equal(a, plain.draw("b", z0, z1, 300, np.random.default_rng(4)))
+
+
+@pytest.mark.parametrize("p", [1, 5, 17, 40, 64])
+@pytest.mark.parametrize("nodes", [1, 16, 40, 63, 64, 65, 72, 120])
+def test_pencil_covariances_are_the_einsum_contraction(p: int, nodes: int) -> None:
+    """``DensePencil.covariances`` contracts as einsum("ip,kp,jp->kij", optimize=True)
+    does, without its path search: the same numbers."""
+    rng = np.random.default_rng(p)
+    x = rng.standard_normal((3 * p + 5, p))
+    prior = rng.uniform(0.5, 2.0, p)
+    pencil = DensePencil.from_gram(x.T @ x, x.T @ rng.standard_normal(len(x)), 3.0, len(x),
+                                   0.01, prior)  # fmt: skip
+    sigmas = np.exp(rng.uniform(-3.0, 1.0, nodes))
+    s2 = sigmas**2 + pencil.omega2
+    vq = pencil.root_v[:, None] * pencil.q
+    shrink = s2[:, None] / (s2[:, None] + pencil.e[None, :])
+    ref = np.einsum("ip,kp,jp->kij", vq, shrink, vq, optimize=True)
+    np.testing.assert_array_equal(pencil.covariances(sigmas), 0.5 * (ref + ref.transpose(0, 2, 1)))

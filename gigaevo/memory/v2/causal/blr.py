@@ -89,7 +89,7 @@ def factor_nodes(posts: list[_Component], covs: np.ndarray | None = None) -> Non
     ]
     if len(at) < 2:
         return
-    todo = [posts[i] for i in at]
+    todo = [p for p in (posts[i] for i in at) if isinstance(p, ConditionalPosterior)]
     if covs is None:
         covs = np.stack([p.cov for p in todo])
     elif len(todo) != len(posts):  # the covariances of the nodes to do, taken, not stacked
