@@ -178,6 +178,7 @@ class MemoryCalls:
         self.cpu = {"decide": 0.0, "observe": 0.0}
         self.wall = {"decide": 0.0, "observe": 0.0}
         self.n = {"decide": 0, "observe": 0}
+        self.decide_cpu: list[float] = []  # each decide's thread CPU, in call order
         self._saved: dict[str, Any] = {}
 
     def __enter__(self) -> MemoryCalls:
@@ -200,6 +201,8 @@ class MemoryCalls:
             try:
                 return original(provider, *args)
             finally:
+                if name == "decide":
+                    self.decide_cpu.append(time.thread_time() - c0)
                 self.cpu[name] += time.thread_time() - c0
                 self.wall[name] += time.perf_counter() - w0
                 self.n[name] += 1
@@ -210,6 +213,11 @@ class MemoryCalls:
         per = {k: (1e3 * self.cpu[k] / max(1, self.n[k]), 1e3 * self.wall[k] / max(1, self.n[k]))
                for k in self.cpu}  # fmt: skip
         return ", ".join(f"{k} cpu {c:.1f} wall {w:.1f}" for k, (c, w) in per.items())
+
+    def decide_per_k(self) -> list[float]:
+        """Mean thread CPU of a decide, ms, in each successive 1,000 calls."""
+        cpu = self.decide_cpu
+        return [1e3 * float(np.mean(cpu[i : i + 1000])) for i in range(0, len(cpu), 1000)]
 
 
 class WindowProfiles:
@@ -312,6 +320,8 @@ def real_run(mutants: int, *overrides: str, profile: WindowProfiles | None = Non
     print(f"  peak RSS of the process tree: {sampler.peak / 1e6:.0f} MB")
     if calls.n["decide"]:
         print(f"  memory calls, ms per call (thread CPU, wall): {calls.line()}")
+        per = calls.decide_per_k()
+        print("  decide CPU ms per call, per 1,000:", ", ".join(f"{c:.1f}" for c in per))
     for name in ("cards.json", "cards.trials.jsonl", "memory_v2_selection_evidence.sqlite3"):
         if name in sizes:
             wal = sizes.get(f"{name}-wal", 0)

@@ -80,12 +80,20 @@ def factor_nodes(posts: list[_Component], covs: np.ndarray | None = None) -> Non
     """Factor the dense nodes ``posts`` not factored yet (``ConditionalPosterior._chol``) in
     one batched LAPACK call instead of one call each: the batch factors each matrix as a
     call of its own does, so the factors, and the draws, are the same numbers. ``covs``:
-    the posts' covariances already stacked (``NodeList.covs``), used when all are to do."""
-    todo = [p for p in posts if isinstance(p, ConditionalPosterior) and "_chol" not in vars(p)]
-    if len(todo) < 2:
+    the posts' covariances already stacked (``NodeList.covs`` or rows of it, aligned with
+    ``posts``): the ones to do are taken from it instead of stacked again."""
+    at = [
+        i
+        for i, p in enumerate(posts)
+        if isinstance(p, ConditionalPosterior) and "_chol" not in vars(p)
+    ]
+    if len(at) < 2:
         return
-    if covs is None or len(todo) != len(posts):
+    todo = [p for p in (posts[i] for i in at) if isinstance(p, ConditionalPosterior)]
+    if covs is None:
         covs = np.stack([p.cov for p in todo])
+    elif len(todo) != len(posts):  # the covariances of the nodes to do, taken, not stacked
+        covs = covs[at]
     chols = np.linalg.cholesky(covs)
     for post, chol in zip(todo, chols, strict=True):
         vars(post)["_chol"] = chol  # the cached property's value, as its first read sets it
@@ -405,6 +413,13 @@ class BayesianLinearHead:
         """
         return tuple(self._components)
 
+    @property
+    def node_covariances_(self) -> np.ndarray | None:
+        """(K, P, P): the dense nodes' covariances as one array (their ``cov`` are its
+        slices), or None when the nodes do not keep one (``NodeList``)."""
+        comps = self._components
+        return comps.covs if isinstance(comps, NodeList) else None
+
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """n coefficient draws, shape (n, P): node k with probability w_k, then N(m_k, Sigma_k)."""
         ks = rng.choice(len(self.weights_), size=n, p=self.weights_)
@@ -415,12 +430,30 @@ class BayesianLinearHead:
         order = np.argsort(ks, kind="stable")
         nodes, starts = np.unique(ks[order], return_index=True)
         comps = self._components
-        covs = comps.covs if isinstance(comps, NodeList) and len(nodes) == len(comps) else None
-        factor_nodes([comps[k] for k in nodes.tolist()], covs)
-        for k, rows in zip(nodes.tolist(), np.split(order, starts[1:]), strict=True):
-            out[rows] = self._components[k].sample(xi[rows]) + (
-                self.component_means_[k] - self._components[k].mean
-            )
+        visited = [comps[k] for k in nodes.tolist()]
+        covs = None
+        if isinstance(comps, NodeList):
+            covs = comps.covs if len(nodes) == len(comps) else comps.covs[nodes]
+        factor_nodes(visited, covs)
+        if not all(isinstance(p, ConditionalPosterior) for p in visited):
+            for k, rows in zip(nodes.tolist(), np.split(order, starts[1:]), strict=True):
+                out[rows] = self._components[k].sample(xi[rows]) + (
+                    self.component_means_[k] - self._components[k].mean
+                )
+            return out
+        # dense nodes: per node one product of its draws (contiguous, in draw order, as
+        # xi[rows] is) with its factor; the sums (m_k + xi L_k') + (mu_k - m_k) of every
+        # draw at once, the same numbers as node by node
+        grouped = xi[order]
+        ends = np.r_[starts[1:], n]
+        for p, a, b in zip(visited, starts.tolist(), ends.tolist(), strict=True):
+            assert isinstance(p, ConditionalPosterior)
+            grouped[a:b] = grouped[a:b] @ p._chol.T
+        node_of = np.repeat(np.arange(len(nodes)), ends - starts)
+        centred = np.array([p.mean for p in visited])
+        grouped += centred[node_of]
+        grouped += (self.component_means_[nodes] - centred)[node_of]
+        out[order] = grouped
         return out
 
 

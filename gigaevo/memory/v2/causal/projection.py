@@ -76,6 +76,8 @@ class MixtureProjector:
         self.weights = np.asarray(head.weights_, dtype=float)
         self.means = np.asarray(head.component_means_, dtype=float)
         self.components: tuple[Any, ...] = head.components_
+        # (K, P, P): the dense nodes' covariances in one array, or None
+        self._stacked: np.ndarray | None = getattr(head, "node_covariances_", None)
         # lineage -> (K, P_s+C, P_s+C) covariances, or for one pencil's nodes its blocks'
         # (D_l^-1 (K, C, C), T_l (K, C, P_s)), or its prior variances (C,) when it has no rows
         self._blocks: OrderedDict[str, Any] = OrderedDict()
@@ -91,8 +93,12 @@ class MixtureProjector:
         elif all(isinstance(p, BlockPosterior) for p in self.components):
             covs = self._block_covs(lineage)
         elif all(isinstance(p, ConditionalPosterior) for p in self.components):
-            block = np.ix_(cols, cols)  # one index for every node (not one per node)
-            covs = np.array([p.cov[block] for p in self.components])
+            stacked = self._stacked  # the nodes' covariances in one array: one gather
+            if stacked is not None:
+                covs = stacked[np.ix_(np.arange(len(stacked)), cols, cols)]
+            else:
+                block = np.ix_(cols, cols)  # one index for every node (not one per node)
+                covs = np.array([p.cov[block] for p in self.components])
         else:
             raise TypeError("unsupported posterior components")
         self._blocks[lineage] = covs

@@ -497,7 +497,17 @@ class DensePencil:
         s2 = np.asarray(sigmas, dtype=float) ** 2 + self.omega2
         vq = self.root_v[:, None] * self.q  # V^1/2 Q
         shrink = s2[:, None] / (s2[:, None] + self.e[None, :])  # (K, P)
-        cov = np.einsum("ip,kp,jp->kij", vq, shrink, vq, optimize=True)
+        # cov_kij = sum_p vq_ip vq_jp shrink_kp. With more nodes than columns (the usual
+        # fit) contracted as einsum("ip,kp,jp->kij", optimize=True) contracts it then (the
+        # products vq_ip vq_jp, then one (P^2, P) x (P, K) product), without its path
+        # search on every call: the same numbers
+        p, k = vq.shape[0], len(s2)
+        if k <= p:  # einsum contracts vq with shrink first here
+            cov = np.einsum("ip,kp,jp->kij", vq, shrink, vq, optimize=True)
+        else:
+            pairs = vq[None, :, :] * vq[:, None, :]  # [i, j, p] = vq_jp vq_ip
+            cov = np.matmul(pairs.reshape(p * p, -1), shrink.T)
+            cov = cov.reshape(p, p, k).transpose(2, 0, 1)
         return 0.5 * (cov + cov.transpose(0, 2, 1))
 
 
