@@ -523,3 +523,103 @@ def marginal_variance(post: BlockPosterior) -> np.ndarray:
         cols = (ps + post.active[:, None] * c + np.arange(c)).astype(int)
         var[cols] = block_var
     return var
+
+
+@dataclass(frozen=True)
+class BlockHessian:
+    """X' diag(w) X of rows that each touch the shared block and at most one lineage block,
+    in block-arrowhead form (memory-model.md "The prefix in Laplace form"): the shared block
+    a (P_s, P_s), and for each lineage in ``lineages`` its own block d (C, C) and its cross
+    block g (C, P_s) with the shared columns. Two lineage blocks never meet (no row touches
+    both), so these are all its nonzero entries.
+
+    ``h @ r`` and ``h - other`` are the dense matrix's product and difference, so a
+    ``Quadratic`` holds either form through one code path.
+
+    Attributes:
+        a: (P_s, P_s). lineages: (K,) sorted lineage indices. d: (K, C, C). g: (K, C, P_s).
+        size: P of the space.
+    """
+
+    a: np.ndarray
+    lineages: np.ndarray
+    d: np.ndarray
+    g: np.ndarray
+    size: int
+
+    @classmethod
+    def of_gram(
+        cls, gram: tuple[dict[str, np.ndarray], np.ndarray, int], size: int
+    ) -> BlockHessian:
+        """From ``block_gram``'s blocks and their active lineages (copies)."""
+        blocks, active, _ = gram
+        return cls(
+            blocks["a"].copy(), np.asarray(active, dtype=int).copy(), blocks["d"].copy(),
+            blocks["g"].copy(), size,
+        )  # fmt: skip
+
+    @classmethod
+    def of_dense(cls, hess: np.ndarray, shared_size: int, width: int) -> BlockHessian:
+        """The blocks of a dense X'WX with this layout (its cross-lineage entries are 0)."""
+        ps, c = shared_size, width
+        n_lin = (len(hess) - ps) // c
+        lin = hess[ps:, ps:].reshape(n_lin, c, n_lin, c)
+        idx = np.arange(n_lin)
+        d = lin[idx, :, idx, :]  # (B, C, C)
+        g = hess[ps:, :ps].reshape(n_lin, c, ps)
+        keep = np.flatnonzero(np.any(d != 0.0, axis=(1, 2)) | np.any(g != 0.0, axis=(1, 2)))
+        return cls(hess[:ps, :ps].copy(), keep, d[keep].copy(), g[keep].copy(), len(hess))
+
+    def __matmul__(self, r: np.ndarray) -> np.ndarray:
+        """H r for r of shape (P,)."""
+        ps = self.a.shape[0]
+        out = np.zeros(self.size)
+        out[:ps] = self.a @ r[:ps]
+        if len(self.lineages):
+            c = self.d.shape[1]
+            cols = (ps + self.lineages[:, None] * c + np.arange(c)).astype(int)
+            r_l = r[cols]  # (K, C)
+            out[:ps] += np.einsum("kcp,kc->p", self.g, r_l)
+            out[cols] = np.einsum("kij,kj->ki", self.d, r_l) + self.g @ r[:ps]
+        return out
+
+    def __sub__(self, other: BlockHessian) -> BlockHessian:
+        """H - other, on the union of their lineages."""
+        lineages, (d, g), (d_o, g_o) = _aligned(self, other)
+        return BlockHessian(self.a - other.a, lineages, d - d_o, g - g_o, self.size)
+
+    def mapped(self, blocks: np.ndarray, size: int) -> BlockHessian:
+        """The same blocks in another space: lineage j -> ``blocks[j]``, P = ``size`` (the
+        shared block kept)."""
+        target = np.asarray(blocks, dtype=int)[self.lineages]
+        order = np.argsort(target, kind="stable")
+        return BlockHessian(self.a, target[order], self.d[order], self.g[order], size)
+
+    def added_to(
+        self, gram: tuple[dict[str, np.ndarray], np.ndarray, int]
+    ) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
+        """``block_gram``'s (blocks, active, C) of some rows plus this H, on the union of
+        their active lineages (the form ``factor_blocks`` takes)."""
+        blocks, active, c = gram
+        rows = BlockHessian(blocks["a"], np.asarray(active, dtype=int), blocks["d"], blocks["g"],
+                            self.size)  # fmt: skip
+        lineages, (d, g), (d_o, g_o) = _aligned(rows, self)
+        return {"a": blocks["a"] + self.a, "d": d + d_o, "g": g + g_o}, lineages, c
+
+
+def _aligned(
+    x: BlockHessian, y: BlockHessian
+) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """(union of the lineages, x's (d, g) on it, y's (d, g) on it; zeros where absent)."""
+    if np.array_equal(x.lineages, y.lineages):
+        return x.lineages, (x.d, x.g), (y.d, y.g)
+    lineages = np.union1d(x.lineages, y.lineages).astype(int)
+    ps, c = x.a.shape[0], x.d.shape[1]
+    out = []
+    for h in (x, y):
+        d = np.zeros((len(lineages), c, c))
+        g = np.zeros((len(lineages), c, ps))
+        at = np.searchsorted(lineages, h.lineages)
+        d[at], g[at] = h.d, h.g
+        out.append((d, g))
+    return lineages, out[0], out[1]
