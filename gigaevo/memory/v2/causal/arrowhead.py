@@ -585,8 +585,8 @@ class BlockHessian:
 
     def __sub__(self, other: BlockHessian) -> BlockHessian:
         """H - other, on the union of their lineages."""
-        lineages, (d, g), (d_o, g_o) = _aligned(self, other)
-        return BlockHessian(self.a - other.a, lineages, d - d_o, g - g_o, self.size)
+        lineages, d, g = _combined(self, other, -1.0)
+        return BlockHessian(self.a - other.a, lineages, d, g, self.size)
 
     def mapped(self, blocks: np.ndarray, size: int) -> BlockHessian:
         """The same blocks in another space: lineage j -> ``blocks[j]``, P = ``size`` (the
@@ -603,23 +603,24 @@ class BlockHessian:
         blocks, active, c = gram
         rows = BlockHessian(blocks["a"], np.asarray(active, dtype=int), blocks["d"], blocks["g"],
                             self.size)  # fmt: skip
-        lineages, (d, g), (d_o, g_o) = _aligned(rows, self)
-        return {"a": blocks["a"] + self.a, "d": d + d_o, "g": g + g_o}, lineages, c
+        lineages, d, g = _combined(self, rows, 1.0)  # the few rows' blocks into H's many
+        return {"a": blocks["a"] + self.a, "d": d, "g": g}, lineages, c
 
 
-def _aligned(
-    x: BlockHessian, y: BlockHessian
-) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
-    """(union of the lineages, x's (d, g) on it, y's (d, g) on it; zeros where absent)."""
+def _combined(
+    x: BlockHessian, y: BlockHessian, sign: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(lineages, d, g) of x + sign * y on the union of their lineages (x's blocks copied
+    once, y's added where they fall: a card's one block costs O(K C (C + P_s)), not more)."""
     if np.array_equal(x.lineages, y.lineages):
-        return x.lineages, (x.d, x.g), (y.d, y.g)
+        return x.lineages, x.d + sign * y.d, x.g + sign * y.g
     lineages = np.union1d(x.lineages, y.lineages).astype(int)
     ps, c = x.a.shape[0], x.d.shape[1]
-    out = []
-    for h in (x, y):
-        d = np.zeros((len(lineages), c, c))
-        g = np.zeros((len(lineages), c, ps))
-        at = np.searchsorted(lineages, h.lineages)
-        d[at], g[at] = h.d, h.g
-        out.append((d, g))
-    return lineages, out[0], out[1]
+    d = np.zeros((len(lineages), c, c))
+    g = np.zeros((len(lineages), c, ps))
+    at = np.searchsorted(lineages, x.lineages)
+    d[at], g[at] = x.d, x.g
+    at = np.searchsorted(lineages, y.lineages)
+    d[at] += sign * y.d
+    g[at] += sign * y.g
+    return lineages, d, g
