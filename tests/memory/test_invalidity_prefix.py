@@ -30,8 +30,11 @@ PS = UNIT.shared_size
 HARMFUL, PROTECTIVE, RARE, MID, LATE = "c0-harm", "c1-prot", "c2-rare", "c3-mid", "c4-late"
 CARDS = (HARMFUL, PROTECTIVE, RARE, MID, LATE, "c5", "c6", "c7", "c8", "c9")
 SPACE = DesignSpace(C, CARDS, kind_contrast=True)  # P = 49: the dense path
-ALIAS = {c: c for c in CARDS}
-KIND = {c: ("program" if i % 3 == 2 else "insight") for i, c in enumerate(CARDS)}
+# many lineages: P = 9 + 4 * 40 = 169, the block-arrowhead path (the real run's designs)
+WIDE = CARDS + tuple(f"w{i:02d}" for i in range(30))
+WIDE_SPACE = DesignSpace(C, WIDE, kind_contrast=True)
+ALIAS = {c: c for c in WIDE}
+KIND = {c: ("program" if i % 3 == 2 else "insight") for i, c in enumerate(WIDE)}
 
 
 def _prior(space: DesignSpace) -> tuple[np.ndarray, np.ndarray]:
@@ -64,14 +67,20 @@ def _rate(x: np.ndarray, card: str | None) -> float:
     return p
 
 
-def _ledger(n: int, seed: int) -> RowTable:
+def _space(cards: tuple[str, ...]) -> DesignSpace:
+    return WIDE_SPACE if cards == WIDE else SPACE
+
+
+def _ledger(n: int, seed: int, cards: tuple[str, ...] = CARDS, many_from: float = 0.0) -> RowTable:
+    """``n`` rows; the cards past the first ten (``WIDE``) arrive from row ``many_from * n``."""
     rng = np.random.default_rng(seed)
     table = RowTable(PS, C)
     for i in range(n):
         x = _context(rng)
         card: str | None = None
         if rng.random() < 0.65:
-            pool = [c for c in CARDS if c not in (RARE, MID, LATE)]
+            pool = [c for c in cards[: len(CARDS)] if c not in (RARE, MID, LATE)]
+            pool += list(cards[len(CARDS) :]) * (i >= int(many_from * n))
             pool += [MID] * (i >= n // 2) + [LATE] * (i >= int(0.96 * n))
             card = RARE if rng.random() < 0.01 else pool[int(rng.integers(len(pool)))]
         if card is None:
@@ -90,25 +99,36 @@ def _oldest(target: int) -> int:
 
 
 def _fits(
-    table: RowTable, levels: bool = True
+    table: RowTable, levels: bool = True, cards: tuple[str, ...] = CARDS
 ) -> tuple[LogisticLaplaceHead, LogisticLaplaceHead, InvalidityFitter]:
     shift = _levels if levels else None
-    exact = InvalidityFitter(True, False, shift_levels=shift).fit(table, SPACE, ALIAS, _prior)
+    space = _space(cards)
+    exact = InvalidityFitter(True, False, shift_levels=shift).fit(table, space, ALIAS, _prior)
     fitter = InvalidityFitter(True, False, shift_levels=shift, method="laplace_prefix")
-    prefix = fitter.fit(table, SPACE, ALIAS, _prior)
+    prefix = fitter.fit(table, space, ALIAS, _prior)
     assert exact.ok_ and prefix.ok_
     return exact, prefix, fitter
 
 
-def _arms(seed: int) -> tuple[list[np.ndarray], np.ndarray]:
+def _arms(seed: int, cards: tuple[str, ...]) -> tuple[list[np.ndarray], np.ndarray]:
     """Control rows and every card's treated rows at three contexts."""
     rng = np.random.default_rng(10_000 + seed)
+    space = _space(cards)
     z0s, z1s = [], []
     for _ in range(3):
         x = _context(rng)
-        z0s.append(np.r_[UNIT.row(x, 0)[:PS], np.zeros(SPACE.size - PS)])
-        z1s.append(np.array([SPACE.row(x, 1, c, KIND[c]) for c in CARDS]))
+        z0s.append(np.r_[UNIT.row(x, 0)[:PS], np.zeros(space.size - PS)])
+        z1s.append(np.array([space.row(x, 1, c, KIND[c]) for c in cards]))
     return z0s, np.array(z1s)
+
+
+def _variance(head: LogisticLaplaceHead) -> np.ndarray:
+    """The coefficients' posterior variances (dense covariance, or the block factor's)."""
+    if head.coef_cov_ is not None:
+        return np.diag(head.coef_cov_)
+    factor = head.block_factor
+    assert factor is not None
+    return factor.marginal_variance()
 
 
 def _corr(s: np.ndarray) -> np.ndarray:
@@ -116,17 +136,19 @@ def _corr(s: np.ndarray) -> np.ndarray:
 
 
 def _errors(
-    exact: LogisticLaplaceHead, prefix: LogisticLaplaceHead, seed: int
+    exact: LogisticLaplaceHead,
+    prefix: LogisticLaplaceHead,
+    seed: int,
+    cards: tuple[str, ...] = CARDS,
 ) -> tuple[float, float, float, float]:
     """(max |mean difference| / posterior sd over the coefficients and the arm predictors,
     max relative difference of their variances, max |P_acc difference| over the cards,
     max |difference| of the two arms' correlation)."""
-    assert exact.coef_cov_ is not None and prefix.coef_cov_ is not None
-    sd = np.sqrt(np.diag(exact.coef_cov_))
-    mean = float(np.max(np.abs(prefix.coef_ - exact.coef_) / sd))
-    var = float(np.max(np.abs(np.diag(prefix.coef_cov_) / np.diag(exact.coef_cov_) - 1.0)))
+    v_exact = _variance(exact)
+    mean = float(np.max(np.abs(prefix.coef_ - exact.coef_) / np.sqrt(v_exact)))
+    var = float(np.max(np.abs(_variance(prefix) / v_exact - 1.0)))
     acc = corr = 0.0
-    z0s, z1s = _arms(seed)
+    z0s, z1s = _arms(seed, cards)
     for z0, z1 in zip(z0s, z1s, strict=True):
         m_e, s_e = exact.linear_predictors(z0, z1)
         m_p, s_p = prefix.linear_predictors(z0, z1)
@@ -143,21 +165,33 @@ def _errors(
 
 
 @pytest.mark.parametrize(
-    ("target", "seeds"),
-    [(1100, range(10)), (2000, range(10)), (5000, range(6)), (20_000, (0,))],
+    ("target", "seeds", "cards"),
+    [
+        (1100, range(10), CARDS),
+        (2000, range(10), CARDS),
+        (5000, range(6), CARDS),
+        (20_000, (0,), CARDS),
+        # the block-arrowhead form: 40 lineages, P = 169
+        (1100, range(10), WIDE),
+        (2000, range(10), WIDE),
+        (5000, range(4), WIDE),
+        (20_000, (0,), WIDE),
+    ],
+    ids=lambda v: f"{len(v)}-cards" if isinstance(v, tuple) and len(v) > 1 else None,
 )
 def test_the_prefix_fit_matches_the_exact_fit_within_a_small_share_of_a_posterior_sd(
-    target: int, seeds: range | tuple[int, ...]
+    target: int, seeds: range | tuple[int, ...], cards: tuple[str, ...]
 ) -> None:
     worst = [0.0, 0.0, 0.0, 0.0]
     widened = flipped = 0
     for seed in seeds:
         n = _oldest(target)
-        table = _ledger(n, seed=1000 * target + seed)
-        exact, prefix, fitter = _fits(table)
+        table = _ledger(n, seed=1000 * target + seed + 77 * (cards == WIDE), cards=cards)
+        exact, prefix, fitter = _fits(table, cards=cards)
         assert fitter.prefix_fits == 1  # the prefix form, not the exact fallback
+        assert (exact.block_factor is None) == (cards == CARDS)  # dense / block path
         widened += len(exact.wide_columns_) > 0
-        errors = _errors(exact, prefix, seed)
+        errors = _errors(exact, prefix, seed, cards)
         if not np.array_equal(prefix.wide_columns_, exact.wide_columns_):
             # a card whose level odds sit at 0 may take the other level (the odds use the
             # rows' precision 1/s^2 - 1/v_n: a small variance error, amplified): its own
@@ -176,6 +210,40 @@ def test_the_prefix_fit_matches_the_exact_fit_within_a_small_share_of_a_posterio
     assert worst[0] <= 0.05, worst
     assert worst[1] <= 0.05, worst  # the Fisher information at the anchor point
     assert worst[2] <= 0.01, worst
+
+
+@pytest.mark.parametrize("many_from", [0.0, 0.97])
+def test_the_block_form_is_the_dense_form_of_the_same_expansion(
+    many_from: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a wide design (P = 169) the prefix's Hessian is kept, mapped and merged in block
+    form; with the dense path forced (``DENSE_MAX_SIZE`` raised) the same objective is
+    built densely: the same MAP, variances and evidence to rounding. ``many_from`` 0.97:
+    the anchor's design is dense (10 cards) and the fit's wide (the 30 others arrive after
+    the anchor: the dense expansion split into blocks)."""
+    from gigaevo.memory.v2.causal import arrowhead
+    from gigaevo.memory.v2.read import headrows
+
+    sizes = (arrowhead.DENSE_MAX_SIZE, 10**6)
+    for seed in range(3):
+        table = _ledger(_oldest(1100), seed=40 + seed, cards=WIDE, many_from=many_from)
+        heads = []
+        for dense_max in sizes:
+            monkeypatch.setattr(arrowhead, "DENSE_MAX_SIZE", dense_max)
+            monkeypatch.setattr(headrows, "DENSE_MAX_SIZE", dense_max)
+            fitter = InvalidityFitter(True, False, shift_levels=_levels, method="laplace_prefix")
+            heads.append(fitter.fit(table, WIDE_SPACE, ALIAS, _prior))
+            assert fitter.prefix_fits == 1
+        block, dense = heads
+        assert block.block_factor is not None and dense.coef_cov_ is not None
+        assert len(block.wide_columns_)  # the wide-level refit (block minus a card's own)
+        assert np.array_equal(block.wide_columns_, dense.wide_columns_)
+        np.testing.assert_allclose(block.coef_, dense.coef_, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(_variance(block), _variance(dense), rtol=1e-10)
+        assert abs(block.log_evidence() - dense.log_evidence()) < 1e-8
+        column = WIDE_SPACE.lineage_slice("w03").start  # retirement's other level
+        odds = [h.with_level(column, True).log_evidence() for h in (block, dense)]
+        assert abs(odds[0] - odds[1]) < 1e-8
 
 
 def test_below_the_prefix_minimum_the_fit_is_exact() -> None:
@@ -212,7 +280,9 @@ def test_the_other_level_and_its_evidence_follow_the_exact_fit() -> None:
             assert abs(odds[1] - odds[0]) < 0.05, (seed, card, odds)
 
 
-def _feed(rows: RowTable, fits_every: int, fitter: InvalidityFitter) -> LogisticLaplaceHead:
+def _feed(
+    rows: RowTable, fits_every: int, fitter: InvalidityFitter, space: DesignSpace = SPACE
+) -> LogisticLaplaceHead:
     """The rows of ``rows`` appended one by one, with a fit every ``fits_every`` rows."""
     grown = RowTable(PS, C)
     head = None
@@ -221,44 +291,42 @@ def _feed(rows: RowTable, fits_every: int, fitter: InvalidityFitter) -> Logistic
         part = rows.part[i] if key is not None else None
         grown.append(RowTerms(rows.shared[i], part, key, 0.0, 0.0), bool(rows.invalid[i]))
         if i % fits_every == 0 or i == rows.n - 1:
-            head = fitter.fit(grown, SPACE, ALIAS, _prior)
+            head = fitter.fit(grown, space, ALIAS, _prior)
     assert head is not None
     return head
 
 
-def test_a_fresh_fitter_gives_the_same_bits_as_one_that_fitted_all_along() -> None:
+@pytest.mark.parametrize("cards", [CARDS, WIDE], ids=["dense", "block"])
+def test_a_fresh_fitter_gives_the_same_bits_as_one_that_fitted_all_along(
+    cards: tuple[str, ...],
+) -> None:
     """A resumed reader fits the whole ledger at once; the live one fitted along the way,
-    through several anchors: the same head, bit for bit."""
-    table = _ledger(1400, seed=3)
+    through several anchors: the same head, bit for bit (dense, and in block form)."""
+    space = _space(cards)
+    table = _ledger(1400, seed=3, cards=cards)
     along = InvalidityFitter(True, False, shift_levels=_levels, method="laplace_prefix")
-    last = _feed(table, 53, along)
+    last = _feed(table, 53, along, space)
     fresh_fitter = InvalidityFitter(True, False, shift_levels=_levels, method="laplace_prefix")
-    fresh = fresh_fitter.fit(table, SPACE, ALIAS, _prior)
+    fresh = fresh_fitter.fit(table, space, ALIAS, _prior)
     assert along.anchors > 3 and along.prefix_fits >= 6 and fresh_fitter.prefix_fits == 1
     assert len(fresh.wide_columns_)  # the wide-level refit is in the replay
+    assert (fresh.block_factor is None) == (cards == CARDS)
     assert np.array_equal(last.coef_, fresh.coef_)
-    assert last.coef_cov_ is not None and fresh.coef_cov_ is not None
-    assert np.array_equal(last.coef_cov_, fresh.coef_cov_)
+    assert np.array_equal(_variance(last), _variance(fresh))
+    if cards == CARDS:
+        assert last.coef_cov_ is not None and fresh.coef_cov_ is not None
+        assert np.array_equal(last.coef_cov_, fresh.coef_cov_)
     assert np.array_equal(last.wide_columns_, fresh.wide_columns_)
     assert last.log_evidence() == fresh.log_evidence()
 
 
-def test_a_wide_design_takes_the_exact_fit() -> None:
-    cards = tuple(f"w{i:02d}" for i in range(16))  # P = 9 + 64: the block path
-    space = DesignSpace(C, cards, kind_contrast=True)
-    rng = np.random.default_rng(11)
-    table = RowTable(PS, C)
-    for _ in range(400):
-        x = _context(rng)
-        z = UNIT.row(x, 1, "", "insight")
-        table.append(RowTerms(z[:PS], z[PS:], cards[int(rng.integers(16))], 0.0, 0.0),
-                     bool(rng.random() < 0.08))  # fmt: skip
-    alias = {c: c for c in cards}
-    exact = InvalidityFitter(True, False, _levels).fit(table, space, alias, _prior)
-    fitter = InvalidityFitter(True, False, _levels, method="laplace_prefix")
-    prefix = fitter.fit(table, space, alias, _prior)
+def test_a_wide_design_below_the_prefix_minimum_takes_the_exact_fit() -> None:
+    table = _ledger(1023, seed=11, cards=WIDE)  # P = 169: the block path
+    exact, prefix, fitter = _fits(table, cards=WIDE)
     assert fitter.prefix_fits == 0 and fitter.anchors == 1
+    assert exact.block_factor is not None
     assert np.array_equal(prefix.coef_, exact.coef_)
+    assert np.array_equal(_variance(prefix), _variance(exact))
 
 
 def test_an_unknown_method_is_refused() -> None:

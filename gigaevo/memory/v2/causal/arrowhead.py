@@ -523,3 +523,104 @@ def marginal_variance(post: BlockPosterior) -> np.ndarray:
         cols = (ps + post.active[:, None] * c + np.arange(c)).astype(int)
         var[cols] = block_var
     return var
+
+
+@dataclass(frozen=True)
+class BlockHessian:
+    """X' diag(w) X of rows that each touch the shared block and at most one lineage block,
+    in block-arrowhead form (memory-model.md "The prefix in Laplace form"): the shared block
+    a (P_s, P_s), and for each lineage in ``lineages`` its own block d (C, C) and its cross
+    block g (C, P_s) with the shared columns. Two lineage blocks never meet (no row touches
+    both), so these are all its nonzero entries.
+
+    ``h @ r`` and ``h - other`` are the dense matrix's product and difference, so a
+    ``Quadratic`` holds either form through one code path.
+
+    Attributes:
+        a: (P_s, P_s). lineages: (K,) sorted lineage indices. d: (K, C, C). g: (K, C, P_s).
+        size: P of the space.
+    """
+
+    a: np.ndarray
+    lineages: np.ndarray
+    d: np.ndarray
+    g: np.ndarray
+    size: int
+
+    @classmethod
+    def of_gram(
+        cls, gram: tuple[dict[str, np.ndarray], np.ndarray, int], size: int
+    ) -> BlockHessian:
+        """From ``block_gram``'s blocks and their active lineages (copies)."""
+        blocks, active, _ = gram
+        return cls(
+            blocks["a"].copy(), np.asarray(active, dtype=int).copy(), blocks["d"].copy(),
+            blocks["g"].copy(), size,
+        )  # fmt: skip
+
+    @classmethod
+    def of_dense(cls, hess: np.ndarray, shared_size: int, width: int) -> BlockHessian:
+        """The blocks of a dense X'WX with this layout (its cross-lineage entries are 0)."""
+        ps, c = shared_size, width
+        n_lin = (len(hess) - ps) // c
+        lin = hess[ps:, ps:].reshape(n_lin, c, n_lin, c)
+        idx = np.arange(n_lin)
+        d = lin[idx, :, idx, :]  # (B, C, C)
+        g = hess[ps:, :ps].reshape(n_lin, c, ps)
+        keep = np.flatnonzero(np.any(d != 0.0, axis=(1, 2)) | np.any(g != 0.0, axis=(1, 2)))
+        return cls(hess[:ps, :ps].copy(), keep, d[keep].copy(), g[keep].copy(), len(hess))
+
+    def __matmul__(self, r: np.ndarray) -> np.ndarray:
+        """H r for r of shape (P,)."""
+        ps = self.a.shape[0]
+        out = np.zeros(self.size)
+        out[:ps] = self.a @ r[:ps]
+        if len(self.lineages):
+            c = self.d.shape[1]
+            cols = (ps + self.lineages[:, None] * c + np.arange(c)).astype(int)
+            r_l = r[cols]  # (K, C)
+            out[:ps] += np.einsum("kcp,kc->p", self.g, r_l)
+            out[cols] = np.einsum("kij,kj->ki", self.d, r_l) + self.g @ r[:ps]
+        return out
+
+    def __sub__(self, other: BlockHessian) -> BlockHessian:
+        """H - other, on the union of their lineages."""
+        lineages, d, g = _combined(self, other, -1.0)
+        return BlockHessian(self.a - other.a, lineages, d, g, self.size)
+
+    def mapped(self, blocks: np.ndarray, size: int) -> BlockHessian:
+        """The same blocks in another space: lineage j -> ``blocks[j]``, P = ``size`` (the
+        shared block kept)."""
+        target = np.asarray(blocks, dtype=int)[self.lineages]
+        order = np.argsort(target, kind="stable")
+        return BlockHessian(self.a, target[order], self.d[order], self.g[order], size)
+
+    def added_to(
+        self, gram: tuple[dict[str, np.ndarray], np.ndarray, int]
+    ) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
+        """``block_gram``'s (blocks, active, C) of some rows plus this H, on the union of
+        their active lineages (the form ``factor_blocks`` takes)."""
+        blocks, active, c = gram
+        rows = BlockHessian(blocks["a"], np.asarray(active, dtype=int), blocks["d"], blocks["g"],
+                            self.size)  # fmt: skip
+        lineages, d, g = _combined(self, rows, 1.0)  # the few rows' blocks into H's many
+        return {"a": blocks["a"] + self.a, "d": d, "g": g}, lineages, c
+
+
+def _combined(
+    x: BlockHessian, y: BlockHessian, sign: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(lineages, d, g) of x + sign * y on the union of their lineages (x's blocks copied
+    once, y's added where they fall: a card's one block costs O(K C (C + P_s)), not more)."""
+    if np.array_equal(x.lineages, y.lineages):
+        return x.lineages, x.d + sign * y.d, x.g + sign * y.g
+    lineages = np.union1d(x.lineages, y.lineages).astype(int)
+    ps, c = x.a.shape[0], x.d.shape[1]
+    d = np.zeros((len(lineages), c, c))
+    g = np.zeros((len(lineages), c, ps))
+    at = np.searchsorted(lineages, x.lineages)
+    d[at], g[at] = x.d, x.g
+    at = np.searchsorted(lineages, y.lineages)
+    d[at] += sign * y.d
+    g[at] += sign * y.g
+    return lineages, d, g

@@ -12,6 +12,7 @@ import numpy as np
 
 from gigaevo.memory.v2.causal.arrowhead import (
     BlockDesign,
+    BlockHessian,
     BlockPosterior,
     arm_quadratics,
     as_block_design,
@@ -97,24 +98,29 @@ class Quadratic:
         point: the expansion point, (P,).
         value: sum log(1 + e^eta) - d eta at ``point``.
         grad: X'(expit(eta) - d) at ``point``, (P,).
-        hess: X' diag(p (1 - p)) X at ``point``, (P, P).
+        hess: X' diag(p (1 - p)) X at ``point``: (P, P) for a dense design, a
+            ``BlockHessian`` for a ``BlockDesign`` (the same matrix in block-arrowhead form).
     """
 
     point: np.ndarray
     value: float
     grad: np.ndarray
-    hess: np.ndarray
+    hess: np.ndarray | BlockHessian
 
     @classmethod
-    def of_rows(cls, x: np.ndarray, d: np.ndarray, at: np.ndarray) -> Quadratic:
-        """The logistic loss of dense rows ``x`` with 0/1 indicators ``d`` to second order at
-        ``at``: one pass over the rows."""
+    def of_rows(cls, x: np.ndarray | BlockDesign, d: np.ndarray, at: np.ndarray) -> Quadratic:
+        """The logistic loss of rows ``x`` (dense, or a ``BlockDesign``: the Hessian in block
+        form) with 0/1 indicators ``d`` to second order at ``at``: one pass over the rows."""
         from scipy.special import expit
 
-        eta = x @ at
+        eta = x.dot(at) if isinstance(x, BlockDesign) else x @ at
         p = expit(eta)
         w = p * (1.0 - p)
         value = float(np.sum(np.logaddexp(0.0, eta) - d * eta))
+        if isinstance(x, BlockDesign):
+            active, pos = x.active_positions()
+            gram = (block_gram(x, w, pos, len(active)), active, x.lineage_part.shape[1])
+            return cls(at, value, x.rdot(p - d), BlockHessian.of_gram(gram, x.size))
         return cls(at, value, x.T @ (p - d), x.T @ (w[:, None] * x))
 
     def at(self, g: np.ndarray) -> tuple[float, np.ndarray]:
@@ -124,18 +130,21 @@ class Quadratic:
         return self.value + float(self.grad @ r) + 0.5 * float(r @ hr), self.grad + hr
 
     def minus(self, other: Quadratic) -> Quadratic:
-        """This expansion without ``other``'s rows (an expansion at the same point)."""
-        return Quadratic(
-            self.point, self.value - other.value, self.grad - other.grad, self.hess - other.hess
-        )
+        """This expansion without ``other``'s rows (an expansion at the same point, in the
+        same form)."""
+        hess = self.hess - other.hess  # same form: dense, or blocks (``BlockHessian.__sub__``)
+        return Quadratic(self.point, self.value - other.value, self.grad - other.grad, hess)
 
 
 class PrefixRows(Protocol):
     """The rows of a ``laplace_prefix`` fit: the rows fitted exactly and the quadratic that
     stands for the others (``headrows.InvalidityFitter``)."""
 
-    def terms(self, exact: frozenset[int]) -> tuple[np.ndarray, np.ndarray, Quadratic]:
-        """(dense design of the rows fitted exactly, their 0/1 indicators, the quadratic of
+    def terms(
+        self, exact: frozenset[int]
+    ) -> tuple[np.ndarray | BlockDesign, np.ndarray, Quadratic]:
+        """(design of the rows fitted exactly: dense, or a ``BlockDesign`` on a wide design
+        with the quadratic's Hessian in block form; their 0/1 indicators; the quadratic of
         the other rows) with the lineage blocks ``exact`` at the wide level (their rows
         fitted exactly) and the others at the narrow one."""
         ...
@@ -226,11 +235,17 @@ class LogisticLaplaceHead:
             p = expit(self._likelihood(g)[0])
             w = p * (1.0 - p)
             if isinstance(self._x, BlockDesign):
-                data: object = self._rows.gram(w)
+                gram = self._rows.gram(w)
+                if self._quad is not None:  # merged before factoring: one arrowhead
+                    assert isinstance(self._quad.hess, BlockHessian)
+                    gram = self._quad.hess.added_to(gram)
+                data: object = gram
             else:
-                data = self._x.T @ (w[:, None] * self._x)
+                dense = self._x.T @ (w[:, None] * self._x)
                 if self._quad is not None:
-                    data = data + self._quad.hess
+                    assert isinstance(self._quad.hess, np.ndarray)
+                    dense = dense + self._quad.hess
+                data = dense
             self._gram = (key, data)
         return self._gram[1]
 
@@ -298,7 +313,9 @@ class LogisticLaplaceHead:
         only; the Laplace precision is diag(1/v) + Q's Hessian + their Fisher information,
         the log evidence takes Q's value. ``exact``: the lineage blocks at the wide level
         (``rows.terms`` fits all their rows exactly); the wide-level refit and
-        ``with_level`` ask for the blocks of their own levels. Dense designs only.
+        ``with_level`` ask for the blocks of their own levels. On a wide design the rows come
+        as a ``BlockDesign`` and Q's Hessian in block form, merged into their block Gram
+        before the arrowhead is factored.
         """
         self._mu = np.asarray(self.prior_mean, dtype=float)
         self._v = np.asarray(self.prior_variance, dtype=float)
@@ -315,9 +332,14 @@ class LogisticLaplaceHead:
         """Take the rows fitted exactly and the quadratic of the others from ``_prefix``."""
         assert self._prefix is not None
         x, d, quad = self._prefix.terms(exact)
-        self._x = np.asarray(x, dtype=float).reshape(-1, len(self._mu))
+        if isinstance(x, BlockDesign):
+            self._x, self._rows = x, _TreatedRows(x)
+            n = len(x.lineage)
+        else:
+            self._x = np.asarray(x, dtype=float).reshape(-1, len(self._mu))
+            n = len(self._x)
         self._d = np.asarray(d, dtype=float).reshape(-1)
-        if len(self._d) != len(self._x) or not np.all(np.isin(self._d, (0.0, 1.0))):
+        if len(self._d) != n or not np.all(np.isin(self._d, (0.0, 1.0))):
             raise DesignError("invalid indicators must be 0/1 and match the design rows")
         self._quad, self._exact = quad, exact
         self._gram = self._lik = None
@@ -331,13 +353,15 @@ class LogisticLaplaceHead:
 
     def expansion(self) -> Quadratic:
         """The rows' loss to second order at the MAP (the prior not included): its value,
-        gradient X'(p - d) and Fisher information X'WX, as the fit computed them. Dense
-        designs only (the anchor of a ``laplace_prefix`` fit)."""
+        gradient X'(p - d) and Fisher information X'WX, as the fit computed them (the anchor
+        of a ``laplace_prefix`` fit; in block form on a ``BlockDesign``)."""
         self._require_ok()
-        if not isinstance(self._x, np.ndarray):
-            raise DesignError("the expansion of a block-design fit is not kept")
         _, value, grad = self._likelihood(self.coef_)
         hess = self._gram_at(self.coef_)  # X'WX at the MAP: kept by the fit (no pass)
+        if isinstance(self._x, BlockDesign):
+            assert isinstance(hess, tuple) and self._quad is None
+            block = BlockHessian.of_gram(hess, len(self.coef_))
+            return Quadratic(self.coef_.copy(), float(value), grad.copy(), block)
         assert isinstance(hess, np.ndarray)
         return Quadratic(self.coef_.copy(), float(value), grad.copy(), hess.copy())
 

@@ -27,6 +27,7 @@ with the same contrasts, as the batch design did.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -41,7 +42,7 @@ from gigaevo.memory.v2.causal import (
     measurement_sd,
 )
 from gigaevo.memory.v2.causal import RewardDefinition as CausalReward
-from gigaevo.memory.v2.causal.arrowhead import DENSE_MAX_SIZE, row_products
+from gigaevo.memory.v2.causal.arrowhead import DENSE_MAX_SIZE, BlockHessian, row_products
 from gigaevo.memory.v2.causal.invalidity import Quadratic, ShiftLevels
 from gigaevo.memory.v2.causal.suffstats import GaussianStatistics, RowTerms
 from gigaevo.memory.v2.evidence import LineageRow, Observation, SelectionEvidence
@@ -323,13 +324,13 @@ class InvalidityFitter:
     bit. Below ``ANCHOR_MIN`` rows a fit starts at the prior mean, as before.
 
     ``method="laplace_prefix"`` (``memory.posterior_config.invalidity_fit``; memory-model.md
-    "The prefix in Laplace form"): on a dense design (P <= ``DENSE_MAX_SIZE``) with an
-    anchor, the anchor's rows enter the fit as their loss's second-order expansion at the
-    anchor MAP (kept with the anchor), so Newton passes over the rows since the anchor only
-    (and over the rows of the cards whose level changed, ``LogisticLaplaceHead.fit_prefix``).
-    Wide designs, fits below ``prefix_min_rows`` rows (1,024: below, the prefix's Fisher
-    information, taken at the anchor point, is off by 5-17 % and the exact fit is cheap)
-    and a prefix fit that fails take the exact fit.
+    "The prefix in Laplace form"): with an anchor, the anchor's rows enter the fit as their
+    loss's second-order expansion at the anchor MAP (kept with the anchor; on a wide design,
+    P > ``DENSE_MAX_SIZE``, its Hessian in block-arrowhead form), so Newton passes over the
+    rows since the anchor only (and over the rows of the cards whose level changed,
+    ``LogisticLaplaceHead.fit_prefix``). Fits below ``prefix_min_rows`` rows (1,024: below,
+    the prefix's Fisher information, taken at the anchor point, is off by 5-17 % and the
+    exact fit is cheap) and a prefix fit that fails take the exact fit.
     """
 
     def __init__(
@@ -387,9 +388,9 @@ class InvalidityFitter:
         start: np.ndarray,
         levels: ShiftLevels | None,
     ) -> _PrefixRows | None:
-        """The rows of a ``laplace_prefix`` fit (None: the exact fit, on a wide design)."""
+        """The rows of a ``laplace_prefix`` fit (None: no expansion of this anchor)."""
         kept, anchor = self._expansion, self._anchor
-        if space.size > DENSE_MAX_SIZE or kept is None or anchor is None:
+        if kept is None or anchor is None:
             return None
         if kept.key != anchor[0]:
             return None
@@ -400,7 +401,7 @@ class InvalidityFitter:
         blocks = (target[:: space.n_context] - ps) // space.n_context  # anchor -> fit block
         k = anchor_size(table.n)
         wide = None if levels is None else levels.wide_variance
-        return _PrefixRows(table, space, block_of, k, start, columns, blocks, kept, wide)
+        return _PrefixRows(table, space, own, block_of, k, start, columns, blocks, kept, wide)
 
     def _start(
         self, table: RowTable, space: DesignSpace, alias: dict[str, str], prior: Prior
@@ -429,7 +430,7 @@ class InvalidityFitter:
                 self._anchor = None
                 return None
             self._anchor = (key, own, anchor.coef_)
-            if self.method == "laplace_prefix" and own.size <= DENSE_MAX_SIZE:
+            if self.method == "laplace_prefix":
                 self._expansion = _Expansions(key, anchor.expansion(), (mu, var), own.shared_size)
         _, own, gamma = self._anchor
         start, _ = prior(space)
@@ -465,7 +466,8 @@ class _Expansions:
     ``narrow``: at the anchor MAP (every card at the narrow level). ``levels``: at the MAP
     of the same rows with the anchor blocks of the key at the wide level, made when first
     asked (Newton from the narrow MAP; None when that fit fails). ``cards``: (wide blocks,
-    block) -> that block's own anchor rows at the same point. All in the anchor's space.
+    block) -> that block's own anchor rows at the same point. All in the anchor's space,
+    dense or in block form as the anchor's design (P > ``DENSE_MAX_SIZE``: block form).
     """
 
     key: object
@@ -474,6 +476,9 @@ class _Expansions:
     shared_size: int
     levels: dict[frozenset[int], Quadratic | None] = field(default_factory=dict)
     cards: dict[tuple[frozenset[int], int], Quadratic] = field(default_factory=dict)
+
+
+_Terms = tuple[np.ndarray | BlockDesign, np.ndarray, Quadratic]
 
 
 class _PrefixRows:
@@ -486,7 +491,9 @@ class _PrefixRows:
     fit's space: anchor column j -> ``columns[j]``; a fit column no anchor row touches gets
     no curvature. A card's level moves the problem's own invalid logit too, so the point
     must have the fit's levels. When the anchor rows' fit under those levels fails, every
-    row is fitted exactly. Everything here is a function of the rows and the anchor, so a
+    row is fitted exactly. On a wide fit space (P > ``DENSE_MAX_SIZE``) the rows come as a
+    ``BlockDesign`` and the quadratic's Hessian as a ``BlockHessian`` (an anchor block j ->
+    fit block ``blocks[j]``). Everything here is a function of the rows and the anchor, so a
     resumed run fits the same bits.
     """
 
@@ -494,6 +501,7 @@ class _PrefixRows:
         self,
         table: RowTable,
         space: DesignSpace,
+        own: DesignSpace,
         block_of: dict[str, int],
         k: int,
         point: np.ndarray,
@@ -509,9 +517,12 @@ class _PrefixRows:
         self.width = space.n_context
         self.blocks = blocks  # anchor block j -> fit block blocks[j]
         self.own = {int(b): j for j, b in enumerate(blocks.tolist())}  # fit -> anchor block
-        self._terms: dict[frozenset[int], tuple[np.ndarray, np.ndarray, Quadratic]] = {}
+        to_anchor = np.full(len(space.lineages) + 1, -1)  # [-1] reads the trailing -1
+        to_anchor[blocks] = np.arange(len(blocks))
+        self.to_anchor, self.anchor_space = to_anchor, own
+        self._terms: dict[frozenset[int], _Terms] = {}
 
-    def terms(self, exact: frozenset[int]) -> tuple[np.ndarray, np.ndarray, Quadratic]:
+    def terms(self, exact: frozenset[int]) -> _Terms:
         kept = self._terms.get(exact)
         if kept is not None:
             return kept
@@ -520,7 +531,7 @@ class _PrefixRows:
         quad = self._level(own)
         if quad is None:  # the anchor rows' fit at these levels failed: every row exactly
             rows = np.arange(len(lineage))
-            zero = Quadratic(self.point, 0.0, np.zeros(self.size), np.zeros((self.size,) * 2))
+            zero = Quadratic(self.point, 0.0, np.zeros(self.size), self._empty())
             kept = self._terms[exact] = (self._rows(rows), self.invalid[rows], zero)
             return kept
         asked = np.array(sorted(exact), dtype=int)
@@ -530,18 +541,45 @@ class _PrefixRows:
         point = self.point.copy()
         point[self.columns] = quad.point
         grad = np.zeros(self.size)
-        hess = np.zeros((self.size, self.size))
         grad[self.columns] = quad.grad
-        hess[np.ix_(self.columns, self.columns)] = quad.hess
-        mapped = Quadratic(point, quad.value, grad, hess)
+        mapped = Quadratic(point, quad.value, grad, self._mapped(quad.hess))
         kept = self._terms[exact] = (self._rows(rows), self.invalid[rows], mapped)
         return kept
 
-    def _rows(self, rows: np.ndarray) -> np.ndarray:
-        """The dense design of ``rows`` in the fit's space."""
-        d = self.design
-        part = BlockDesign(d.shared[rows], d.lineage[rows], d.lineage_part[rows], d.n_lineages)
-        return part.to_dense()
+    def _mapped(self, hess: np.ndarray | BlockHessian) -> np.ndarray | BlockHessian:
+        """An anchor-space Hessian in the fit's space and form (a fit column no anchor row
+        touches: no curvature)."""
+        if self.size <= DENSE_MAX_SIZE:  # then the anchor's design is dense too
+            assert isinstance(hess, np.ndarray)
+            out = np.zeros((self.size, self.size))
+            out[np.ix_(self.columns, self.columns)] = hess
+            return out
+        if isinstance(hess, np.ndarray):
+            hess = BlockHessian.of_dense(hess, self.anchor_space.shared_size, self.width)
+        return hess.mapped(self.blocks, self.size)
+
+    def _empty(self) -> np.ndarray | BlockHessian:
+        """A zero Hessian in the fit's form."""
+        if self.size <= DENSE_MAX_SIZE:
+            return np.zeros((self.size, self.size))
+        ps, c = self.anchor_space.shared_size, self.width
+        none = np.zeros(0, dtype=int)
+        return BlockHessian(np.zeros((ps, ps)), none, np.zeros((0, c, c)), np.zeros((0, c, ps)),
+                            self.size)  # fmt: skip
+
+    def _rows(self, rows: np.ndarray) -> np.ndarray | BlockDesign:
+        """The design of ``rows`` in the fit's space: a ``BlockDesign`` when wide."""
+        part = self.design.take(rows)
+        return part if self.size > DENSE_MAX_SIZE else part.to_dense()
+
+    def _anchor_rows(self, rows: np.ndarray) -> np.ndarray | BlockDesign:
+        """The design of ``rows`` (anchor rows: their lineages are the anchor's) in the
+        anchor's space: a ``BlockDesign`` when wide."""
+        d = self.design.take(rows)
+        part = dataclasses.replace(
+            d, lineage=self.to_anchor[d.lineage], n_lineages=len(self.blocks)
+        )
+        return part if self.anchor_space.size > DENSE_MAX_SIZE else part.to_dense()
 
     def _level(self, wide: frozenset[int]) -> Quadratic | None:
         """The anchor rows' expansion at their MAP with the anchor blocks ``wide`` at the wide
@@ -555,8 +593,11 @@ class _PrefixRows:
         mu, var = kept.prior
         var = var.copy()
         var[[kept.shared_size + j * self.width for j in sorted(wide)]] = self.wide_variance
-        x = self._rows(np.arange(self.k))[:, self.columns]
-        head = LogisticLaplaceHead(mu, var).fit(x, self.invalid[: self.k], start=kept.narrow.point)
+        x = self._anchor_rows(np.arange(self.k))
+        layout = (kept.shared_size, self.width)
+        head = LogisticLaplaceHead(mu, var, layout).fit(
+            x, self.invalid[: self.k], start=kept.narrow.point
+        )
         quad = head.expansion() if head.ok_ else None
         kept.levels[wide] = quad
         return quad
@@ -568,7 +609,7 @@ class _PrefixRows:
         if kept is not None:
             return kept
         rows = np.flatnonzero(self.design.lineage[: self.k] == self.blocks[block])
-        card = Quadratic.of_rows(self._rows(rows)[:, self.columns], self.invalid[rows], at)
+        card = Quadratic.of_rows(self._anchor_rows(rows), self.invalid[rows], at)
         self.anchor.cards[(wide, block)] = card
         return card
 
