@@ -32,7 +32,11 @@ process RSS once the ledger is open and fitted, and from that the bytes kept per
 historical decision (RSS slope between ledger lengths). ``--baseline PATH`` measures part 2
 also on the package of another checkout (an export of ``main``, say), each setting in a
 subprocess right after this checkout's, with ``--baseline-measure`` mutants (the old code
-can be slow at long ledgers), and prints the ratio of CPU ms per mutant.
+can be slow at long ledgers), and prints the ratio of CPU ms per mutant. With part 1,
+``--baseline`` also runs the real run of that checkout in a subprocess at the same time as
+this one's (the same load on a shared machine) and prints its figures and the ratios of
+wall and decide CPU (per call, and per 1,000 decisions). Setting PYTHONPATH does not
+choose the package measured: the script puts its own checkout first on ``sys.path``.
 ``--components`` also times, on each ledger of this checkout and interleaved in one
 process, a retirement sweep judging every card against a bounded one (memory-model.md "A
 bounded sweep") and the immediate head's adaptive against its planned fit ("Incremental
@@ -104,8 +108,12 @@ CITED_CARDS = 400  # history rows propose among the first 400 cards of the bank
 
 
 # -- peak memory of the process tree ----------------------------------------------
+_NOT_MEASURED: set[int] = set()  # child processes left out of the tree (a baseline's run)
+
+
 def _tree_rss() -> int:
-    """Summed RSS (bytes) of this process and its descendants (from /proc)."""
+    """Summed RSS (bytes) of this process and its descendants (from /proc), without the
+    processes of ``_NOT_MEASURED`` and theirs."""
     children: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
@@ -118,6 +126,8 @@ def _tree_rss() -> int:
     total, stack = 0, [os.getpid()]
     while stack:
         pid = stack.pop()
+        if pid in _NOT_MEASURED:
+            continue
         try:
             with open(f"/proc/{pid}/status") as f:
                 total += next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith("VmRSS:"))
@@ -296,7 +306,9 @@ class WindowProfiles:
             prof.dump_stats(str(self.out / f"{thread}_{window[0]}_{window[1]}.pstats"))
 
 
-def real_run(mutants: int, *overrides: str, profile: WindowProfiles | None = None) -> None:
+def real_run(
+    mutants: int, *overrides: str, profile: WindowProfiles | None = None
+) -> dict[str, Any]:
     # imported here: a --child of an older checkout imports this file with its own _config
     from _config import describe, memory_description
 
@@ -326,7 +338,31 @@ def real_run(mutants: int, *overrides: str, profile: WindowProfiles | None = Non
         if name in sizes:
             wal = sizes.get(f"{name}-wal", 0)
             print(f"  {name}: {sizes[name] / 1e6:.2f} MB" + (f" + WAL {wal / 1e6:.2f}" * bool(wal)))
-    print(f"  files at the end: {files / 1e6:.1f} MB in the run directory")
+    print(f"  files at the end: {files / 1e6:.1f} MB in the run directory", flush=True)
+    decide = 1e3 * calls.cpu["decide"] / max(1, calls.n["decide"])
+    return {"wall": wall, "per_k": per_k, "decide": decide, "decide_per_k": calls.decide_per_k()}
+
+
+def _real_in_checkout(tree: Path, mutants: int, overrides: list[str]) -> subprocess.Popen[str]:
+    """Part 1 on the package of checkout ``tree`` (this script's code), started now in a
+    child so that it runs at the same time as this checkout's: its report, then its figures
+    as JSON on the last line."""
+    tree = tree.resolve()
+    cmd = [sys.executable, __file__, "--child", str(tree), "--child-run", "--mutants", str(mutants)]
+    cmd += [a for o in overrides for a in ("--set", o)]
+    child = subprocess.Popen(cmd, cwd=tree, stdout=subprocess.PIPE, text=True)
+    _NOT_MEASURED.add(child.pid)  # its own peak RSS is in its report
+    return child
+
+
+def _ratios(this: dict[str, Any], base: dict[str, Any]) -> None:
+    """Baseline / this checkout: wall and decide CPU, per 1,000 where both have them."""
+    per = [f"{b / t:.2f}" for t, b in zip(this["decide_per_k"], base["decide_per_k"], strict=False)]
+    print(
+        f"baseline / this: wall {base['wall'] / this['wall']:.2f}, decide CPU per call"
+        f" {base['decide'] / this['decide']:.2f}; per 1,000: {', '.join(per)}",
+        flush=True,
+    )
 
 
 # -- part 3: a small bank's card writes, a store's default against a run's store -----------
@@ -651,13 +687,17 @@ def main() -> None:
         help="part 1: a Hydra override of the memory=v2 run (repeatable)",
     )
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--child-run", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.child is not None:  # one setting of part 2 on this package; JSON on the last line
+    if args.child is not None:  # part 1, or one setting of part 2, on this package
         import gigaevo
 
         assert Path(gigaevo.__file__).is_relative_to(args.child.resolve()), gigaevo.__file__
-        r = synthetic(args.cards[0], args.rows[0], args.measure)
-        print(json.dumps(r), flush=True)
+        if args.child_run:
+            r = real_run(args.mutants, *args.set)
+        else:
+            r = synthetic(args.cards[0], args.rows[0], args.measure)
+        print(json.dumps(r), flush=True)  # JSON on the last line
         return
     print(f"load average at start: {os.getloadavg()[0]:.2f}", flush=True)
     if not args.skip_synthetic:
@@ -709,7 +749,16 @@ def main() -> None:
     if not args.skip_run:
         windows = [tuple(map(int, w.split(":"))) for w in args.profile.split(",") if w]
         profile = WindowProfiles(windows, args.profile_out) if windows else None  # type: ignore[arg-type]
-        real_run(args.mutants, *args.set, profile=profile)
+        child = None
+        if args.baseline is not None:  # the baseline's run at the same time (same load)
+            child = _real_in_checkout(args.baseline, args.mutants, args.set)
+        this = real_run(args.mutants, *args.set, profile=profile)
+        if child is not None:
+            out, _ = child.communicate()
+            lines = out.strip().splitlines()
+            print(f"\nbaseline {args.baseline} (run at the same time):")
+            print("\n".join(line for line in lines[:-1] if line.startswith("  ")))
+            _ratios(this, json.loads(lines[-1]))
         if args.none:
             real_run(args.mutants, "memory=none", "pipeline=guided")
     print(f"load average at end: {os.getloadavg()[0]:.2f}")

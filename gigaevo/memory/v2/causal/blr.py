@@ -362,7 +362,7 @@ class BayesianLinearHead:
         self.component_means_ = fine.means
         self._components = fine.components
         self._fine = fine
-        self.coef_mean_, self.coef_cov_ = fine.mean, fine.cov
+        self.coef_mean_ = fine.mean
         self.residual_variance_ = fine.sigma2
         self.log_marginal_ = fine.log_mass
         self.health_ = _health(fine, coarse, nodes.modes_converged, nodes.depth_limit_hit, lo, hi)
@@ -412,6 +412,12 @@ class BayesianLinearHead:
         Their ``mean`` excludes the prior mean; ``component_means_`` includes it.
         """
         return tuple(self._components)
+
+    @property
+    def coef_cov_(self) -> np.ndarray | None:
+        """The mixture's coefficient covariance (P, P; dense designs only, else None),
+        formed when first read."""
+        return self._fine.cov
 
     @property
     def node_covariances_(self) -> np.ndarray | None:
@@ -599,9 +605,21 @@ class _Mixture:
     mean: np.ndarray
     node_var: np.ndarray | NodeVariances | None
     spread: np.ndarray  # sum_k w_k (m_k - mean)^2, (P,)
-    cov: np.ndarray | None
+    # (the nodes' covariances (K, P, P), the deviations m_k - mean (K, P)) of a dense
+    # mixture built in full, for ``cov``; None otherwise
+    cov_terms: tuple[np.ndarray, np.ndarray] | None
     sigma2: float
     log_mass: float
+
+    @cached_property
+    def cov(self) -> np.ndarray | None:
+        """sum_k w_k Sigma_k + sum_k w_k (m_k - mean)(m_k - mean)' (dense, built in full;
+        else None), formed when first read: a decision reads only the nodes."""
+        if self.cov_terms is None:
+            return None
+        covs, dev = self.cov_terms
+        w = self.weights
+        return np.einsum("k,kij->ij", w, covs) + (dev.T * w) @ dev
 
     @cached_property
     def var(self) -> np.ndarray | None:
@@ -630,7 +648,7 @@ def _mixture(
     mu0 = solver.mu0
     shifted = bool(np.any(mu0))
     moving = getattr(solver, "moving", None)
-    cov = None
+    cov_terms = None
     if moving is None:
         means = centred + mu0 if shifted else centred
         mean = w @ means
@@ -639,7 +657,7 @@ def _mixture(
             covs = (
                 posts.covs if isinstance(posts, NodeList) else np.array([p.cov for p in posts])  # type: ignore[attr-defined]
             )
-            cov = np.einsum("k,kij->ij", w, covs) + (dev.T * w) @ dev
+            cov_terms = (covs, dev)
         spread = w @ dev**2
     else:
         # a column outside ``moving`` holds mu0 at every node: its mixture mean is mu0 and
@@ -657,7 +675,7 @@ def _mixture(
         spread = np.zeros(len(mean))
         spread[moving] = w @ (dev * dev)
     sigma2 = float(w @ np.exp(2.0 * taus))
-    return _Mixture(taus, w, posts, means, mean, node_var, spread, cov, sigma2, log_mass)
+    return _Mixture(taus, w, posts, means, mean, node_var, spread, cov_terms, sigma2, log_mass)
 
 
 def _mean_shift(fine: _Mixture, coarse: _Mixture) -> float:
