@@ -18,6 +18,7 @@ import warnings
 
 import numpy as np
 import pytest
+from scipy.integrate import IntegrationWarning
 from scipy.special import ndtr
 
 from gigaevo.memory.v2.causal import acceptance_probability
@@ -80,6 +81,7 @@ def test_no_floating_point_warning_escapes() -> None:
     )  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # numpy's floating-point warnings
+        warnings.simplefilter("error", IntegrationWarning)  # quad's abnormal ends fail closed
         with np.errstate(divide="warn", invalid="warn"):
             for delta in (0.0, 5e-7, 0.10, 0.5):
                 acceptance_probabilities(np.r_[means, high], np.r_[covs, high_c], delta=delta)

@@ -805,7 +805,9 @@ def acceptance_probability(
         return math.exp(-0.5 * t * t) * _INV_SQRT_2PI * tail
 
     points = _breakpoints(gap, vs)
-    value, err = quad(
+    # full_output: quad reports an abnormal end (round-off, the subdivision limit) in its
+    # return value (a 4th item) instead of a warning; such an integral fails closed
+    out = quad(
         integrand,
         -10.0,
         10.0,
@@ -813,9 +815,10 @@ def acceptance_probability(
         epsabs=tolerance / 100.0,
         epsrel=0.0,
         limit=400,
+        full_output=1,
     )
-    err = float(err) + 2.0 * float(ndtr(-10.0))
-    if not (math.isfinite(value) and err <= tolerance):
+    value, err, abnormal = out[0], float(out[1]) + 2.0 * float(ndtr(-10.0)), len(out) > 3
+    if abnormal or not (math.isfinite(value) and err <= tolerance):
         return Acceptance(0.0, err, True)
     return Acceptance(max(0.0, float(value) - err), err, False)
 
