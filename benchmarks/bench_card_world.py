@@ -62,6 +62,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import hashlib  # noqa: E402
+import itertools  # noqa: E402
 import math  # noqa: E402
 import pickle  # noqa: E402
 import shutil  # noqa: E402
@@ -333,6 +334,23 @@ def harmful_life(world: World, trace: Trace, delta: float = 0.10, alpha: float =
                        flat[0] if flat else None, flat[1] if flat else None)  # fmt: skip
 
 
+def level_flips(trace: Trace, alpha: float = 0.10) -> tuple[list[float], int, int]:
+    """Over the decisions that integrated the harmful card: |change of its P_acc| at each
+    change of its shift level, and its returns to the safe set (P_acc from <= alpha to
+    > alpha between such decisions) with a wide -> narrow flip and with the level unchanged."""
+    d = trace.decisions
+    p, wide = np.asarray(d["harm_pacc"], dtype=float), np.asarray(d["harm_wide"], dtype=float)
+    at = np.flatnonzero(~np.isnan(p) & ~np.isnan(wide))
+    jumps, by_flip, same = [], 0, 0
+    for a, b in itertools.pairwise(at):
+        if wide[a] != wide[b]:
+            jumps.append(abs(float(p[b] - p[a])))
+        if p[a] <= alpha < p[b]:
+            by_flip += int(wide[a] == 1 and wide[b] == 0)
+            same += int(wide[a] == wide[b])
+    return jumps, by_flip, same
+
+
 def memory_details(name: str, runs: list[Trace], world: World) -> None:
     print(f"  {name}:")
     lives = [harmful_life(world, t) for t in runs if t.seed is not None and t.decisions]
@@ -353,6 +371,16 @@ def memory_details(name: str, runs: list[Trace], world: World) -> None:
             f"{np.mean([x.flat_cited for x in flat]) if flat else math.nan:.1f} cited rows / "
             f"{np.mean([x.flat_delivered for x in flat]) if flat else math.nan:.1f} deliveries"
         )  # fmt: skip
+    levels = [level_flips(t) for t in runs if "harm_wide" in t.decisions]
+    if levels:
+        flips = [j for x in levels for j in x[0]]
+        print(
+            f'    harmful card\'s shift level (memory-model.md "Card shift levels"): '
+            f"{len(flips) / len(levels):.1f} narrow/wide flips per run, P_acc moving by a median "
+            f"{np.median(flips) if flips else math.nan:.2f} at a flip; of "
+            f"{sum(x[1] + x[2] for x in levels)} returns to the safe set (P_acc above alpha "
+            f"again), {sum(x[1] for x in levels)} came with a wide -> narrow flip"
+        )
     cov = [t.coverage for t in runs if t.coverage is not None]
     for kind in ("gain", "invalid", "hurdle"):
         hits = [h for c in cov for h in getattr(c, kind).values()]
