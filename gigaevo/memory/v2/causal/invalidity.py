@@ -385,9 +385,18 @@ class LogisticLaplaceHead:
             return
         self._v = self._v.copy()
         self._v[wide] = levels.wide_variance
+        start = gamma.copy()
         if self._prefix is not None:  # the rows at these levels (``PrefixRows.terms``)
+            assert self._quad is not None
+            narrow = self._quad.point
             self._load(self._exact | self._blocks(wide))
-        self._finish(self._newton(gamma.copy()))
+            assert self._quad is not None
+            # start where the prefix rows' own MAP moved when these cards went wide (the
+            # expansion points of the two level sets): Newton then takes the few steps it
+            # takes from a nearby start, not a long walk of the wide cards' shifts; a
+            # function of rows, anchor and levels, the same MAP to the gradient target
+            start += self._quad.point - narrow
+        self._finish(self._newton(start))
         self.wide_columns_ = wide
 
     def with_level(self, column: int, wide: bool) -> LogisticLaplaceHead:
