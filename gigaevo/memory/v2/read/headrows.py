@@ -390,9 +390,7 @@ class InvalidityFitter:
     ) -> _PrefixRows | None:
         """The rows of a ``laplace_prefix`` fit (None: no expansion of this anchor)."""
         kept, anchor = self._expansion, self._anchor
-        if kept is None or anchor is None:
-            return None
-        if kept.key != anchor[0]:
+        if kept is None or anchor is None or kept.key != anchor[0]:
             return None
         own = anchor[1]
         target, _ = self._columns(own, space)
@@ -516,8 +514,8 @@ class _PrefixRows:
         self.columns, self.anchor, self.wide_variance = columns, anchor, wide_variance
         self.width = space.n_context
         self.blocks = blocks  # anchor block j -> fit block blocks[j]
-        self.own = {int(b): j for j, b in enumerate(blocks.tolist())}  # fit -> anchor block
-        to_anchor = np.full(len(space.lineages) + 1, -1)  # [-1] reads the trailing -1
+        # fit block -> anchor block, -1 for none ([-1] reads the trailing -1)
+        to_anchor = np.full(len(space.lineages) + 1, -1)
         to_anchor[blocks] = np.arange(len(blocks))
         self.to_anchor, self.anchor_space = to_anchor, own
         self._terms: dict[frozenset[int], _Terms] = {}
@@ -527,7 +525,7 @@ class _PrefixRows:
         if kept is not None:
             return kept
         lineage, k = self.design.lineage, self.k
-        own = frozenset(self.own[b] for b in exact if b in self.own)
+        own = frozenset(j for j in self.to_anchor[sorted(exact)].tolist() if j >= 0)
         quad = self._level(own)
         if quad is None:  # the anchor rows' fit at these levels failed: every row exactly
             rows = np.arange(len(lineage))
