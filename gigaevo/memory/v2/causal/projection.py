@@ -493,16 +493,21 @@ def block_worlds(
         shared_t = np.ascontiguousarray(z1.shared.T)
         base = means[nodes, :ps] @ shared_t + centre  # (visited nodes, J)
         slope = np.subtract(shared_t, shift, out=shift)  # s_1j - shift_j per visited node
+        # per node only the two products (each world's d_s, then its d_s'(s_1j - shift_j)),
+        # written in place; the sums that follow are elementwise, so they are made for
+        # every world at once, in the same order as per node (the same values)
+        ds = np.empty((n, ps))
+        inv_s = stack.inv_s
         for i, k in enumerate(nodes):
             sl = slice(bounds[i], bounds[i + 1])
-            ds = xi_s[sl] @ stack.inv_s[k]  # L_S^-T xi_s in row form
-            beta_s[sl] = means[k, :ps] + ds
-            out = ds @ slope[i]  # (worlds of node k, J), small: formed in cache, then put
-            out += base[i]  # straight into the worlds' own rows (no reorder of eta1 after)
-            noise = xi_1[sl]
-            noise *= sd[i]
-            out += noise
-            eta1[order[sl]] = out
+            np.matmul(xi_s[sl], inv_s[k], out=ds[sl])  # L_S^-T xi_s in row form
+            np.matmul(ds[sl], slope[i], out=eta1[sl])  # (worlds of node k, J)
+        node_of = np.repeat(np.arange(n_nodes), counts)  # the node of each slice row
+        np.add(means[nodes, :ps][node_of], ds, out=beta_s)
+        eta1 += base[node_of]
+        xi_1 *= sd[node_of]
+        eta1 += xi_1
+        eta1 = eta1[back]  # the worlds' own order
     else:
         lift = np.empty((n, len(single)))  # lineage-block part of z_1j'theta, single cards
         beta_v = np.empty((n, len(vec_blocks), c))
