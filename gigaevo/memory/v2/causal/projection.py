@@ -10,6 +10,7 @@ block-arrowhead node (its Schur factors), so the cost does not grow with the ban
 
 from __future__ import annotations
 
+import operator
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -608,9 +609,12 @@ def block_stack(head: BayesianLinearHead | LogisticLaplaceHead) -> BlockStack | 
         )
     else:
         components = head.components_
+        key = (*components, head.component_means_, head.weights_)
+        cached = _cached(_STACKS, head, key)  # a stack is kept only for block nodes
+        if cached is not None:
+            return cached
         if not components or not all(isinstance(p, BlockPosterior) for p in components):
             return None
-        key = (*components, head.component_means_, head.weights_)
         posts = tuple(p for p in components if isinstance(p, BlockPosterior))
         parts = (posts, head.component_means_, np.asarray(head.weights_, dtype=float))
     return _per_fit(_STACKS, head, key, lambda: BlockStack.build(*parts))
@@ -622,6 +626,18 @@ def projector(head: BayesianLinearHead, space: DesignSpace) -> MixtureProjector:
     return _per_fit(_PROJECTORS, head, key, lambda: MixtureProjector(head, space))
 
 
+def _cached(
+    cache: weakref.WeakKeyDictionary[Any, tuple[tuple[object, ...], T]],
+    head: Any,
+    key: tuple[object, ...],
+) -> T | None:
+    """``cache[head]``'s value while ``key`` holds the very same objects, else None."""
+    cached = cache.get(head)
+    if cached is not None and len(cached[0]) == len(key) and all(map(operator.is_, cached[0], key)):
+        return cached[1]
+    return None
+
+
 def _per_fit(
     cache: weakref.WeakKeyDictionary[Any, tuple[tuple[object, ...], T]],
     head: Any,
@@ -629,13 +645,9 @@ def _per_fit(
     build: Callable[[], T],
 ) -> T:
     """``cache[head]``'s value while ``key`` holds the very same objects, else a new build."""
-    cached = cache.get(head)
-    if (
-        cached is not None
-        and len(cached[0]) == len(key)
-        and all(a is b for a, b in zip(cached[0], key, strict=True))
-    ):
-        return cached[1]
+    cached = _cached(cache, head, key)
+    if cached is not None:
+        return cached
     value = build()
     cache[head] = (key, value)
     return value
