@@ -34,7 +34,7 @@ LINEAGE_CACHE = 64
 def card_columns(space: DesignSpace, lineage: str) -> np.ndarray:
     """The shared columns and the lineage block of ``lineage``: all a card's rows touch."""
     s = space.lineage_slice(lineage)
-    return np.r_[np.arange(space.shared_size), np.arange(s.start, s.stop)]
+    return np.concatenate((np.arange(space.shared_size), np.arange(s.start, s.stop)))
 
 
 def chol2x2(covs: np.ndarray) -> np.ndarray:
@@ -77,6 +77,7 @@ class MixtureProjector:
         self.weights = np.asarray(head.weights_, dtype=float)
         self.means = np.asarray(head.component_means_, dtype=float)
         self.components: tuple[Any, ...] = head.components_
+        self._pencil = _pencil_nodes(self.components)  # the nodes are fixed: checked once
         # (K, P, P): the dense nodes' covariances in one array, or None
         self._stacked: np.ndarray | None = getattr(head, "node_covariances_", None)
         # lineage -> (K, P_s+C, P_s+C) covariances, or for one pencil's nodes its blocks'
@@ -89,7 +90,7 @@ class MixtureProjector:
         if lineage in self._blocks:
             self._blocks.move_to_end(lineage)
             return self._blocks[lineage]
-        if _pencil_nodes(self.components) is not None:
+        if self._pencil is not None:
             covs = self._pencil_covs(lineage)
         elif all(isinstance(p, BlockPosterior) for p in self.components):
             covs = self._block_covs(lineage)
@@ -145,7 +146,7 @@ class MixtureProjector:
     def _pencil_covs(self, lineage: str) -> np.ndarray:
         """``_block_covs`` for the nodes of one pencil (``PencilNodes``): D_l^-1 and
         T = D_l^-1 G_l come from its eigenbasis, no Cholesky factor of any block."""
-        nodes = _pencil_nodes(self.components)
+        nodes = self._pencil
         assert nodes is not None
         ps, c = nodes.p_shared, nodes.width
         if self._shared_inv is None:  # S^-1 per node, once for every card
@@ -196,11 +197,11 @@ class MixtureProjector:
         """
         cols = card_columns(self.space, lineage)
         rows = np.vstack([z0, z1])
-        if np.any(np.delete(rows, cols, axis=1) != 0.0):
-            raise ValueError("design rows touch columns outside the card's blocks")
         s = rows[:, cols]
+        if np.count_nonzero(rows) != np.count_nonzero(s):  # a nonzero outside ``cols``
+            raise ValueError("design rows touch columns outside the card's blocks")
         means = self.means[:, cols] @ s.T
-        nodes = _pencil_nodes(self.components)
+        nodes = self._pencil
         if nodes is None:
             covs = s @ (self._covs(lineage, cols) @ s.T)  # (K, 2, 2): s Sigma_k s'
             return means, covs
