@@ -324,3 +324,32 @@ def test_blocks_grouped_by_codes_equal_the_rows_grouped_row_by_row(
     for a, b in zip(got[0], want[0], strict=True):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_truncated_law_kept_for_subsets_draws_the_per_member_values() -> None:
+    """``_TruncatedLaw`` evaluates the CDF at each interval once and draws any subset of the
+    intervals from it (the shells and rejection passes): bit for bit the per-member inverse
+    CDF of ``_truncated``'s formula on those intervals (both tails, unbounded ends)."""
+    from scipy.special import ndtr, ndtri
+
+    from gigaevo.memory.v2.causal.exchangeable import _TruncatedLaw
+
+    rng = np.random.default_rng(5)
+    a = rng.normal(0.0, 2.0, 400)
+    lo = np.r_[np.minimum(a, a + rng.exponential(1.0, 400)), -np.inf, -np.inf, 3.0, -9.0]
+    hi = np.r_[a + rng.exponential(1.0, 400), 0.5, np.inf, np.inf, -8.5]
+    rows = rng.integers(0, len(lo), 1000)
+    u = 1.0 - rng.random(len(rows))
+
+    lo_m, h = lo[rows], hi[rows]  # the former per-member evaluation
+    upper = (lo_m >= 0.0) | np.isposinf(h)
+    want = np.empty(len(rows))
+    qa = ndtr(-h[upper])
+    want[upper] = -ndtri(qa + u[upper] * (ndtr(-lo_m[upper]) - qa))
+    qa = ndtr(lo_m[~upper])
+    want[~upper] = ndtri(qa + u[~upper] * (ndtr(h[~upper]) - qa))
+
+    law = _TruncatedLaw(lo, hi)
+    assert np.array_equal(law.draw(u, rows), want)
+    assert np.array_equal(_TruncatedLaw(lo_m, h).draw(u), want)
+    assert np.all((want > lo_m) & (want <= h))

@@ -166,16 +166,39 @@ class _Gain:
 def _truncated(lo: np.ndarray, hi: np.ndarray, u: np.ndarray) -> np.ndarray:
     """Standard normals given lo < xi <= hi by inverse CDF from u in (0, 1] (the upper form
     where the interval is in the upper half or unbounded above, so no 1 - tiny rounds)."""
-    upper = (lo >= 0.0) | np.isposinf(hi)
-    out = np.empty_like(u)
-    if np.any(upper):
-        qa = ndtr(-hi[upper])  # xi = -eta, eta in [-hi, -lo)
-        out[upper] = -ndtri(qa + u[upper] * (ndtr(-lo[upper]) - qa))
-    lower = ~upper
-    if np.any(lower):
-        qa = ndtr(lo[lower])
-        out[lower] = ndtri(qa + u[lower] * (ndtr(hi[lower]) - qa))
-    return out
+    return _TruncatedLaw(lo, hi).draw(u)
+
+
+class _TruncatedLaw:
+    """The inverse-CDF terms of ``_truncated`` for intervals (lo, hi], kept so that draws
+    of a subset of them (``draw(u, rows)``, the members a rejection pass still needs) read
+    them instead of evaluating the normal CDF at the same bounds again: the same values
+    (elementwise), so the same draws."""
+
+    def __init__(self, lo: np.ndarray, hi: np.ndarray) -> None:
+        self.upper = upper = (lo >= 0.0) | np.isposinf(hi)
+        self.qa = np.empty(len(lo))
+        self.span = np.empty(len(lo))
+        if np.any(upper):
+            qa = ndtr(-hi[upper])  # xi = -eta, eta in [-hi, -lo)
+            self.qa[upper], self.span[upper] = qa, ndtr(-lo[upper]) - qa
+        lower = ~upper
+        if np.any(lower):
+            qa = ndtr(lo[lower])
+            self.qa[lower], self.span[lower] = qa, ndtr(hi[lower]) - qa
+
+    def draw(self, u: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """Draws from u for the intervals ``rows`` (all when None), in that order."""
+        upper, qa, span = self.upper, self.qa, self.span
+        if rows is not None:
+            upper, qa, span = upper[rows], qa[rows], span[rows]
+        out = np.empty_like(u)
+        if np.any(upper):
+            out[upper] = -ndtri(qa[upper] + u[upper] * span[upper])
+        lower = ~upper
+        if np.any(lower):
+            out[lower] = ndtri(qa[lower] + u[lower] * span[lower])
+        return out
 
 
 def _draw_gains(
@@ -199,7 +222,15 @@ def _draw_gains(
         return s_i * _truncated(lo / s_i, hi / s_i, 1.0 - rng.random(len(world)))
     s_l, centre = cards.sds[2], cards.centres[2][world]
     sigma = np.hypot(s_i, s_l)
-    p1, p2 = ndtr(-lo / s_i), ndtr((centre - lo) / sigma)  # the half-planes' masses
+    # per member, computed once for every rejection pass (elementwise, as a pass would):
+    # the half-planes' masses of the members with a threshold, the truncated law of
+    # xi_i of the others (lo = -inf: s_i xi_i <= hi)
+    at_floor = np.isneginf(lo)
+    slot = np.cumsum(~at_floor) - 1  # a member's row in the thresholded members' arrays
+    lo_up = lo[~at_floor]
+    p1, p2 = ndtr(-lo_up / s_i), ndtr((centre[~at_floor] - lo_up) / sigma)
+    floor_law = _TruncatedLaw(lo[at_floor], hi[at_floor] / s_i)
+    floor_slot = np.cumsum(at_floor) - 1
     out = np.empty(len(world))
     todo = np.arange(len(world))
     for _ in range(MAX_PROPOSALS):
@@ -210,11 +241,13 @@ def _draw_gains(
         a, b, c, m = lo[rows], hi[rows], centre[rows], len(rows)
         xi_i, xi_l = np.empty(m), rng.standard_normal(m)
         keep = np.ones(m, dtype=bool)
-        floor = np.isneginf(a)
-        xi_i[floor] = _truncated(a[floor], b[floor] / s_i, 1.0 - rng.random(int(floor.sum())))
+        floor = at_floor[rows]
+        u = 1.0 - rng.random(int(floor.sum()))
+        xi_i[floor] = floor_law.draw(u, floor_slot[rows[floor]])
         up = np.flatnonzero(~floor)
         if len(up):
-            a_up, c_up, q1, q2 = a[up], c[up], p1[rows[up]], p2[rows[up]]
+            at = slot[rows[up]]
+            a_up, c_up, q1, q2 = a[up], c[up], p1[at], p2[at]
             first = rng.random(len(up)) * (q1 + q2) < q1
             # the chosen half-plane's normal coordinate above its threshold, by inverse CDF
             z = -ndtri((1.0 - rng.random(len(up))) * np.where(first, q1, q2))
@@ -377,7 +410,8 @@ def _shell(
     pick = rng.random(m) * cum[:, -1]
     cell = np.minimum(np.sum(pick[:, None] >= cum, axis=1), k - 1)
     at = rows * k + cell
-    zeta = _truncated(low.reshape(-1)[at], high.reshape(-1)[at], 1.0 - rng.random(m))
+    # zeta's law per (world, cell), then the members' draws from it (same values as per member)
+    zeta = _TruncatedLaw(low.reshape(-1), high.reshape(-1)).draw(1.0 - rng.random(m), at)
     lo_edge = edges.reshape(-1)[rows * (k + 1) + cell]
     gain = _draw_gains(block, world, lo_edge, edges.reshape(-1)[rows * (k + 1) + cell + 1], rng)
     return gain, zeta

@@ -10,6 +10,7 @@ block-arrowhead node (its Schur factors), so the cost does not grow with the ban
 
 from __future__ import annotations
 
+import operator
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -33,7 +34,7 @@ LINEAGE_CACHE = 64
 def card_columns(space: DesignSpace, lineage: str) -> np.ndarray:
     """The shared columns and the lineage block of ``lineage``: all a card's rows touch."""
     s = space.lineage_slice(lineage)
-    return np.r_[np.arange(space.shared_size), np.arange(s.start, s.stop)]
+    return np.concatenate((np.arange(space.shared_size), np.arange(s.start, s.stop)))
 
 
 def chol2x2(covs: np.ndarray) -> np.ndarray:
@@ -76,6 +77,7 @@ class MixtureProjector:
         self.weights = np.asarray(head.weights_, dtype=float)
         self.means = np.asarray(head.component_means_, dtype=float)
         self.components: tuple[Any, ...] = head.components_
+        self._pencil = _pencil_nodes(self.components)  # the nodes are fixed: checked once
         # (K, P, P): the dense nodes' covariances in one array, or None
         self._stacked: np.ndarray | None = getattr(head, "node_covariances_", None)
         # lineage -> (K, P_s+C, P_s+C) covariances, or for one pencil's nodes its blocks'
@@ -88,7 +90,7 @@ class MixtureProjector:
         if lineage in self._blocks:
             self._blocks.move_to_end(lineage)
             return self._blocks[lineage]
-        if _pencil_nodes(self.components) is not None:
+        if self._pencil is not None:
             covs = self._pencil_covs(lineage)
         elif all(isinstance(p, BlockPosterior) for p in self.components):
             covs = self._block_covs(lineage)
@@ -144,7 +146,7 @@ class MixtureProjector:
     def _pencil_covs(self, lineage: str) -> np.ndarray:
         """``_block_covs`` for the nodes of one pencil (``PencilNodes``): D_l^-1 and
         T = D_l^-1 G_l come from its eigenbasis, no Cholesky factor of any block."""
-        nodes = _pencil_nodes(self.components)
+        nodes = self._pencil
         assert nodes is not None
         ps, c = nodes.p_shared, nodes.width
         if self._shared_inv is None:  # S^-1 per node, once for every card
@@ -195,11 +197,11 @@ class MixtureProjector:
         """
         cols = card_columns(self.space, lineage)
         rows = np.vstack([z0, z1])
-        if np.any(np.delete(rows, cols, axis=1) != 0.0):
-            raise ValueError("design rows touch columns outside the card's blocks")
         s = rows[:, cols]
+        if np.count_nonzero(rows) != np.count_nonzero(s):  # a nonzero outside ``cols``
+            raise ValueError("design rows touch columns outside the card's blocks")
         means = self.means[:, cols] @ s.T
-        nodes = _pencil_nodes(self.components)
+        nodes = self._pencil
         if nodes is None:
             covs = s @ (self._covs(lineage, cols) @ s.T)  # (K, 2, 2): s Sigma_k s'
             return means, covs
@@ -493,16 +495,21 @@ def block_worlds(
         shared_t = np.ascontiguousarray(z1.shared.T)
         base = means[nodes, :ps] @ shared_t + centre  # (visited nodes, J)
         slope = np.subtract(shared_t, shift, out=shift)  # s_1j - shift_j per visited node
+        # per node only the two products (each world's d_s, then its d_s'(s_1j - shift_j)),
+        # written in place; the sums that follow are elementwise, so they are made for
+        # every world at once, in the same order as per node (the same values)
+        ds = np.empty((n, ps))
+        inv_s = stack.inv_s
         for i, k in enumerate(nodes):
             sl = slice(bounds[i], bounds[i + 1])
-            ds = xi_s[sl] @ stack.inv_s[k]  # L_S^-T xi_s in row form
-            beta_s[sl] = means[k, :ps] + ds
-            out = ds @ slope[i]  # (worlds of node k, J), small: formed in cache, then put
-            out += base[i]  # straight into the worlds' own rows (no reorder of eta1 after)
-            noise = xi_1[sl]
-            noise *= sd[i]
-            out += noise
-            eta1[order[sl]] = out
+            np.matmul(xi_s[sl], inv_s[k], out=ds[sl])  # L_S^-T xi_s in row form
+            np.matmul(ds[sl], slope[i], out=eta1[sl])  # (worlds of node k, J)
+        node_of = np.repeat(np.arange(n_nodes), counts)  # the node of each slice row
+        np.add(means[nodes, :ps][node_of], ds, out=beta_s)
+        eta1 += base[node_of]
+        xi_1 *= sd[node_of]
+        eta1 += xi_1
+        eta1 = eta1[back]  # the worlds' own order
     else:
         lift = np.empty((n, len(single)))  # lineage-block part of z_1j'theta, single cards
         beta_v = np.empty((n, len(vec_blocks), c))
@@ -603,9 +610,12 @@ def block_stack(head: BayesianLinearHead | LogisticLaplaceHead) -> BlockStack | 
         )
     else:
         components = head.components_
+        key = (*components, head.component_means_, head.weights_)
+        cached = _cached(_STACKS, head, key)  # a stack is kept only for block nodes
+        if cached is not None:
+            return cached
         if not components or not all(isinstance(p, BlockPosterior) for p in components):
             return None
-        key = (*components, head.component_means_, head.weights_)
         posts = tuple(p for p in components if isinstance(p, BlockPosterior))
         parts = (posts, head.component_means_, np.asarray(head.weights_, dtype=float))
     return _per_fit(_STACKS, head, key, lambda: BlockStack.build(*parts))
@@ -617,6 +627,18 @@ def projector(head: BayesianLinearHead, space: DesignSpace) -> MixtureProjector:
     return _per_fit(_PROJECTORS, head, key, lambda: MixtureProjector(head, space))
 
 
+def _cached(
+    cache: weakref.WeakKeyDictionary[Any, tuple[tuple[object, ...], T]],
+    head: Any,
+    key: tuple[object, ...],
+) -> T | None:
+    """``cache[head]``'s value while ``key`` holds the very same objects, else None."""
+    cached = cache.get(head)
+    if cached is not None and len(cached[0]) == len(key) and all(map(operator.is_, cached[0], key)):
+        return cached[1]
+    return None
+
+
 def _per_fit(
     cache: weakref.WeakKeyDictionary[Any, tuple[tuple[object, ...], T]],
     head: Any,
@@ -624,13 +646,9 @@ def _per_fit(
     build: Callable[[], T],
 ) -> T:
     """``cache[head]``'s value while ``key`` holds the very same objects, else a new build."""
-    cached = cache.get(head)
-    if (
-        cached is not None
-        and len(cached[0]) == len(key)
-        and all(a is b for a, b in zip(cached[0], key, strict=True))
-    ):
-        return cached[1]
+    cached = _cached(cache, head, key)
+    if cached is not None:
+        return cached
     value = build()
     cache[head] = (key, value)
     return value
