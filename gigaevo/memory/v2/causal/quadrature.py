@@ -17,6 +17,8 @@ MODE_WINDOW = 24.0
 DROP_LEVELS = (0.5, 2.0, 8.0, 24.0)
 MAX_DEPTH = 8
 EDGE_FRACTION = 0.01
+# a plan's pieces in disagreement are bisected while they hold at most this share of the mass
+REFINE_SHARE = 1e-6
 
 BatchKernel = Callable[[np.ndarray], np.ndarray]
 
@@ -245,9 +247,14 @@ def planned_gauss_legendre(
     h_batch: BatchKernel | None = None,
 ) -> QuadratureNodes | None:
     """The 16- and 8-node rules of fixed ``pieces`` (a plan, e.g. an earlier fit's accepted
-    pieces), every node in one batch; None unless the two rules agree on every piece, as
-    ``adaptive_gauss_legendre`` requires of each piece it accepts (masses compared after
-    subtracting the largest node value of h).
+    pieces), every node in one batch, masses compared after subtracting the largest node
+    value of h, as ``adaptive_gauss_legendre`` compares them. A piece where the two rules
+    disagree is bisected as the adaptive integration bisects (its halves' rules, one batch
+    per depth, at most ``MAX_DEPTH`` deep) when the pieces in disagreement hold at most
+    ``REFINE_SHARE`` of the 16-node mass: a tail piece whose mass grew past the absolute
+    tolerance as the peak sharpened. None when a node value is not finite, when the
+    disagreeing pieces hold more (the kernel has moved off the plan) or when a bisected
+    piece is still unresolved at the maximum depth.
     """
     if not pieces:
         return None
@@ -255,16 +262,55 @@ def planned_gauss_legendre(
     values = _evaluate(h, h_batch, np.concatenate([np.r_[n16[0], n8[0]] for n16, n8 in nodes]))
     if not np.all(np.isfinite(values)):
         return None
-    parts: list[_PieceNodes] = []
     top = float(np.max(values))
+    parts: list[_PieceNodes | None] = []
+    masses, failed = [], []
     for i, ((t16, lw16), (t8, lw8)) in enumerate(nodes):
         h16, h8 = values[24 * i : 24 * i + 16], values[24 * i + 16 : 24 * (i + 1)]
         m16 = float(np.sum(np.exp(lw16 + h16 - top)))
         m8 = float(np.sum(np.exp(lw8 + h8 - top)))
+        masses.append(m16)
         if not abs(m16 - m8) <= 1e-10 + 1e-6 * m16:
-            return None
+            failed.append(i)
+            parts.append(None)
+            continue
         parts.append((t16, lw16 + h16, t8, lw8 + h8))
-    return _nodes(parts, modes, modes_converged, False, pieces)
+    accepted = list(pieces)
+    if failed:
+        if not sum(masses[i] for i in failed) <= REFINE_SHARE * sum(masses):
+            return None
+        rules = _piece_rules(h, h_batch, [pieces[i] for i in failed], top)
+        for i in reversed(failed):  # each failed piece's accepted halves in its place
+            sub, got = _bisected(rules, *pieces[i])
+            if got is None:
+                return None
+            parts[i : i + 1] = got
+            accepted[i : i + 1] = sub
+    done = [p for p in parts if p is not None]
+    return _nodes(done, modes, modes_converged, False, tuple(accepted))
+
+
+def _bisected(
+    rules: dict[tuple[float, float, int], Rule], a: float, b: float
+) -> tuple[list[tuple[float, float]], list[_PieceNodes | None] | None]:
+    """The accepted sub-pieces of piece (a, b) and their nodes, in the order of a depth-first
+    bisection from the last half (as ``adaptive_gauss_legendre`` orders them); nodes None
+    when a sub-piece is unresolved at ``MAX_DEPTH``."""
+    stack = [(a, b, 0)]
+    sub: list[tuple[float, float]] = []
+    got: list[_PieceNodes | None] = []
+    while stack:
+        lo, hi, depth = stack.pop()
+        t16, lw16, h16, t8, lw8, h8, agree = rules[(lo, hi, depth)]
+        if not agree:
+            if depth >= MAX_DEPTH:
+                return sub, None
+            mid = 0.5 * (lo + hi)
+            stack.extend([(lo, mid, depth + 1), (mid, hi, depth + 1)])
+            continue
+        sub.append((lo, hi))
+        got.append((t16, lw16 + h16, t8, lw8 + h8))
+    return sub, got
 
 
 Rule = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]
