@@ -286,9 +286,10 @@ class BayesianLinearHead:
         without touching the rows.
 
         ``plan``: the residual-scale integration of an earlier fit (its ``quadrature_``):
-        its accepted pieces are used as they are when the 8- and 16-node rules still agree
-        on each of them and the fit is healthy (``planned_`` True), else the integration is
-        adaptive (memory-model.md "Incremental fits").
+        its accepted pieces are used when the 8- and 16-node rules still agree on each of
+        them, or on the bisection of the few in disagreement (``planned_gauss_legendre``),
+        and the fit is healthy (``planned_`` True), else the integration is adaptive
+        (memory-model.md "Incremental fits").
 
         Wider than ``DENSE_MAX_SIZE`` columns (or with ``block_layout`` set and wide) the
         block-arrowhead solvers are used, else the dense ones, as ``fit`` chooses.

@@ -2,6 +2,8 @@
 
 The kernel h(tau) is integrated over [lo, hi]: scan, polish the modes, place breakpoints where h
 falls fixed amounts below each mode, then compare 8- and 16-node rules per piece and bisect.
+``planned_gauss_legendre`` checks the pieces of an earlier integration (a plan) instead,
+bisecting only those where the rules disagree (memory-model.md "Incremental fits").
 """
 
 from __future__ import annotations

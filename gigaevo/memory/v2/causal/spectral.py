@@ -88,10 +88,10 @@ class BlockTerms:
 
     A planned fit evaluates the same sigmas fit after fit, and a new row moves one lineage
     block: the chunks whose blocks did not move keep their sums. Kept per (omega^2 level,
-    batch of sigmas), for the last ``keep`` batches (a planned fit's first evaluation; an
-    adaptive integration keeps none, ``blr``); a chunk is reused only when its eigen-terms
-    are equal to the bit, so a fit with these terms is the same numbers as a fit without
-    them.
+    batch of sigmas), for the last ``keep`` batches (a planned fit's first evaluation and
+    the bisection of its pieces in disagreement; an adaptive integration keeps none,
+    ``blr``); a chunk is reused only when its eigen-terms are equal to the bit, so a fit
+    with these terms is the same numbers as a fit without them.
     """
 
     def __init__(self, keep: int = 1) -> None:
@@ -628,12 +628,12 @@ class PencilPosterior(BlockPosterior):
         nodes: PencilNodes,
         index: int,
     ) -> None:
-        for name, value in (
-            ("mean", mean), ("log_evidence", log_evidence), ("chol_s", chol_s),
-            ("active", active), ("prior_sd", prior_sd), ("width", nodes.width),
-            ("nodes", nodes), ("index", index),
-        ):  # fmt: skip
-            object.__setattr__(self, name, value)
+        # the frozen fields set as object.__setattr__ sets them, in one call (a fit makes
+        # one per mixture node)
+        vars(self).update(
+            mean=mean, log_evidence=log_evidence, chol_s=chol_s, active=active,
+            prior_sd=prior_sd, width=nodes.width, nodes=nodes, index=index,
+        )  # fmt: skip
 
     @property
     def chol_d(self) -> np.ndarray:
