@@ -260,34 +260,44 @@ def planned_gauss_legendre(
     """
     if not pieces:
         return None
-    nodes = [(_rule(a, b, _X16, _W16), _rule(a, b, _X8, _W8)) for a, b in pieces]
-    values = _evaluate(h, h_batch, np.concatenate([np.r_[n16[0], n8[0]] for n16, n8 in nodes]))
+    # every piece's rules at once: row i holds piece i's 16 then 8 nodes (as ``_rule``)
+    ends = np.array(pieces, dtype=float)
+    lo, half = ends[:, :1], 0.5 * (ends[:, 1:] - ends[:, :1])
+    t16, lw16 = lo + half * (_X16 + 1.0), np.log(half * _W16)
+    t8, lw8 = lo + half * (_X8 + 1.0), np.log(half * _W8)
+    values = _evaluate(h, h_batch, np.concatenate([t16, t8], axis=1).ravel())
     if not np.all(np.isfinite(values)):
         return None
     top = float(np.max(values))
-    parts: list[_PieceNodes | None] = []
-    masses, failed = [], []
-    for i, ((t16, lw16), (t8, lw8)) in enumerate(nodes):
-        h16, h8 = values[24 * i : 24 * i + 16], values[24 * i + 16 : 24 * (i + 1)]
-        m16 = float(np.sum(np.exp(lw16 + h16 - top)))
-        m8 = float(np.sum(np.exp(lw8 + h8 - top)))
-        masses.append(m16)
-        if not abs(m16 - m8) <= 1e-10 + 1e-6 * m16:
-            failed.append(i)
-            parts.append(None)
-            continue
-        parts.append((t16, lw16 + h16, t8, lw8 + h8))
+    values = values.reshape(len(pieces), 24)
+    fine, coarse = lw16 + values[:, :16], lw8 + values[:, 16:]
+    m16 = np.sum(np.exp(fine - top), axis=1)
+    m8 = np.sum(np.exp(coarse - top), axis=1)
+    failed = np.flatnonzero(~(np.abs(m16 - m8) <= 1e-10 + 1e-6 * m16)).tolist()
+    if not failed:
+        return QuadratureNodes(
+            fine_nodes=t16.ravel(),
+            fine_log_weights=fine.ravel(),
+            coarse_nodes=t8.ravel(),
+            coarse_log_weights=coarse.ravel(),
+            modes=modes,
+            modes_converged=modes_converged,
+            depth_limit_hit=False,
+            pieces=pieces,
+        )
+    if not float(np.sum(m16[failed])) <= REFINE_SHARE * float(np.sum(m16)):
+        return None
+    parts: list[_PieceNodes | None] = [
+        (t16[i], fine[i], t8[i], coarse[i]) for i in range(len(pieces))
+    ]
     accepted = list(pieces)
-    if failed:
-        if not sum(masses[i] for i in failed) <= REFINE_SHARE * sum(masses):
+    rules = _piece_rules(h, h_batch, [pieces[i] for i in failed], top)
+    for i in reversed(failed):  # each failed piece's accepted halves in its place
+        sub, got = _bisected(rules, *pieces[i])
+        if got is None:
             return None
-        rules = _piece_rules(h, h_batch, [pieces[i] for i in failed], top)
-        for i in reversed(failed):  # each failed piece's accepted halves in its place
-            sub, got = _bisected(rules, *pieces[i])
-            if got is None:
-                return None
-            parts[i : i + 1] = got
-            accepted[i : i + 1] = sub
+        parts[i : i + 1] = got
+        accepted[i : i + 1] = sub
     done = [p for p in parts if p is not None]
     return _nodes(done, modes, modes_converged, False, tuple(accepted))
 
