@@ -20,7 +20,7 @@ DROP_LEVELS = (0.5, 2.0, 8.0, 24.0)
 MAX_DEPTH = 8
 EDGE_FRACTION = 0.01
 # a plan's pieces in disagreement are bisected while they hold at most this share of the mass
-REFINE_SHARE = 1e-6
+REFINE_SHARE = 1e-3
 
 BatchKernel = Callable[[np.ndarray], np.ndarray]
 
