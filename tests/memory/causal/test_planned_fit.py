@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from gigaevo.memory.v2.causal import BayesianLinearHead, DesignSpace
+from gigaevo.memory.v2.causal.spectral import BlockTerms
 from gigaevo.memory.v2.causal.suffstats import GaussianStatistics, RowTerms
 
 C = 4
@@ -121,7 +122,8 @@ def test_a_plan_piece_in_disagreement_is_bisected_and_agrees_with_the_adaptive_f
     peak sharpens (the share of exact zeros rises after the plan point) is bisected instead
     of the whole integration falling back to the adaptive one: the fit agrees with the
     adaptive fit on the same rows to 1e-5 posterior sd on the means and 1e-5 relative on
-    the variances, and it is a function of the rows and the plan."""
+    the variances, and it is a function of the rows and the plan (block sums kept from the
+    earlier fits give the same numbers)."""
     rng = np.random.default_rng(1)
     cards = [f"card-{i:02d}" for i in range(n_cards)]
     space = DesignSpace(C, tuple(cards), kind_contrast=True)
@@ -139,12 +141,16 @@ def test_a_plan_piece_in_disagreement_is_bisected_and_agrees_with_the_adaptive_f
         stats.add(row)
     plan = head().fit_statistics(stats.fit_view(block_of, n_cards)).quadrature_
     refined = 0
+    terms = BlockTerms()  # block sums kept from fit to fit, as the reader's heads keep them
     for _ in range(12):
         for row in _zero_inflated(rng, 16, cards, 0.95):
             stats.add(row)
         view = stats.fit_view(block_of, n_cards)
         got = head().fit_statistics(view, plan)
         assert got.planned_ and got.health_.ok
+        kept = head().fit_statistics(view, plan, terms)
+        assert np.array_equal(kept.component_means_, got.component_means_)
+        assert np.array_equal(kept.weights_, got.weights_)
         if got.quadrature_.pieces == plan.pieces:
             continue
         refined += 1

@@ -88,8 +88,8 @@ class BlockTerms:
 
     A planned fit evaluates the same sigmas fit after fit, and a new row moves one lineage
     block: the chunks whose blocks did not move keep their sums. Kept per (omega^2 level,
-    batch of sigmas), for the last ``keep`` batches (a planned fit's first evaluation and
-    the bisection of its pieces in disagreement; an adaptive integration keeps none,
+    batch of sigmas), for the last ``keep`` batches (a planned fit's first evaluation; the
+    bisection of its pieces in disagreement and an adaptive integration keep none,
     ``blr``); a chunk is reused only when its eigen-terms are equal to the bit, so a fit
     with these terms is the same numbers as a fit without them.
     """

@@ -37,7 +37,7 @@ from gigaevo.memory.v2.causal import RewardDefinition as CausalReward
 from gigaevo.memory.v2.causal.arrowhead import DENSE_MAX_SIZE
 from gigaevo.memory.v2.causal.errors import DesignError
 from gigaevo.memory.v2.causal.invalidity import ShiftLevels, card_shift_levels
-from gigaevo.memory.v2.causal.quadrature import MAX_DEPTH, QuadratureNodes
+from gigaevo.memory.v2.causal.quadrature import QuadratureNodes
 from gigaevo.memory.v2.causal.spectral import BlockTerms
 from gigaevo.memory.v2.causal.suffstats import GaussianStatistics
 from gigaevo.memory.v2.causal.transfer import (
@@ -55,10 +55,6 @@ from gigaevo.memory.v2.settings import PosteriorSettings
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-# batches of sigmas whose block sums a Gaussian head keeps: a planned fit's evaluation and
-# the bisection of its pieces in disagreement, one batch per depth (``planned_gauss_legendre``)
-TERMS_KEPT = 2 + MAX_DEPTH
 
 # (V + trial digest, card lineages, context width, ())
 FitKey = tuple[str, tuple[str, ...], int, tuple[str, ...]]
@@ -134,7 +130,7 @@ class HeadFitter:
             | None
         ) = None
         # per Gaussian head: its block sums kept between fits (the same fit, fewer sums)
-        self._terms = {"immediate": BlockTerms(TERMS_KEPT), "lineage": BlockTerms(TERMS_KEPT)}
+        self._terms = {"immediate": BlockTerms(), "lineage": BlockTerms()}
         self.head_fits = 0  # heads actually fitted (a head whose inputs stand is reused)
         # per head: (the plan's inputs, its residual-scale plan); see ``_plan``
         self._planned: dict[str, tuple[tuple[object, ...], QuadratureNodes | None]] = {}
