@@ -286,9 +286,10 @@ class BayesianLinearHead:
         without touching the rows.
 
         ``plan``: the residual-scale integration of an earlier fit (its ``quadrature_``):
-        its accepted pieces are used as they are when the 8- and 16-node rules still agree
-        on each of them and the fit is healthy (``planned_`` True), else the integration is
-        adaptive (memory-model.md "Incremental fits").
+        its accepted pieces are used when the 8- and 16-node rules still agree on each of
+        them, or on the bisection of the few in disagreement (``planned_gauss_legendre``),
+        and the fit is healthy (``planned_`` True), else the integration is adaptive
+        (memory-model.md "Incremental fits").
 
         Wider than ``DENSE_MAX_SIZE`` columns (or with ``block_layout`` set and wide) the
         block-arrowhead solvers are used, else the dense ones, as ``fit`` chooses.
@@ -347,8 +348,21 @@ class BayesianLinearHead:
 
         nodes = None
         if plan is not None:
+            planned_batch = batch
+            if batch is not None and isinstance(solver, _PencilSolver):
+                whole = batch
+                calls = [0]
+
+                def planned_batch(taus: np.ndarray) -> np.ndarray:
+                    # the plan's evaluation keeps its block sums; the few sigmas of a
+                    # bisection of pieces in disagreement are formed without them
+                    calls[0] += 1
+                    if calls[0] == 2:
+                        solver.drop_terms()
+                    return whole(taus)
+
             nodes = planned_gauss_legendre(
-                kernel, plan.pieces, plan.modes, plan.modes_converged, h_batch=batch
+                kernel, plan.pieces, plan.modes, plan.modes_converged, h_batch=planned_batch
             )
         self.planned_ = nodes is not None
         if nodes is None:

@@ -2,6 +2,8 @@
 
 The kernel h(tau) is integrated over [lo, hi]: scan, polish the modes, place breakpoints where h
 falls fixed amounts below each mode, then compare 8- and 16-node rules per piece and bisect.
+``planned_gauss_legendre`` checks the pieces of an earlier integration (a plan) instead,
+bisecting only those where the rules disagree (memory-model.md "Incremental fits").
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ MODE_WINDOW = 24.0
 DROP_LEVELS = (0.5, 2.0, 8.0, 24.0)
 MAX_DEPTH = 8
 EDGE_FRACTION = 0.01
+# a plan's pieces in disagreement are bisected while they hold at most this share of the mass
+REFINE_SHARE = 1e-3
 
 BatchKernel = Callable[[np.ndarray], np.ndarray]
 
@@ -245,26 +249,80 @@ def planned_gauss_legendre(
     h_batch: BatchKernel | None = None,
 ) -> QuadratureNodes | None:
     """The 16- and 8-node rules of fixed ``pieces`` (a plan, e.g. an earlier fit's accepted
-    pieces), every node in one batch; None unless the two rules agree on every piece, as
-    ``adaptive_gauss_legendre`` requires of each piece it accepts (masses compared after
-    subtracting the largest node value of h).
+    pieces), every node in one batch, masses compared after subtracting the largest node
+    value of h, as ``adaptive_gauss_legendre`` compares them. A piece where the two rules
+    disagree is bisected as the adaptive integration bisects (its halves' rules, one batch
+    per depth, at most ``MAX_DEPTH`` deep) when the pieces in disagreement hold at most
+    ``REFINE_SHARE`` of the 16-node mass: a tail piece whose mass grew past the absolute
+    tolerance as the peak sharpened. None when a node value is not finite, when the
+    disagreeing pieces hold more (the kernel has moved off the plan) or when a bisected
+    piece is still unresolved at the maximum depth.
     """
     if not pieces:
         return None
-    nodes = [(_rule(a, b, _X16, _W16), _rule(a, b, _X8, _W8)) for a, b in pieces]
-    values = _evaluate(h, h_batch, np.concatenate([np.r_[n16[0], n8[0]] for n16, n8 in nodes]))
+    # every piece's rules at once: row i holds piece i's 16 then 8 nodes (as ``_rule``)
+    ends = np.array(pieces, dtype=float)
+    lo, half = ends[:, :1], 0.5 * (ends[:, 1:] - ends[:, :1])
+    t16, lw16 = lo + half * (_X16 + 1.0), np.log(half * _W16)
+    t8, lw8 = lo + half * (_X8 + 1.0), np.log(half * _W8)
+    values = _evaluate(h, h_batch, np.concatenate([t16, t8], axis=1).ravel())
     if not np.all(np.isfinite(values)):
         return None
-    parts: list[_PieceNodes] = []
     top = float(np.max(values))
-    for i, ((t16, lw16), (t8, lw8)) in enumerate(nodes):
-        h16, h8 = values[24 * i : 24 * i + 16], values[24 * i + 16 : 24 * (i + 1)]
-        m16 = float(np.sum(np.exp(lw16 + h16 - top)))
-        m8 = float(np.sum(np.exp(lw8 + h8 - top)))
-        if not abs(m16 - m8) <= 1e-10 + 1e-6 * m16:
+    values = values.reshape(len(pieces), 24)
+    fine, coarse = lw16 + values[:, :16], lw8 + values[:, 16:]
+    m16 = np.sum(np.exp(fine - top), axis=1)
+    m8 = np.sum(np.exp(coarse - top), axis=1)
+    failed = np.flatnonzero(~(np.abs(m16 - m8) <= 1e-10 + 1e-6 * m16)).tolist()
+    if not failed:
+        return QuadratureNodes(
+            fine_nodes=t16.ravel(),
+            fine_log_weights=fine.ravel(),
+            coarse_nodes=t8.ravel(),
+            coarse_log_weights=coarse.ravel(),
+            modes=modes,
+            modes_converged=modes_converged,
+            depth_limit_hit=False,
+            pieces=pieces,
+        )
+    if not float(np.sum(m16[failed])) <= REFINE_SHARE * float(np.sum(m16)):
+        return None
+    parts: list[_PieceNodes | None] = [
+        (t16[i], fine[i], t8[i], coarse[i]) for i in range(len(pieces))
+    ]
+    accepted = list(pieces)
+    rules = _piece_rules(h, h_batch, [pieces[i] for i in failed], top)
+    for i in reversed(failed):  # each failed piece's accepted halves in its place
+        sub, got = _bisected(rules, *pieces[i])
+        if got is None:
             return None
-        parts.append((t16, lw16 + h16, t8, lw8 + h8))
-    return _nodes(parts, modes, modes_converged, False, pieces)
+        parts[i : i + 1] = got
+        accepted[i : i + 1] = sub
+    done = [p for p in parts if p is not None]
+    return _nodes(done, modes, modes_converged, False, tuple(accepted))
+
+
+def _bisected(
+    rules: dict[tuple[float, float, int], Rule], a: float, b: float
+) -> tuple[list[tuple[float, float]], list[_PieceNodes | None] | None]:
+    """The accepted sub-pieces of piece (a, b) and their nodes, in the order of a depth-first
+    bisection from the last half (as ``adaptive_gauss_legendre`` orders them); nodes None
+    when a sub-piece is unresolved at ``MAX_DEPTH``."""
+    stack = [(a, b, 0)]
+    sub: list[tuple[float, float]] = []
+    got: list[_PieceNodes | None] = []
+    while stack:
+        lo, hi, depth = stack.pop()
+        t16, lw16, h16, t8, lw8, h8, agree = rules[(lo, hi, depth)]
+        if not agree:
+            if depth >= MAX_DEPTH:
+                return sub, None
+            mid = 0.5 * (lo + hi)
+            stack.extend([(lo, mid, depth + 1), (mid, hi, depth + 1)])
+            continue
+        sub.append((lo, hi))
+        got.append((t16, lw16 + h16, t8, lw8 + h8))
+    return sub, got
 
 
 Rule = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]

@@ -88,10 +88,10 @@ class BlockTerms:
 
     A planned fit evaluates the same sigmas fit after fit, and a new row moves one lineage
     block: the chunks whose blocks did not move keep their sums. Kept per (omega^2 level,
-    batch of sigmas), for the last ``keep`` batches (a planned fit's first evaluation; an
-    adaptive integration keeps none, ``blr``); a chunk is reused only when its eigen-terms
-    are equal to the bit, so a fit with these terms is the same numbers as a fit without
-    them.
+    batch of sigmas), for the last ``keep`` batches (a planned fit's first evaluation; the
+    bisection of its pieces in disagreement and an adaptive integration keep none,
+    ``blr``); a chunk is reused only when its eigen-terms are equal to the bit, so a fit
+    with these terms is the same numbers as a fit without them.
     """
 
     def __init__(self, keep: int = 1) -> None:
@@ -148,8 +148,11 @@ class NoisePencil:
         self._s = np.einsum("aci,ac->ai", self._vq, np.asarray(grp["bl"])).reshape(-1)
         self._prior_prec_s = np.diag(1.0 / prior_var[:ps])
         self._logdet_prior_s = float(np.sum(np.log(prior_var[:ps])))
-        # sigma -> chol(S), t, sum f s^2, sum ln(1 + w e): see ``_schur``
-        self._kept: dict[float, tuple[np.ndarray, np.ndarray, float, float]] = {}
+        # chol(S), t, sum f s^2, sum ln(1 + w e) of the sigmas evaluated so far, batch by
+        # batch, and sigma -> its row in them (the batches concatenated): see ``_schur``
+        self._kept: dict[float, int] = {}
+        self._batches: list[tuple[np.ndarray, ...]] = []
+        self._flat: tuple[np.ndarray, ...] | None = None
         self.terms = terms
         # the chunks of the active blocks (lineage position // ``chunk_size``): each one's
         # rows [lo, hi) of the (A C)-row arrays, in lineage order
@@ -204,29 +207,51 @@ class NoisePencil:
         """(w (K,), chol(S) (K, P_s, P_s), t (K, P_s), sum f s^2 (K,), sum ln(1 + w e) (K,))
         for K residual sds.
 
-        These are kept per sigma (``_kept``, P_s^2 + P_s + 2 numbers each): the mixture's
-        nodes are points the quadrature already evaluated, so building their posteriors
-        does not form the block sums again.
+        These are kept per sigma (``_kept``, P_s^2 + P_s + 2 numbers each, stored a batch
+        at a time): the mixture's nodes are points the quadrature already evaluated, so
+        building their posteriors does not form the block sums again.
         """
         ps = self.p_shared
         w = 1.0 / (sigmas * sigmas + self.level)
-        kept = [self._kept.get(float(sd)) for sd in sigmas]
-        miss = np.array([i for i, k in enumerate(kept) if k is None], dtype=int)
+        keys = sigmas.tolist()
+        at = np.array([self._kept.get(sd, -1) for sd in keys], dtype=int)
+        miss = np.flatnonzero(at < 0)
+        if len(miss) == len(w):  # nothing kept: the batch as it is formed
+            out = self._form(sigmas, w)
+            self._keep(keys, out)
+            return (w, *out)
         chol_s, t = np.empty((len(w), ps, ps)), np.empty((len(w), ps))
         fss, logdet = np.empty(len(w)), np.empty(len(w))
         if len(miss):
-            wm = w[miss]
-            rr, fsr, fss[miss], logdet[miss] = self._block_sums(sigmas[miss], wm)
-            s = self._prior_prec_s + wm[:, None, None] * self._a
-            s -= (wm * wm)[:, None, None] * _symmetric(rr, self._upper, ps)
-            chol_s[miss] = np.linalg.cholesky(s)
-            t[miss] = wm[:, None] * self._bs - (wm * wm)[:, None] * fsr
-            for i in miss:
-                self._kept[float(sigmas[i])] = (chol_s[i], t[i], fss[i], logdet[i])
-        for i, k in enumerate(kept):
-            if k is not None:
-                chol_s[i], t[i], fss[i], logdet[i] = k
+            formed = self._form(sigmas[miss], w[miss])
+            chol_s[miss], t[miss], fss[miss], logdet[miss] = formed
+            self._keep([keys[i] for i in miss.tolist()], formed)
+        hit = np.flatnonzero(at >= 0)
+        if len(hit):
+            if self._flat is None:
+                self._flat = tuple(np.concatenate(a) for a in zip(*self._batches, strict=True))
+            rows = at[hit]
+            flat_chol, flat_t, flat_fss, flat_logdet = self._flat
+            chol_s[hit], t[hit] = flat_chol[rows], flat_t[rows]
+            fss[hit], logdet[hit] = flat_fss[rows], flat_logdet[rows]
         return w, chol_s, t, fss, logdet
+
+    def _form(self, sigmas: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, ...]:
+        """(chol(S), t, sum f s^2, sum ln(1 + w e)) of sigmas none of which is kept."""
+        ps = self.p_shared
+        rr, fsr, fss, logdet = self._block_sums(sigmas, w)
+        s = self._prior_prec_s + w[:, None, None] * self._a
+        s -= (w * w)[:, None, None] * _symmetric(rr, self._upper, ps)
+        chol_s = np.linalg.cholesky(s)
+        t = w[:, None] * self._bs - (w * w)[:, None] * fsr
+        return chol_s, t, fss, logdet
+
+    def _keep(self, keys: list[float], formed: tuple[np.ndarray, ...]) -> None:
+        """Keep one formed batch (``_form``) under its sigmas ``keys``."""
+        start = sum(len(b[2]) for b in self._batches)
+        self._batches.append(formed)
+        self._flat = None
+        self._kept.update(zip(keys, range(start, start + len(keys)), strict=True))
 
     def _log_evidence(
         self,
@@ -603,12 +628,12 @@ class PencilPosterior(BlockPosterior):
         nodes: PencilNodes,
         index: int,
     ) -> None:
-        for name, value in (
-            ("mean", mean), ("log_evidence", log_evidence), ("chol_s", chol_s),
-            ("active", active), ("prior_sd", prior_sd), ("width", nodes.width),
-            ("nodes", nodes), ("index", index),
-        ):  # fmt: skip
-            object.__setattr__(self, name, value)
+        # the frozen fields set as object.__setattr__ sets them, in one call (a fit makes
+        # one per mixture node)
+        vars(self).update(
+            mean=mean, log_evidence=log_evidence, chol_s=chol_s, active=active,
+            prior_sd=prior_sd, width=nodes.width, nodes=nodes, index=index,
+        )  # fmt: skip
 
     @property
     def chol_d(self) -> np.ndarray:
