@@ -28,6 +28,7 @@ with the same contrasts, as the batch design did.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -347,6 +348,10 @@ class InvalidityFitter:
         self.shift_levels = shift_levels  # memory-model.md "Card shift levels"
         self.method, self.prefix_min_rows = method, max(ANCHOR_MIN, prefix_min_rows)
         self._anchor: tuple[object, DesignSpace, np.ndarray] | None = None
+        # the anchor's design, indicators and prior (mu, v) in its own space, and its rows'
+        # MAP's move per set of wide anchor columns (``_wide_move``)
+        self._anchor_rows: tuple[np.ndarray | BlockDesign, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._wide_maps: dict[frozenset[int], np.ndarray | None] = {}
         # (anchor space, fit space, their lineage columns): see ``_columns``
         self._mapped: tuple[DesignSpace, DesignSpace, np.ndarray, np.ndarray] | None = None
         # laplace_prefix: the anchor rows' expansions (``_Expansions``)
@@ -378,7 +383,44 @@ class InvalidityFitter:
                     self.prefix_fits += 1
                     return prefixed
         head = LogisticLaplaceHead(mu, var, layout, levels)
-        return head.fit(_design(table, block_of, space), table.invalid[: table.n], start=start)
+        move = None
+        if start is not None and levels is not None:
+            move = functools.partial(self._wide_move, space, levels.wide_variance)
+        x = _design(table, block_of, space)
+        return head.fit(x, table.invalid[: table.n], start=start, wide_move=move)
+
+    def _wide_move(
+        self, space: DesignSpace, wide_variance: float, wide: np.ndarray
+    ) -> np.ndarray | None:
+        """How far the anchor rows' MAP moves when the shift columns ``wide`` (of ``space``)
+        go wide, in ``space``'s columns (None: none of them is an anchor card's, or the
+        anchor rows' fit at those levels failed). The anchor rows' fit at each set of wide
+        anchor blocks is Newton from the anchor MAP, made once and kept with the anchor: a
+        function of the anchor's rows and the levels."""
+        assert self._anchor is not None and self._anchor_rows is not None
+        _, own, gamma = self._anchor
+        target, source = self._columns(own, space)
+        to_own = np.full(space.size, -1)
+        to_own[target] = source
+        cols = to_own[np.asarray(wide, dtype=int)]
+        key = frozenset(int(c) for c in cols[cols >= 0])
+        if not key:
+            return None
+        if key not in self._wide_maps:
+            x, d, mu, var = self._anchor_rows
+            var = var.copy()
+            var[sorted(key)] = wide_variance
+            head = LogisticLaplaceHead(mu, var, (own.shared_size, own.n_context))
+            head.fit(x, d, start=gamma)
+            self._wide_maps[key] = head.coef_ - gamma if head.ok_ else None
+        moved = self._wide_maps[key]
+        if moved is None:
+            return None
+        out = np.zeros(space.size)
+        ps = space.shared_size
+        out[:ps] = moved[:ps]
+        out[target] = moved[source]
+        return out
 
     def _prefix(
         self,
@@ -424,10 +466,12 @@ class InvalidityFitter:
             head = LogisticLaplaceHead(mu, var, (own.shared_size, own.n_context))
             anchor = head.fit(x, table.invalid[:k], start=mu)
             self.anchors += 1
+            self._wide_maps = {}
             if not anchor.ok_:
-                self._anchor = None
+                self._anchor = self._anchor_rows = None
                 return None
             self._anchor = (key, own, anchor.coef_)
+            self._anchor_rows = (x, table.invalid[:k].copy(), mu, var)
             if self.method == "laplace_prefix":
                 self._expansion = _Expansions(key, anchor.expansion(), (mu, var), own.shared_size)
         _, own, gamma = self._anchor
