@@ -188,6 +188,7 @@ class LogisticLaplaceHead:
         self._prefix: PrefixRows | None = None
         self._quad: Quadratic | None = None
         self._exact: frozenset[int] = frozenset()
+        self._wide_move: Callable[[np.ndarray], np.ndarray | None] | None = None  # ``fit``
 
     def _xdot(self, g: np.ndarray) -> np.ndarray:
         if isinstance(self._x, BlockDesign):
