@@ -550,15 +550,23 @@ class _TreatedRows:
     """X g and X' r of a ``BlockDesign`` with its treated rows (lineage >= 0) indexed once per
     fit instead of masked on every pass; the same numbers as ``BlockDesign.dot`` / ``rdot``
     (the same products summed in the same order: ``np.bincount`` adds in row order, as
-    ``np.add.at`` did)."""
+    ``np.add.at`` did; X g's lineage part is a CSR product over the treated rows, which adds
+    each row's C products from zero left to right, as the row sum did, at about a third of
+    its cost)."""
 
     def __init__(self, design: BlockDesign) -> None:
+        from scipy.sparse import csr_matrix
+
         self.design = design
         self.rows = np.flatnonzero(design.lineage >= 0)
         self.part = design.lineage_part[self.rows]
         self.lineage = design.lineage[self.rows]
         c = design.lineage_part.shape[1]
         self.bins = (self.lineage[:, None] * c + np.arange(c)).reshape(-1)
+        # the treated rows' lineage part as a (n_treated, B C) CSR matrix, C entries a row
+        indptr = np.arange(len(self.rows) + 1) * c
+        shape = (len(self.rows), design.n_lineages * c)
+        self.part_csr = csr_matrix((self.part.reshape(-1), self.bins, indptr), shape=shape)
         self.ps, self.c = design.shared.shape[1], c
         self.active, self.pos = design.active_positions()
         # the weighted block sums' sparse (B_act x n) pattern, each block's rows in row order
@@ -592,8 +600,7 @@ class _TreatedRows:
 
     def dot(self, vec: np.ndarray) -> np.ndarray:
         out = self.design.shared @ vec[: self.ps]
-        blocks = vec[self.ps :].reshape(self.design.n_lineages, self.c)
-        out[self.rows] += np.sum(self.part * blocks[self.lineage], axis=1)
+        out[self.rows] += self.part_csr @ vec[self.ps :]
         return out
 
     def rdot(self, r: np.ndarray) -> np.ndarray:
