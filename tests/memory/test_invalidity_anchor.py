@@ -192,9 +192,7 @@ def test_the_wide_refit_from_the_anchors_move_finds_the_exact_mode(
         assert warm.gradient_norm_ <= invalidity.GRADIENT_TARGET
         sd = np.sqrt(cold.block_factor.marginal_variance())
         assert np.max(np.abs(warm.coef_ - cold.coef_) / sd) < 1e-5
-        np.testing.assert_allclose(
-            warm.block_factor.marginal_variance(), sd**2, rtol=1e-5, atol=0
-        )
+        np.testing.assert_allclose(warm.block_factor.marginal_variance(), sd**2, rtol=1e-5, atol=0)
         m_w, s_w = warm.linear_predictors(z0, z1)
         m_c, s_c = cold.linear_predictors(z0, z1)
         np.testing.assert_allclose(m_w, m_c, atol=1e-5, rtol=0)

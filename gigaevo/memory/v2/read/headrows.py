@@ -350,7 +350,7 @@ class InvalidityFitter:
         self._anchor: tuple[object, DesignSpace, np.ndarray] | None = None
         # the anchor's design, indicators and prior (mu, v) in its own space, and its rows'
         # MAP's move per set of wide anchor columns (``_wide_move``)
-        self._anchor_rows: tuple[np.ndarray | BlockDesign, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._anchor_rows: _AnchorRows | None = None
         self._wide_maps: dict[frozenset[int], np.ndarray | None] = {}
         # (anchor space, fit space, their lineage columns): see ``_columns``
         self._mapped: tuple[DesignSpace, DesignSpace, np.ndarray, np.ndarray] | None = None
@@ -499,6 +499,8 @@ class InvalidityFitter:
 
 
 INVALIDITY_FITS = ("exact", "laplace_prefix")
+# an anchor's design, 0/1 indicators and prior (mu, v), in the anchor's own space
+_AnchorRows = tuple[np.ndarray | BlockDesign, np.ndarray, np.ndarray, np.ndarray]
 
 
 @dataclass
