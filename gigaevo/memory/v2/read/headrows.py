@@ -322,7 +322,11 @@ class InvalidityFitter:
     lineages only), then mapped into the fit's space (new blocks at their prior mean).
     The anchor depends only on those rows and the aliases of their cards, so a resumed
     run starts every fit where the uninterrupted run did and finds the same MAP, bit for
-    bit. Below ``ANCHOR_MIN`` rows a fit starts at the prior mean, as before.
+    bit. Below ``ANCHOR_MIN`` rows a fit starts at the prior mean, as before. The
+    wide-level refit (memory-model.md "Card shift levels") starts from the narrow MAP moved
+    by the anchor rows' own move between the levels (``_wide_move``: Newton from the anchor
+    MAP on the anchor rows with the anchor's cards among the wide ones at the wide level,
+    kept with the anchor per set of wide cards), a function of the same rows.
 
     ``method="laplace_prefix"`` (``memory.posterior_config.invalidity_fit``; memory-model.md
     "The prefix in Laplace form"): with an anchor, the anchor's rows enter the fit as their
