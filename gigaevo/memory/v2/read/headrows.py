@@ -28,6 +28,7 @@ with the same contrasts, as the batch design did.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -321,7 +322,11 @@ class InvalidityFitter:
     lineages only), then mapped into the fit's space (new blocks at their prior mean).
     The anchor depends only on those rows and the aliases of their cards, so a resumed
     run starts every fit where the uninterrupted run did and finds the same MAP, bit for
-    bit. Below ``ANCHOR_MIN`` rows a fit starts at the prior mean, as before.
+    bit. Below ``ANCHOR_MIN`` rows a fit starts at the prior mean, as before. The
+    wide-level refit (memory-model.md "Card shift levels") starts from the narrow MAP moved
+    by the anchor rows' own move between the levels (``_wide_move``: Newton from the anchor
+    MAP on the anchor rows with the anchor's cards among the wide ones at the wide level,
+    kept with the anchor per set of wide cards), a function of the same rows.
 
     ``method="laplace_prefix"`` (``memory.posterior_config.invalidity_fit``; memory-model.md
     "The prefix in Laplace form"): with an anchor, the anchor's rows enter the fit as their
@@ -347,6 +352,10 @@ class InvalidityFitter:
         self.shift_levels = shift_levels  # memory-model.md "Card shift levels"
         self.method, self.prefix_min_rows = method, max(ANCHOR_MIN, prefix_min_rows)
         self._anchor: tuple[object, DesignSpace, np.ndarray] | None = None
+        # the anchor's design, indicators and prior (mu, v) in its own space, and its rows'
+        # MAP's move per set of wide anchor columns (``_wide_move``)
+        self._anchor_rows: _AnchorRows | None = None
+        self._wide_maps: dict[frozenset[int], np.ndarray | None] = {}
         # (anchor space, fit space, their lineage columns): see ``_columns``
         self._mapped: tuple[DesignSpace, DesignSpace, np.ndarray, np.ndarray] | None = None
         # laplace_prefix: the anchor rows' expansions (``_Expansions``)
@@ -378,7 +387,44 @@ class InvalidityFitter:
                     self.prefix_fits += 1
                     return prefixed
         head = LogisticLaplaceHead(mu, var, layout, levels)
-        return head.fit(_design(table, block_of, space), table.invalid[: table.n], start=start)
+        move = None
+        if start is not None and levels is not None:
+            move = functools.partial(self._wide_move, space, levels.wide_variance)
+        x = _design(table, block_of, space)
+        return head.fit(x, table.invalid[: table.n], start=start, wide_move=move)
+
+    def _wide_move(
+        self, space: DesignSpace, wide_variance: float, wide: np.ndarray
+    ) -> np.ndarray | None:
+        """How far the anchor rows' MAP moves when the shift columns ``wide`` (of ``space``)
+        go wide, in ``space``'s columns (None: none of them is an anchor card's, or the
+        anchor rows' fit at those levels failed). The anchor rows' fit at each set of wide
+        anchor blocks is Newton from the anchor MAP, made once and kept with the anchor: a
+        function of the anchor's rows and the levels."""
+        assert self._anchor is not None and self._anchor_rows is not None
+        _, own, gamma = self._anchor
+        target, source = self._columns(own, space)
+        to_own = np.full(space.size, -1)
+        to_own[target] = source
+        cols = to_own[np.asarray(wide, dtype=int)]
+        key = frozenset(int(c) for c in cols[cols >= 0])
+        if not key:
+            return None
+        if key not in self._wide_maps:
+            x, d, mu, var = self._anchor_rows
+            var = var.copy()
+            var[sorted(key)] = wide_variance
+            head = LogisticLaplaceHead(mu, var, (own.shared_size, own.n_context))
+            head.fit(x, d, start=gamma)
+            self._wide_maps[key] = head.coef_ - gamma if head.ok_ else None
+        moved = self._wide_maps[key]
+        if moved is None:
+            return None
+        out = np.zeros(space.size)
+        ps = space.shared_size
+        out[:ps] = moved[:ps]
+        out[target] = moved[source]
+        return out
 
     def _prefix(
         self,
@@ -424,10 +470,12 @@ class InvalidityFitter:
             head = LogisticLaplaceHead(mu, var, (own.shared_size, own.n_context))
             anchor = head.fit(x, table.invalid[:k], start=mu)
             self.anchors += 1
+            self._wide_maps = {}
             if not anchor.ok_:
-                self._anchor = None
+                self._anchor = self._anchor_rows = None
                 return None
             self._anchor = (key, own, anchor.coef_)
+            self._anchor_rows = (x, table.invalid[:k].copy(), mu, var)
             if self.method == "laplace_prefix":
                 self._expansion = _Expansions(key, anchor.expansion(), (mu, var), own.shared_size)
         _, own, gamma = self._anchor
@@ -455,6 +503,8 @@ class InvalidityFitter:
 
 
 INVALIDITY_FITS = ("exact", "laplace_prefix")
+# an anchor's design, 0/1 indicators and prior (mu, v), in the anchor's own space
+_AnchorRows = tuple[np.ndarray | BlockDesign, np.ndarray, np.ndarray, np.ndarray]
 
 
 @dataclass
