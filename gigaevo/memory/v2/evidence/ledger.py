@@ -328,6 +328,7 @@ class SelectionEvidence(LedgerViews):
         self._memo = {}
         self._tally = LedgerTally()
         self._fed = dict.fromkeys(db.TABLES, 0)
+        self._synced_at = None
         self._by_sha = {}
         self._universes.reset()
         self._fits.reset()
@@ -411,6 +412,14 @@ class SelectionEvidence(LedgerViews):
         if self._conn is None:
             raise RuntimeError("SelectionEvidence is not open (call open())")
         return self._conn
+
+    def _stamp(self) -> tuple[int, int]:
+        """(``PRAGMA data_version``, ``total_changes``): the first moves when another
+        connection (another process, another instance) commits, the second with every
+        row this connection writes; while both stand no row can have been committed."""
+        conn = self._db()
+        (version,) = conn.execute("PRAGMA data_version").fetchone()
+        return int(version), conn.total_changes
 
     def _rows(self, table: str) -> dict[int, tuple[Any, str]]:
         """Verified (row, sha) of ``table`` by sequence number, reading only new rows."""
