@@ -150,3 +150,29 @@ def test_a_sync_with_nothing_committed_reads_no_table(ledger: SelectionEvidence)
         assert ledger.observations() == other.observations()
     finally:
         conn.set_trace_callback(None)
+
+
+def test_a_decision_or_terminal_read_once_is_not_queried_again(
+    ledger: SelectionEvidence,
+) -> None:
+    """Decisions and terminals are unique per decision id and immutable: once read (and
+    hash-checked) they are answered from memory; an absent terminal is looked up again."""
+    d = make_decision(0, z=1)
+    ledger.append_decision(d)
+    assert ledger.decision(d.decision_id) == d
+    assert ledger.terminal(d.decision_id) is None
+    statements: list[str] = []
+    conn = ledger._db()
+    conn.set_trace_callback(statements.append)
+    try:
+        assert ledger.decision(d.decision_id) == d
+        assert not [s for s in statements if "FROM decisions" in s]
+        t = make_terminal(d)
+        ledger.append_terminal(t)
+        assert ledger.terminal(d.decision_id) == t
+        assert [s for s in statements if "FROM terminals" in s]
+        statements.clear()
+        assert ledger.terminal(d.decision_id) == t
+        assert not [s for s in statements if "FROM terminals" in s]
+    finally:
+        conn.set_trace_callback(None)

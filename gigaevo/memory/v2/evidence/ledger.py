@@ -83,6 +83,9 @@ class SelectionEvidence(LedgerViews):
         # the body read back hashes to it); the decisions this session wrote are entered at
         # commit, which spares decoding a 1,000-candidate row just written (~40 ms)
         self._by_sha: dict[str, Any] = {}
+        # verified decisions and terminals by decision id (``_one``): both are unique per
+        # decision id and immutable, so a row once read and checked is that id's row for good
+        self._by_id: dict[str, dict[str, Any]] = {"decisions": {}, "terminals": {}}
         # card snapshots and universes, stored once by content hash (see ``universe``)
         self._universes = UniverseStore()
         self._fits = FitSetStore()  # fitted row ids, one chain link per fit (see ``fitsets``)
@@ -330,6 +333,7 @@ class SelectionEvidence(LedgerViews):
         self._fed = dict.fromkeys(db.TABLES, 0)
         self._synced_at = None
         self._by_sha = {}
+        self._by_id = {"decisions": {}, "terminals": {}}
         self._universes.reset()
         self._fits.reset()
         count = sum(len(self._rows(t)) for t in db.TABLES)
@@ -446,6 +450,9 @@ class SelectionEvidence(LedgerViews):
             self._failure = exc
             raise
         self._by_sha[sha] = row
+        by_id = self._by_id.get(table)
+        if by_id is not None:
+            by_id[row.decision_id] = row
         return row
 
     def _decision_parser(self, sha: str) -> Callable[[str, str], DecisionRow]:
@@ -473,7 +480,14 @@ class SelectionEvidence(LedgerViews):
         return row
 
     def _one(self, conn: sqlite3.Connection, table: str, column: str, value: str) -> Any:
-        """The row of ``table`` whose unique ``column`` is ``value`` (hash-checked), or None."""
+        """The row of ``table`` whose unique ``column`` is ``value`` (hash-checked), or None.
+
+        A decision or terminal already read (and checked) is returned without a query
+        (``_by_id``); an absent one is looked up every time (it may be committed later)."""
+        if column == "decision_id" and table in self._by_id:
+            known = self._by_id[table].get(value)
+            if known is not None:
+                return known
         keys = ", ".join(db.ROW_TYPES[table][1])
         found = conn.execute(
             f"SELECT seq, body, sha256, {keys} FROM {table} WHERE {column} = ?", (value,)
