@@ -162,7 +162,9 @@ class SelectionEvidence(LedgerViews):
         self._fits.committed(links)
         if fits is not None:
             self._fits.refs[sha] = fits.sha
-        self._by_sha[sha] = db.decode_known(DecisionRow, row, body, self._decision_parser(sha))
+        known = db.decode_known(DecisionRow, row, body, self._decision_parser(sha))
+        self._by_sha[sha] = known
+        self._by_id["decisions"][row.decision_id] = known  # the row committed under its id
 
     def append_terminal(self, row: TerminalRow) -> None:
         """Commit the one terminal of a decision.
