@@ -176,3 +176,22 @@ def test_a_decision_or_terminal_read_once_is_not_queried_again(
         assert not [s for s in statements if "FROM terminals" in s]
     finally:
         conn.set_trace_callback(None)
+
+
+def test_an_edge_read_once_is_not_queried_again(ledger: SelectionEvidence) -> None:
+    from gigaevo.memory.v2.evidence import EdgeRow
+
+    edge = ledger.record_edge(
+        EdgeRow("child-1", "run", 0, "p0", "child-1", 0, 0, "valid", 0.1, "improved")
+    )
+    assert ledger.edge("child-2") is None
+    assert ledger.edge("child-1") == edge
+    statements: list[str] = []
+    conn = ledger._db()
+    conn.set_trace_callback(statements.append)
+    try:
+        assert ledger.edge("child-1") == edge
+        assert ledger.edge("child-2") is None  # absent: looked up again
+        assert len([s for s in statements if "FROM edges" in s]) == 1
+    finally:
+        conn.set_trace_callback(None)

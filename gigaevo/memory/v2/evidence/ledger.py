@@ -52,6 +52,8 @@ from gigaevo.memory.v2.evidence.validate import check_terminal
 from gigaevo.memory.v2.evidence.views import LedgerViews
 
 EVIDENCE_FILE = "memory_v2_selection_evidence.sqlite3"
+# the tables whose rows ``_one`` answers from memory once read, and their unique id column
+_UNIQUE_ID = {"decisions": "decision_id", "terminals": "decision_id", "edges": "edge_id"}
 
 
 class SelectionEvidence(LedgerViews):
@@ -83,9 +85,9 @@ class SelectionEvidence(LedgerViews):
         # the body read back hashes to it); the decisions this session wrote are entered at
         # commit, which spares decoding a 1,000-candidate row just written (~40 ms)
         self._by_sha: dict[str, Any] = {}
-        # verified decisions and terminals by decision id (``_one``): both are unique per
-        # decision id and immutable, so a row once read and checked is that id's row for good
-        self._by_id: dict[str, dict[str, Any]] = {"decisions": {}, "terminals": {}}
+        # verified decisions and terminals by decision id, edges by edge id (``_one``): each
+        # is unique per id and immutable, so a row once read and checked is that id's for good
+        self._by_id: dict[str, dict[str, Any]] = {t: {} for t in _UNIQUE_ID}
         # card snapshots and universes, stored once by content hash (see ``universe``)
         self._universes = UniverseStore()
         self._fits = FitSetStore()  # fitted row ids, one chain link per fit (see ``fitsets``)
@@ -335,7 +337,7 @@ class SelectionEvidence(LedgerViews):
         self._fed = dict.fromkeys(db.TABLES, 0)
         self._synced_at = None
         self._by_sha = {}
-        self._by_id = {"decisions": {}, "terminals": {}}
+        self._by_id = {t: {} for t in _UNIQUE_ID}
         self._universes.reset()
         self._fits.reset()
         count = sum(len(self._rows(t)) for t in db.TABLES)
@@ -454,7 +456,7 @@ class SelectionEvidence(LedgerViews):
         self._by_sha[sha] = row
         by_id = self._by_id.get(table)
         if by_id is not None:
-            by_id[row.decision_id] = row
+            by_id[getattr(row, _UNIQUE_ID[table])] = row
         return row
 
     def _decision_parser(self, sha: str) -> Callable[[str, str], DecisionRow]:
@@ -484,9 +486,9 @@ class SelectionEvidence(LedgerViews):
     def _one(self, conn: sqlite3.Connection, table: str, column: str, value: str) -> Any:
         """The row of ``table`` whose unique ``column`` is ``value`` (hash-checked), or None.
 
-        A decision or terminal already read (and checked) is returned without a query
-        (``_by_id``); an absent one is looked up every time (it may be committed later)."""
-        if column == "decision_id" and table in self._by_id:
+        A decision, terminal or edge already read (and checked) is returned by its id without
+        a query (``_by_id``); an absent one is looked up every time (it may come later)."""
+        if _UNIQUE_ID.get(table) == column:
             known = self._by_id[table].get(value)
             if known is not None:
                 return known
