@@ -16,7 +16,11 @@ Every read-then-write is one ``BEGIN IMMEDIATE`` transaction under the busy
 timeout, so writers in several processes serialise and lose nothing. One
 attempt owns one decision (UNIQUE run id + attempt) and one terminal (UNIQUE
 decision id). Rows already verified are cached by table sequence number (they
-are immutable); ``verify`` re-reads everything.
+are immutable), and decisions, terminals and edges also by their unique id, so a
+lookup of a row already read costs no query (an absent one is looked up each time);
+``verify`` re-reads everything. The views (``views``) read the tables only when a row
+may have been committed since their last read (``_stamp``: ``PRAGMA data_version`` and
+the connection's ``total_changes``).
 """
 
 from __future__ import annotations

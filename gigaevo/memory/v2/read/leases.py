@@ -34,6 +34,11 @@ file empty or zero-filled, and it also kills every process whose leases the file
 holds: such a file is read as holding no leases. (A bank shared over NFS is written
 through to the server when the file is closed.) The fsyncs cost two per mutant
 (acquire at the decision, release at the outcome): see docs/benchmarks-history.md, issue 16.
+
+CPU per transaction (session 12): a read that finds the very bytes this instance last read
+or wrote reuses their parse (in a run alone on its bank, every read), and a write renders
+the file from each lease's block, encoded once when the lease is taken (byte for byte the
+``json.dumps`` of the whole file). What is left is the lock and the replace.
 """
 
 from __future__ import annotations
