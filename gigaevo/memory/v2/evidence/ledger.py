@@ -231,8 +231,7 @@ class SelectionEvidence(LedgerViews):
             stored = self._insert_edge(conn, edge)
         return stored_terminal, stored
 
-    @staticmethod
-    def _insert_edge(conn: sqlite3.Connection, edge: EdgeRow) -> EdgeRow:
+    def _insert_edge(self, conn: sqlite3.Connection, edge: EdgeRow) -> EdgeRow:
         """Insert ``edge`` with ordinal 1 + its island's last (inside the caller's transaction).
 
         Raises:
@@ -250,6 +249,7 @@ class SelectionEvidence(LedgerViews):
             )
         except sqlite3.IntegrityError as exc:
             raise DuplicateRowError(f"edge {edge.edge_id!r} already recorded") from exc
+        self._known_body(EdgeRow, stored, body, sha)
         return stored
 
     def _insert_terminal(self, conn: sqlite3.Connection, row: TerminalRow) -> TerminalRow | None:
@@ -265,6 +265,7 @@ class SelectionEvidence(LedgerViews):
             )
         except sqlite3.IntegrityError:
             return None  # already terminated: the first terminal stands
+        self._known_body(TerminalRow, row, body, sha)
         return row
 
     def append_lineage(self, row: LineageRow) -> None:
@@ -290,6 +291,13 @@ class SelectionEvidence(LedgerViews):
                 "INSERT INTO lineage (root_decision_id, version, body, sha256) VALUES (?, ?, ?, ?)",
                 (row.root_decision_id, row.version, pack_body(body), sha),
             )
+        self._known_body(LineageRow, row, body, sha)
+
+    def _known_body(self, cls: type[Any], row: Any, body: str, sha: str) -> None:
+        """Enter a row this session wrote by the SHA-256 of its body (content-addressed, as
+        the decisions at commit): reading it back then checks its hash and key columns but
+        does not parse it again (``db.decode_known`` parses the first row of each type)."""
+        self._by_sha.setdefault(sha, db.decode_known(cls, row, body))
 
     def censor_orphans(self, reason: str = STARTUP_ORPHAN, *, keep_run: str | None = None) -> int:
         """Give every decision without a terminal whose session is dead a censored terminal.
