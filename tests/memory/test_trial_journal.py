@@ -298,3 +298,23 @@ def test_a_kill_between_a_journal_rewrite_and_the_record_costs_no_revision(
         whole.n_evidence,
         whole.use_trials,
     )
+
+
+def test_the_kept_trial_ids_answer_as_the_card_s_trials_past_the_cap() -> None:
+    """``TrialIds`` (each stamp's duplicate check as a set lookup) answers exactly as a walk
+    over the card's trials: across the ``MAX_USE_TRIALS`` trim, for repeated decision ids,
+    and when the card's trials come back as another tuple (a reload)."""
+    from gigaevo.memory.v2.bank.cards import MAX_USE_TRIALS
+    from gigaevo.memory.v2.read.trials import TrialIds, _stamp_into
+
+    ids = TrialIds()
+    with_ids, plain = {"c": _card("c")}, {"c": _card("c")}
+    for i in [*range(MAX_USE_TRIALS + 40), 3, 45, MAX_USE_TRIALS + 39, 7]:
+        trial = _trial(i)
+        a = _stamp_into(with_ids, "c", trial, 1.0, ids)
+        b = _stamp_into(plain, "c", trial, 1.0)
+        assert a == b and with_ids["c"] == plain["c"]
+        if i == 100:  # the same trials in a new tuple: the set is built again
+            with_ids["c"] = replace(with_ids["c"], use_trials=tuple(with_ids["c"].use_trials))
+    assert len(plain["c"].use_trials) == MAX_USE_TRIALS
+    assert _stamp_into(with_ids, "gone", _trial(0), 1.0, ids) == "orphan"

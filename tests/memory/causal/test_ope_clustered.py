@@ -127,3 +127,33 @@ def test_the_clustered_se_imports_no_dataframe_library() -> None:
         "assert g == 3 and se is not None and 'pandas' not in sys.modules, sorted(sys.modules)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_coded_clusters_give_the_same_bits_as_their_labels() -> None:
+    """``ClusterCodes`` (labels coded once, in first-appearance order, as ``OpeColumns``
+    keeps them) give exactly the SEs and report of the labels themselves."""
+    from gigaevo.memory.v2.causal.ope import ClusterCodes
+    from gigaevo.memory.v2.read.outcomes import OpeColumns
+
+    rng = np.random.default_rng(7)
+    n = 500
+    labels = [f"p{int(k)}" for k in rng.integers(0, 60, n)]
+    runs = [f"r{int(k)}" for k in rng.integers(0, 3, n)]
+    psi = rng.normal(size=n)
+    codes: dict[str, int] = {}
+    coded = ClusterCodes(np.array([codes.setdefault(x, len(codes)) for x in labels]))
+    assert clustered_se(psi, coded) == clustered_se(psi, labels)
+    run_codes: dict[str, int] = {}
+    coded_runs = ClusterCodes(np.array([run_codes.setdefault(x, len(run_codes)) for x in runs]))
+    z = (rng.random(n) < E).astype(float)
+    y, q1, q0, e = rng.normal(size=n), rng.normal(size=n), rng.normal(size=n), np.full(n, E)
+    plain = offer_gate_report(z, y, q1, q0, e, runs, labels)
+    assert offer_gate_report(z, y, q1, q0, e, coded_runs, coded) == plain
+    cols = OpeColumns()
+    for i in range(n):
+        cols._append((z[i], y[i], q1[i], q0[i], e[i]), runs[i], labels[i])
+    parents = [f"{r}/{p}" for r, p in zip(runs, labels, strict=True)]
+    assert offer_gate_report(
+        cols.z, cols.y, cols.q1, cols.q0, cols.e, cols.runs, cols.parents
+    ) == offer_gate_report(z, y, q1, q0, e, runs, parents)
+    assert cols.run_names == set(runs)

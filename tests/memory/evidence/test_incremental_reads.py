@@ -125,3 +125,73 @@ def test_latest_lineages_are_each_roots_latest_row_read_once(
     assert got == {r: ledger.latest_lineage(r) for r in [*roots, "no-such-root"]}
     assert got[roots[0]] is not None and got[roots[0]].version == 2
     assert got[roots[2]] is not None and got[roots[1]] is None and got["no-such-root"] is None
+
+
+def test_a_sync_with_nothing_committed_reads_no_table(ledger: SelectionEvidence) -> None:
+    """The views sync from the tables only when a row may have been committed since the
+    last sync (this connection's changes, or ``PRAGMA data_version`` for anyone else's):
+    otherwise no table is read; a commit by this instance or another is still seen."""
+    for a in range(3):
+        _add(ledger, a, z=a % 2)
+    assert len(ledger.observations_since(0)) == 3
+    statements: list[str] = []
+    conn = ledger._db()
+    conn.set_trace_callback(statements.append)
+    try:
+        for _ in range(5):
+            assert len(ledger.observations_since(0)) == 3
+            assert ledger.edges_since(0) == [] and ledger.counts()["terminals"] == 3
+        assert not [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+        _add(ledger, 3, z=0)  # this connection's commit
+        assert len(ledger.observations_since(0)) == 4
+        other = SelectionEvidence(ledger.path.parent).open(censor_orphans=False)
+        _add(other, 4, z=1, run="other")  # another connection's
+        assert len(ledger.observations_since(0)) == 5
+        assert ledger.observations() == other.observations()
+    finally:
+        conn.set_trace_callback(None)
+
+
+def test_a_decision_or_terminal_read_once_is_not_queried_again(
+    ledger: SelectionEvidence,
+) -> None:
+    """Decisions and terminals are unique per decision id and immutable: once read (and
+    hash-checked) they are answered from memory; an absent terminal is looked up again."""
+    d = make_decision(0, z=1)
+    ledger.append_decision(d)
+    assert ledger.decision(d.decision_id) == d
+    assert ledger.terminal(d.decision_id) is None
+    statements: list[str] = []
+    conn = ledger._db()
+    conn.set_trace_callback(statements.append)
+    try:
+        assert ledger.decision(d.decision_id) == d
+        assert not [s for s in statements if "FROM decisions" in s]
+        t = make_terminal(d)
+        ledger.append_terminal(t)
+        assert ledger.terminal(d.decision_id) == t
+        assert [s for s in statements if "FROM terminals" in s]
+        statements.clear()
+        assert ledger.terminal(d.decision_id) == t
+        assert not [s for s in statements if "FROM terminals" in s]
+    finally:
+        conn.set_trace_callback(None)
+
+
+def test_an_edge_read_once_is_not_queried_again(ledger: SelectionEvidence) -> None:
+    from gigaevo.memory.v2.evidence import EdgeRow
+
+    edge = ledger.record_edge(
+        EdgeRow("child-1", "run", 0, "p0", "child-1", 0, 0, "valid", 0.1, "improved")
+    )
+    assert ledger.edge("child-2") is None
+    assert ledger.edge("child-1") == edge
+    statements: list[str] = []
+    conn = ledger._db()
+    conn.set_trace_callback(statements.append)
+    try:
+        assert ledger.edge("child-1") == edge
+        assert ledger.edge("child-2") is None  # absent: looked up again
+        assert len([s for s in statements if "FROM edges" in s]) == 1
+    finally:
+        conn.set_trace_callback(None)

@@ -200,3 +200,40 @@ def test_a_file_a_power_loss_left_blank_holds_no_leases(tmp_path: Path, left: by
     assert leases.active() == ()
     held = leases.acquire("c1", [], attempt=0)
     assert SelectionLeases(tmp_path, run_id="r").active() == (held,)
+
+
+def test_the_file_is_the_json_of_its_leases_byte_for_byte(tmp_path: Path) -> None:
+    """Each write renders the file from per-lease blocks encoded once: the text is
+    ``json.dumps`` of the whole lease file (indent 2, sorted keys), for 0, 1 and many
+    leases, aliases and releases included."""
+    from gigaevo.memory.v2.read.leases import LEASE_FORMAT, LeaseFile
+    from gigaevo.memory.v2.records import to_json
+
+    leases = SelectionLeases(tmp_path, run_id="r", max_pending=3)
+    path = tmp_path / LEASE_FILE
+    held = []
+    for attempt in range(7):
+        held.append(leases.acquire(f"c{attempt % 3}", [f"a{attempt}", "b"][: attempt % 3], attempt))
+        if attempt % 3 == 2:
+            leases.release(held.pop(0).lease_id)
+        body = to_json(LeaseFile(format=LEASE_FORMAT, leases=tuple(leases.active())))
+        assert path.read_text() == json.dumps(body, indent=2, sort_keys=True) + "\n"
+    for lease in held:
+        leases.release(lease.lease_id)
+    assert json.loads(path.read_text()) == {"format": LEASE_FORMAT, "leases": []}
+    assert path.read_text() == json.dumps({"format": 1, "leases": []}, indent=2) + "\n"
+
+
+def test_a_read_of_another_process_s_write_is_parsed_again(tmp_path: Path) -> None:
+    """The parse of the bytes last seen is reused only for those very bytes: a lease
+    another instance (another process) wrote is seen at the next read."""
+    mine = SelectionLeases(tmp_path, run_id="r")
+    other = SelectionLeases(tmp_path, run_id="s")
+    first = mine.acquire("c1", [], attempt=0)
+    assert mine.active() == (first,)
+    second = other.acquire("c1", [], attempt=0)
+    assert mine.active() == (first, second) and mine.pending({"c1"}) == 2
+    with pytest.raises(LeaseCapReachedError):
+        mine.acquire("c1", [], attempt=1)
+    other.release(second.lease_id)
+    assert mine.active() == (first,)

@@ -68,25 +68,44 @@ def itt_scores(
     return q1a - q0a + za / ea * (ya - q1a) - (1.0 - za) / (1.0 - ea) * (ya - q0a)
 
 
-def clustered_se(
-    psi: np.ndarray, clusters: Sequence[object] | np.ndarray
-) -> tuple[float | None, int]:
+@dataclass(frozen=True)
+class ClusterCodes:
+    """Cluster labels already coded: ``codes[i]`` is the rank of row i's label in the order
+    of first appearance (0, 1, 2, ...), as ``clustered_se`` codes labels itself. A caller
+    that keeps its rows as they arrive (``read.outcomes.OpeColumns``) codes each label once
+    instead of every summary hashing every row's label again."""
+
+    codes: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+
+Clusters: TypeAlias = Sequence[object] | np.ndarray | ClusterCodes
+
+
+def clustered_se(psi: np.ndarray, clusters: Clusters) -> tuple[float | None, int]:
     """Cluster-robust (sandwich) SE of mean(psi) and the number of clusters G.
 
     SE = sqrt( G/(G - 1) * sum_g (sum_{i in g} (psi_i - mean psi))^2 ) / n; None when G < 2.
     With every row its own cluster it equals sd(psi)/sqrt(n).
     """
-    labels = np.asarray(clusters, dtype=object)
-    if len(labels) != len(psi):
-        raise DesignError("clusters must have one label per row")
-    # codes in order of first appearance, by hashing (no sort; no pandas import in a run:
-    # ~50 MB and ~0.3 s for one summary); ~15 ms per 1e5 rows, a summary every 20 outcomes
-    codes: dict[object, int] = {}
-    index = np.fromiter(
-        (codes.setdefault(label, len(codes)) for label in labels.tolist()),
-        dtype=np.intp,
-        count=len(labels),
-    )
+    if isinstance(clusters, ClusterCodes):
+        index = np.asarray(clusters.codes, dtype=np.intp)
+        if len(index) != len(psi):
+            raise DesignError("clusters must have one label per row")
+    else:
+        labels = np.asarray(clusters, dtype=object)
+        if len(labels) != len(psi):
+            raise DesignError("clusters must have one label per row")
+        # codes in order of first appearance, by hashing (no sort; no pandas import in a
+        # run: ~50 MB and ~0.3 s for one summary); ~15 ms per 1e5 rows
+        codes: dict[object, int] = {}
+        index = np.fromiter(
+            (codes.setdefault(label, len(codes)) for label in labels.tolist()),
+            dtype=np.intp,
+            count=len(labels),
+        )
     sums = np.bincount(index, weights=psi - psi.mean())
     g = len(sums)
     if g < 2:
@@ -100,7 +119,7 @@ def itt_summary(
     q1: Column,
     q0: Column,
     e: Column,
-    parents: Sequence[object] | np.ndarray | None = None,
+    parents: Clusters | None = None,
 ) -> IttSummary:
     """ITT (probe) DR estimate with i.i.d. and parent-clustered SEs, 95 % CI, z, p and the
     IPS cross-check.
@@ -175,7 +194,7 @@ def gate_value(
     q1: Column,
     q0: Column,
     e: Column,
-    runs: Sequence[str] | np.ndarray | None = None,
+    runs: Clusters | None = None,
 ) -> GateValue:
     """psi_i = pi q1 + (1 - pi) q0 + w_i (Y - q_Z), w = pi/e or (1 - pi)/(1 - e).
 
@@ -194,7 +213,11 @@ def gate_value(
     q_obs = np.where(za == 1, q1a, q0a)
     psi = pa * q1a + (1.0 - pa) * q0a + w * (ya - q_obs)
     value = float(psi.mean())
-    labels = np.asarray(runs if runs is not None else ["run"] * n, dtype=object)
+    labels: Clusters
+    if isinstance(runs, ClusterCodes):
+        labels = runs
+    else:
+        labels = np.asarray(runs if runs is not None else ["run"] * n, dtype=object)
     if len(labels) != n:
         raise DesignError("runs must have one id per row")
     se, n_runs = clustered_se(psi, labels)
@@ -248,8 +271,8 @@ def offer_gate_report(
     q1: Column,
     q0: Column,
     e: Column,
-    runs: Sequence[str] | np.ndarray | None = None,
-    parents: Sequence[str] | np.ndarray | None = None,
+    runs: Clusters | None = None,
+    parents: Clusters | None = None,
 ) -> dict[str, object]:
     """The OPE section of ``ope_summary.json`` (memory-model.md "Off-policy evaluation") as plain
     JSON-ready values.

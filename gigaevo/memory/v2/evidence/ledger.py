@@ -16,7 +16,11 @@ Every read-then-write is one ``BEGIN IMMEDIATE`` transaction under the busy
 timeout, so writers in several processes serialise and lose nothing. One
 attempt owns one decision (UNIQUE run id + attempt) and one terminal (UNIQUE
 decision id). Rows already verified are cached by table sequence number (they
-are immutable); ``verify`` re-reads everything.
+are immutable), and decisions, terminals and edges also by their unique id, so a
+lookup of a row already read costs no query (an absent one is looked up each time);
+``verify`` re-reads everything. The views (``views``) read the tables only when a row
+may have been committed since their last read (``_stamp``: ``PRAGMA data_version`` and
+the connection's ``total_changes``).
 """
 
 from __future__ import annotations
@@ -52,6 +56,8 @@ from gigaevo.memory.v2.evidence.validate import check_terminal
 from gigaevo.memory.v2.evidence.views import LedgerViews
 
 EVIDENCE_FILE = "memory_v2_selection_evidence.sqlite3"
+# the tables whose rows ``_one`` answers from memory once read, and their unique id column
+_UNIQUE_ID = {"decisions": "decision_id", "terminals": "decision_id", "edges": "edge_id"}
 
 
 class SelectionEvidence(LedgerViews):
@@ -83,6 +89,9 @@ class SelectionEvidence(LedgerViews):
         # the body read back hashes to it); the decisions this session wrote are entered at
         # commit, which spares decoding a 1,000-candidate row just written (~40 ms)
         self._by_sha: dict[str, Any] = {}
+        # verified decisions and terminals by decision id, edges by edge id (``_one``): each
+        # is unique per id and immutable, so a row once read and checked is that id's for good
+        self._by_id: dict[str, dict[str, Any]] = {t: {} for t in _UNIQUE_ID}
         # card snapshots and universes, stored once by content hash (see ``universe``)
         self._universes = UniverseStore()
         self._fits = FitSetStore()  # fitted row ids, one chain link per fit (see ``fitsets``)
@@ -159,7 +168,9 @@ class SelectionEvidence(LedgerViews):
         self._fits.committed(links)
         if fits is not None:
             self._fits.refs[sha] = fits.sha
-        self._by_sha[sha] = db.decode_known(DecisionRow, row, body, self._decision_parser(sha))
+        known = db.decode_known(DecisionRow, row, body, self._decision_parser(sha))
+        self._by_sha[sha] = known
+        self._by_id["decisions"][row.decision_id] = known  # the row committed under its id
 
     def append_terminal(self, row: TerminalRow) -> None:
         """Commit the one terminal of a decision.
@@ -220,8 +231,7 @@ class SelectionEvidence(LedgerViews):
             stored = self._insert_edge(conn, edge)
         return stored_terminal, stored
 
-    @staticmethod
-    def _insert_edge(conn: sqlite3.Connection, edge: EdgeRow) -> EdgeRow:
+    def _insert_edge(self, conn: sqlite3.Connection, edge: EdgeRow) -> EdgeRow:
         """Insert ``edge`` with ordinal 1 + its island's last (inside the caller's transaction).
 
         Raises:
@@ -239,6 +249,7 @@ class SelectionEvidence(LedgerViews):
             )
         except sqlite3.IntegrityError as exc:
             raise DuplicateRowError(f"edge {edge.edge_id!r} already recorded") from exc
+        self._known_body(EdgeRow, stored, body, sha)
         return stored
 
     def _insert_terminal(self, conn: sqlite3.Connection, row: TerminalRow) -> TerminalRow | None:
@@ -254,6 +265,7 @@ class SelectionEvidence(LedgerViews):
             )
         except sqlite3.IntegrityError:
             return None  # already terminated: the first terminal stands
+        self._known_body(TerminalRow, row, body, sha)
         return row
 
     def append_lineage(self, row: LineageRow) -> None:
@@ -279,6 +291,13 @@ class SelectionEvidence(LedgerViews):
                 "INSERT INTO lineage (root_decision_id, version, body, sha256) VALUES (?, ?, ?, ?)",
                 (row.root_decision_id, row.version, pack_body(body), sha),
             )
+        self._known_body(LineageRow, row, body, sha)
+
+    def _known_body(self, cls: type[Any], row: Any, body: str, sha: str) -> None:
+        """Enter a row this session wrote by the SHA-256 of its body (content-addressed, as
+        the decisions at commit): reading it back then checks its hash and key columns but
+        does not parse it again (``db.decode_known`` parses the first row of each type)."""
+        self._by_sha.setdefault(sha, db.decode_known(cls, row, body))
 
     def censor_orphans(self, reason: str = STARTUP_ORPHAN, *, keep_run: str | None = None) -> int:
         """Give every decision without a terminal whose session is dead a censored terminal.
@@ -328,7 +347,9 @@ class SelectionEvidence(LedgerViews):
         self._memo = {}
         self._tally = LedgerTally()
         self._fed = dict.fromkeys(db.TABLES, 0)
+        self._synced_at = None
         self._by_sha = {}
+        self._by_id = {t: {} for t in _UNIQUE_ID}
         self._universes.reset()
         self._fits.reset()
         count = sum(len(self._rows(t)) for t in db.TABLES)
@@ -412,6 +433,14 @@ class SelectionEvidence(LedgerViews):
             raise RuntimeError("SelectionEvidence is not open (call open())")
         return self._conn
 
+    def _stamp(self) -> tuple[int, int]:
+        """(``PRAGMA data_version``, ``total_changes``): the first moves when another
+        connection (another process, another instance) commits, the second with every
+        row this connection writes; while both stand no row can have been committed."""
+        conn = self._db()
+        (version,) = conn.execute("PRAGMA data_version").fetchone()
+        return int(version), conn.total_changes
+
     def _rows(self, table: str) -> dict[int, tuple[Any, str]]:
         """Verified (row, sha) of ``table`` by sequence number, reading only new rows."""
         cache = self._cache[table]
@@ -437,6 +466,9 @@ class SelectionEvidence(LedgerViews):
             self._failure = exc
             raise
         self._by_sha[sha] = row
+        by_id = self._by_id.get(table)
+        if by_id is not None:
+            by_id[getattr(row, _UNIQUE_ID[table])] = row
         return row
 
     def _decision_parser(self, sha: str) -> Callable[[str, str], DecisionRow]:
@@ -464,7 +496,14 @@ class SelectionEvidence(LedgerViews):
         return row
 
     def _one(self, conn: sqlite3.Connection, table: str, column: str, value: str) -> Any:
-        """The row of ``table`` whose unique ``column`` is ``value`` (hash-checked), or None."""
+        """The row of ``table`` whose unique ``column`` is ``value`` (hash-checked), or None.
+
+        A decision, terminal or edge already read (and checked) is returned by its id without
+        a query (``_by_id``); an absent one is looked up every time (it may come later)."""
+        if _UNIQUE_ID.get(table) == column:
+            known = self._by_id[table].get(value)
+            if known is not None:
+                return known
         keys = ", ".join(db.ROW_TYPES[table][1])
         found = conn.execute(
             f"SELECT seq, body, sha256, {keys} FROM {table} WHERE {column} = ?", (value,)

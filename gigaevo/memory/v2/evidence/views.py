@@ -37,10 +37,16 @@ class LedgerViews:
     _tally: LedgerTally
     _fed: dict[str, int]  # rows of each table fed to the tally
     _applied: dict[str, frozenset[str]]
+    _synced_at: object = None  # ``_stamp()`` before the last sync read the tables
 
     # -- supplied by SelectionEvidence ------------------------------------------
     def _rows(self, table: str) -> dict[int, tuple[Any, str]]:
         raise NotImplementedError
+
+    def _stamp(self) -> object:
+        """A value that moves whenever a row may have been committed since it was taken
+        (None: unknown, every sync reads the tables)."""
+        return None
 
     def decisions(self) -> tuple[DecisionRow, ...]:
         raise NotImplementedError
@@ -226,8 +232,16 @@ class LedgerViews:
     def _sync(self) -> LedgerTally:
         """Feed the tally the rows read since the last call (terminals are read before
         decisions: a terminal is committed after its decision, so every terminal read
-        has its decision; the decisions are fed first)."""
+        has its decision; the decisions are fed first).
+
+        When nothing was committed since the last sync read the tables (``_stamp``, taken
+        before that read), the tally is current and no table is read: an outcome and a
+        decision each sync several times (four queries each), mostly with nothing new."""
+        stamp = self._stamp()
+        if stamp is not None and stamp == self._synced_at:
+            return self._tally
         fresh = {t: self._new_rows(t) for t in ("lineage", "terminals", "decisions", "edges")}
+        self._synced_at = stamp
         tally = self._tally
         for row, sha in fresh["decisions"]:
             tally.add_decision(row, sha)
