@@ -93,6 +93,16 @@ def _production_prior(space: DesignSpace) -> tuple[np.ndarray, np.ndarray]:
     return space.invalidity_prior(0.05, 0.15, 0.10, 0.15, baseline_intercept_sd=1.5)
 
 
+def _probe() -> tuple[DesignSpace, dict[str, str], dict[str, int], np.ndarray, np.ndarray]:
+    """The design space of the two-level tests, its identity aliases and lineage blocks, and
+    the predictor rows (z0: withheld, z1: each card offered) at one fixed context."""
+    space = DesignSpace(C, CARDS, kind_contrast=True)
+    x0 = np.r_[1.0, 0.2, 0.5, -0.3]
+    z0 = np.r_[UNIT.row(x0, 0)[:PS], np.zeros(space.size - PS)]
+    z1 = np.array([space.row(x0, 1, c, "insight") for c in CARDS])
+    return space, {c: c for c in CARDS}, {k: space.lineage_position(k) for k in CARDS}, z0, z1
+
+
 def _levels(space: DesignSpace) -> ShiftLevels | None:
     return card_shift_levels(space.shared_size, space.size, C, 2.0, 0.1)
 
@@ -107,12 +117,7 @@ def test_the_anchored_two_level_fit_finds_the_cold_fits_modes_on_random_row_sequ
     a gradient of 1e-6, which leaves up to about 2e-6 on a wide card's shift, so the mode
     is the cold fit's driven to a gradient of 1e-9 (the two fits at the target differ by
     up to 1.9e-6 on seed 102: the cold one is the farther, 1.9e-6 against 6e-8)."""
-    space = DesignSpace(C, CARDS, kind_contrast=True)
-    alias = {c: c for c in CARDS}
-    block_of = {k: space.lineage_position(k) for k in CARDS}
-    x0 = np.r_[1.0, 0.2, 0.5, -0.3]
-    z0 = np.r_[UNIT.row(x0, 0)[:PS], np.zeros(space.size - PS)]
-    z1 = np.array([space.row(x0, 1, c, "insight") for c in CARDS])
+    space, alias, block_of, z0, z1 = _probe()
     widened = 0
     for seed in range(6):
         n = int(np.random.default_rng(100 + seed).integers(300, 800))
@@ -168,12 +173,7 @@ def test_the_wide_refit_from_the_anchors_move_finds_the_exact_mode(
     exact reference (a cold fit driven to a gradient of 1e-9), to what the gradient target
     allows: means within 1e-5 posterior sds, marginal variances and predictor covariances
     within 1e-5 relative, on ledgers of 400-1,500 rows with harmful cards."""
-    space = DesignSpace(C, CARDS, kind_contrast=True)
-    alias = {c: c for c in CARDS}
-    block_of = {k: space.lineage_position(k) for k in CARDS}
-    x0 = np.r_[1.0, 0.2, 0.5, -0.3]
-    z0 = np.r_[UNIT.row(x0, 0)[:PS], np.zeros(space.size - PS)]
-    z1 = np.array([space.row(x0, 1, c, "insight") for c in CARDS])
+    space, alias, block_of, z0, z1 = _probe()
     mu, var = _production_prior(space)
     moved = 0
     for seed, n in ((11, 400), (12, 700), (13, 1100), (14, 1500)):
