@@ -15,7 +15,10 @@ each head (CPU ms, medians over ``--reps`` passes):
   fits live: only the chunks of blocks that moved are formed again.
 
 Both give the same numbers (checked here on every state). ``--baseline PATH`` times the
-fresh fits in another checkout on the same statistics (pickled), in a subprocess.
+fresh fits in another checkout on the same statistics (pickled): this checkout and that one
+each in a fresh subprocess, in turn (this, baseline, this, ...; ``--rounds`` of each), and
+the medians of their medians are compared (session 12: timing the baseline only after this
+checkout's in-process timings favoured whichever ran second on a loaded machine).
 
 The invalidity head (issue 16, session 9): on the same states, each state's fit as the
 reader makes it (``InvalidityFitter``: Newton from the anchor MAP, then the wide-level
@@ -245,12 +248,40 @@ def _states(n_cards: int, n_rows: int) -> list[dict[str, Any]]:
     return states
 
 
+def _alternate(
+    states: list[dict[str, Any]], trees: tuple[Path, Path], reps: int, rounds: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Time the fresh and invalidity fits of ``states`` in each of ``trees`` (this checkout,
+    the baseline), each in a fresh subprocess, in turn, ``rounds`` times; per tree, the
+    median of the subprocesses' medians (the invalidity bits of its last subprocess)."""
+    runs: list[list[dict[str, Any]]] = [[], []]
+    with tempfile.NamedTemporaryFile(suffix=".pkl") as f:
+        f.write(pickle.dumps(states))
+        f.flush()
+        for _ in range(rounds):
+            for k, tree in enumerate(trees):
+                cmd = [sys.executable, __file__, "--child", str(tree), "--stats", f.name]
+                cmd += ["--reps", str(reps)]
+                done = subprocess.run(cmd, check=True, cwd=tree, capture_output=True, text=True)
+                runs[k].append(json.loads(done.stdout.strip().splitlines()[-1]))
+
+    def summary(out: list[dict[str, Any]]) -> dict[str, Any]:
+        inv = dict(out[-1]["invalidity"], ms=float(np.median([o["invalidity"]["ms"] for o in out])))
+        heads = {h: float(np.median([o[h] for o in out])) for h in ("immediate", "lineage")}
+        return {**heads, "invalidity": inv}
+
+    return summary(runs[0]), summary(runs[1])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cards", type=int, default=1000)
     ap.add_argument("--rows", type=int, default=10_000)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--baseline", type=Path, help="another checkout: its fresh fits")
+    ap.add_argument(
+        "--rounds", type=int, default=3, help="with --baseline: subprocesses of each tree, in turn"
+    )
     ap.add_argument(
         "--prefix",
         action="store_true",
@@ -273,31 +304,24 @@ def main() -> None:
     )
     fresh, kept = _time_fresh(states, args.reps), _time_kept(states, args.reps)
     invalidity = _time_invalidity(states, args.reps)
-    base = None
+    base = this = None
     if args.baseline:
-        with tempfile.NamedTemporaryFile(suffix=".pkl") as f:
-            f.write(pickle.dumps(states))
-            f.flush()
-            tree = str(args.baseline.resolve())
-            cmd = [sys.executable, __file__, "--child", tree, "--stats", f.name]
-            cmd += ["--reps", str(args.reps)]
-            done = subprocess.run(cmd, check=True, cwd=tree, capture_output=True, text=True)
-            base = json.loads(done.stdout.strip().splitlines()[-1])
+        here = Path(__file__).resolve().parents[1]
+        this, base = _alternate(states, (here, args.baseline.resolve()), args.reps, args.rounds)
     print("planned fit, CPU ms (median over the states and passes)")
     for head in ("immediate", "lineage"):
         line = f"  {head:9s}: fresh {fresh[head]:6.1f}  kept {kept[head]:6.1f}"
         line += f"  (chunks kept {kept[head + '_reused']:.0%}; fresh / kept "
         line += f"{fresh[head] / kept[head]:.2f})"
-        if base:
-            line += f" | baseline fresh {base[head]:6.1f} (baseline / kept "
-            line += f"{base[head] / kept[head]:.2f})"
+        if base and this:
+            line += f" | in turn: this fresh {this[head]:6.1f}, baseline fresh {base[head]:6.1f}"
+            line += f" (baseline / this {base[head] / this[head]:.2f})"
         print(line)
     line = f"invalidity fit ({invalidity['rows']} rows), CPU ms: {invalidity['ms']:6.1f}"
-    if base:
-        other = base["invalidity"]
-        line += (
-            f" | baseline {other['ms']:6.1f} (baseline / this {other['ms'] / invalidity['ms']:.2f}"
-        )
+    if base and this:
+        other, mine = base["invalidity"], this["invalidity"]
+        line += f" | in turn: this {mine['ms']:6.1f}, baseline {other['ms']:6.1f}"
+        line += f" (baseline / this {other['ms'] / mine['ms']:.2f}"
         line += f"; same bits: {'yes' if other['bits'] == invalidity['bits'] else 'NO'})"
     print(line)
     if args.prefix:
