@@ -222,9 +222,18 @@ def adaptive_gauss_legendre(
     modes, heights, converged, ends = _find_modes(h, lo, hi, h_batch)
     top = max(heights) if shift is None else shift
     cuts = _breakpoints(h, lo, hi, modes, heights, h_batch, ends)
-    rules = _piece_rules(h, h_batch, _pairwise(cuts), top)
-    # the accepted pieces in the order of a depth-first bisection from the last piece
-    pieces = [(float(a), float(b), 0) for a, b in _pairwise(cuts)]
+    first = _pairwise(cuts)
+    accepted, parts, depth_hit = _bisect(_piece_rules(h, h_batch, first, top), first)
+    return _nodes(parts, tuple(modes), converged, depth_hit, tuple(accepted))
+
+
+def _bisect(
+    rules: dict[tuple[float, float, int], Rule], first: list[tuple[float, float]]
+) -> tuple[list[tuple[float, float]], list[_PieceNodes], bool]:
+    """The accepted sub-pieces of the pieces ``first`` and their nodes, in the order of a
+    depth-first bisection from the last piece, and whether a sub-piece was still unresolved
+    at ``MAX_DEPTH`` (then accepted as it is)."""
+    pieces = [(a, b, 0) for a, b in first]
     parts: list[_PieceNodes] = []
     accepted: list[tuple[float, float]] = []
     depth_hit = False
@@ -238,7 +247,7 @@ def adaptive_gauss_legendre(
         depth_hit = depth_hit or not agree
         accepted.append((a, b))
         parts.append((t16, lw16 + h16, t8, lw8 + h8))
-    return _nodes(parts, tuple(modes), converged, depth_hit, tuple(accepted))
+    return accepted, parts, depth_hit
 
 
 def planned_gauss_legendre(
@@ -287,42 +296,16 @@ def planned_gauss_legendre(
         )
     if not float(np.sum(m16[failed])) <= REFINE_SHARE * float(np.sum(m16)):
         return None
-    parts: list[_PieceNodes | None] = [
-        (t16[i], fine[i], t8[i], coarse[i]) for i in range(len(pieces))
-    ]
+    parts: list[_PieceNodes] = [(t16[i], fine[i], t8[i], coarse[i]) for i in range(len(pieces))]
     accepted = list(pieces)
     rules = _piece_rules(h, h_batch, [pieces[i] for i in failed], top)
     for i in reversed(failed):  # each failed piece's accepted halves in its place
-        sub, got = _bisected(rules, *pieces[i])
-        if got is None:
+        sub, got, unresolved = _bisect(rules, [pieces[i]])
+        if unresolved:
             return None
         parts[i : i + 1] = got
         accepted[i : i + 1] = sub
-    done = [p for p in parts if p is not None]
-    return _nodes(done, modes, modes_converged, False, tuple(accepted))
-
-
-def _bisected(
-    rules: dict[tuple[float, float, int], Rule], a: float, b: float
-) -> tuple[list[tuple[float, float]], list[_PieceNodes | None] | None]:
-    """The accepted sub-pieces of piece (a, b) and their nodes, in the order of a depth-first
-    bisection from the last half (as ``adaptive_gauss_legendre`` orders them); nodes None
-    when a sub-piece is unresolved at ``MAX_DEPTH``."""
-    stack = [(a, b, 0)]
-    sub: list[tuple[float, float]] = []
-    got: list[_PieceNodes | None] = []
-    while stack:
-        lo, hi, depth = stack.pop()
-        t16, lw16, h16, t8, lw8, h8, agree = rules[(lo, hi, depth)]
-        if not agree:
-            if depth >= MAX_DEPTH:
-                return sub, None
-            mid = 0.5 * (lo + hi)
-            stack.extend([(lo, mid, depth + 1), (mid, hi, depth + 1)])
-            continue
-        sub.append((lo, hi))
-        got.append((t16, lw16 + h16, t8, lw8 + h8))
-    return sub, got
+    return _nodes(parts, modes, modes_converged, False, tuple(accepted))
 
 
 Rule = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]
