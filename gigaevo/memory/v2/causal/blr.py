@@ -348,21 +348,16 @@ class BayesianLinearHead:
 
         nodes = None
         if plan is not None:
-            planned_batch = batch
-            if batch is not None and isinstance(solver, _PencilSolver):
-                whole = batch
-                calls = [0]
-
-                def planned_batch(taus: np.ndarray) -> np.ndarray:
-                    # the plan's evaluation keeps its block sums; the few sigmas of a
-                    # bisection of pieces in disagreement are formed without them
-                    calls[0] += 1
-                    if calls[0] == 2:
-                        solver.drop_terms()
-                    return whole(taus)
-
+            # the plan's evaluation keeps its block sums; the few sigmas of a bisection of
+            # pieces in disagreement are formed without them
+            pencil = solver if batch is not None and isinstance(solver, _PencilSolver) else None
             nodes = planned_gauss_legendre(
-                kernel, plan.pieces, plan.modes, plan.modes_converged, h_batch=planned_batch
+                kernel,
+                plan.pieces,
+                plan.modes,
+                plan.modes_converged,
+                h_batch=batch,
+                on_refine=pencil.drop_terms if pencil is not None else None,
             )
         self.planned_ = nodes is not None
         if nodes is None:

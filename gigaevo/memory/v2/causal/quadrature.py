@@ -256,6 +256,7 @@ def planned_gauss_legendre(
     modes: tuple[float, ...],
     modes_converged: bool,
     h_batch: BatchKernel | None = None,
+    on_refine: Callable[[], None] | None = None,
 ) -> QuadratureNodes | None:
     """The 16- and 8-node rules of fixed ``pieces`` (a plan, e.g. an earlier fit's accepted
     pieces), every node in one batch, masses compared after subtracting the largest node
@@ -265,7 +266,8 @@ def planned_gauss_legendre(
     ``REFINE_SHARE`` of the 16-node mass: a tail piece whose mass grew past the absolute
     tolerance as the peak sharpened. None when a node value is not finite, when the
     disagreeing pieces hold more (the kernel has moved off the plan) or when a bisected
-    piece is still unresolved at the maximum depth.
+    piece is still unresolved at the maximum depth. ``on_refine`` is called once before
+    the bisection's first evaluation (e.g. to stop keeping the kernel's per-point sums).
     """
     if not pieces:
         return None
@@ -298,6 +300,8 @@ def planned_gauss_legendre(
         return None
     parts: list[_PieceNodes] = [(t16[i], fine[i], t8[i], coarse[i]) for i in range(len(pieces))]
     accepted = list(pieces)
+    if on_refine is not None:
+        on_refine()
     rules = _piece_rules(h, h_batch, [pieces[i] for i in failed], top)
     for i in reversed(failed):  # each failed piece's accepted halves in its place
         sub, got, unresolved = _bisect(rules, [pieces[i]])
