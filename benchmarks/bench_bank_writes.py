@@ -63,15 +63,16 @@ def _series(store, ids: list[str], stamps: int, hot: int, staged: int, tag: str)
     pays the write for the n before it.
     """
     from gigaevo.memory.v2.bank.cards import UseTrial
-    from gigaevo.memory.v2.read.trials import _stamp_into, stamp_trial
+    from gigaevo.memory.v2.read.trials import TrialIds, _stamp_into, stamp_trial
 
     out = Series([], [], [])
+    kept = TrialIds()  # kept across the staged stamps, as ``TrialStamper`` keeps it
     for i in range(stamps):
         trial = UseTrial(f"{tag}-{i:07d}", "bench-run", "toy", i % 2, bool(i % 3))
         cid = ids[i % hot]
         w0, c0, t0 = wchar(), time.process_time(), time.perf_counter()
         if staged:
-            store.stage(lambda cards, c=cid, t=trial: _stamp_into(cards, c, t, 0.0), _ok)
+            store.stage(lambda cards, c=cid, t=trial: _stamp_into(cards, c, t, 0.0, kept), _ok)
             if store.staged >= staged:
                 store.flush()
         else:

@@ -175,14 +175,14 @@ def test_four_processes_stamping_and_one_rewriting_lose_nothing(tmp_path: Path) 
 
 
 def test_staged_stamps_ride_with_the_next_write_and_survive_a_failed_one(tmp_path: Path) -> None:
-    from gigaevo.memory.v2.read.trials import _stamp_into
+    from gigaevo.memory.v2.read.trials import TrialIds, _stamp_into
 
     _seed(tmp_path, [_card("ins-a"), _card("ins-b")])
     store = open_store(tmp_path)
     done: list[str] = []
 
     def stamp(cid: str, i: int) -> Any:
-        return lambda cards: _stamp_into(cards, cid, _trial(i), 1.0)
+        return lambda cards: _stamp_into(cards, cid, _trial(i), 1.0, TrialIds())
 
     for i in range(3):
         store.stage(stamp("ins-a", i), done.append)
@@ -230,7 +230,7 @@ def _pool_redone_after_a_kill(
     """Stage two stamps on ins-a, then pool one outcome into it in the next transaction;
     with ``kill`` the process dies after the stamps' journal lines and before the record,
     and a fresh process (a resumed run) pools the outcome again. The card as read back."""
-    from gigaevo.memory.v2.read.trials import _stamp_into
+    from gigaevo.memory.v2.read.trials import TrialIds, _stamp_into
 
     if legacy:  # the write also migrates the bank: the journal is rewritten whole
         inline = tuple(_trial(i, "old") for i in range(legacy))
@@ -239,7 +239,7 @@ def _pool_redone_after_a_kill(
         _seed(bank, [_card("ins-a")])
     store = open_store(bank)
     for i in range(2):
-        store.stage(lambda cards, i=i: _stamp_into(cards, "ins-a", _trial(i), 1.0), None)
+        store.stage(lambda c, i=i: _stamp_into(c, "ins-a", _trial(i), 1.0, TrialIds()), None)
     ev = replace(card().evidence[0], candidate_id="cand-redo")
 
     def pool(w: dict[str, Card]) -> None:
@@ -304,7 +304,7 @@ def test_the_kept_trial_ids_answer_as_the_card_s_trials_past_the_cap() -> None:
     """``TrialIds`` (each stamp's duplicate check as a set lookup) answers exactly as a walk
     over the card's trials: across the ``MAX_USE_TRIALS`` trim, for repeated decision ids,
     and when the card's trials come back as another tuple (a reload)."""
-    from gigaevo.memory.v2.bank.cards import MAX_USE_TRIALS
+    from gigaevo.memory.v2.bank.cards import MAX_USE_TRIALS, with_use_trial
     from gigaevo.memory.v2.read.trials import TrialIds, _stamp_into
 
     ids = TrialIds()
@@ -312,7 +312,10 @@ def test_the_kept_trial_ids_answer_as_the_card_s_trials_past_the_cap() -> None:
     for i in [*range(MAX_USE_TRIALS + 40), 3, 45, MAX_USE_TRIALS + 39, 7]:
         trial = _trial(i)
         a = _stamp_into(with_ids, "c", trial, 1.0, ids)
-        b = _stamp_into(plain, "c", trial, 1.0)
+        # the reference: a walk over the card's trials
+        b = "duplicate"
+        if all(t.decision_id != trial.decision_id for t in plain["c"].use_trials):
+            b, plain["c"] = "stamped", with_use_trial(plain["c"], trial, 1.0)
         assert a == b and with_ids["c"] == plain["c"]
         if i == 100:  # the same trials in a new tuple: the set is built again
             with_ids["c"] = replace(with_ids["c"], use_trials=tuple(with_ids["c"].use_trials))

@@ -94,7 +94,8 @@ def stamp_trials(
     stamped_at = time.time() if now is None else now
 
     def mutate(cards: dict[str, Card]) -> list[StampOutcome]:
-        return [_stamp_into(cards, pid, trial, stamped_at) for pid, trial in items]
+        ids = TrialIds()  # this transaction's cards: each set built once, on first use
+        return [_stamp_into(cards, pid, trial, stamped_at, ids) for pid, trial in items]
 
     return store.transaction(mutate)
 
@@ -104,20 +105,18 @@ def _stamp_into(
     proposed_id: str,
     trial: UseTrial,
     now: float,
-    ids: TrialIds | None = None,
+    ids: TrialIds,
 ) -> StampOutcome:
+    """Stamp ``trial`` onto the card that owns ``proposed_id`` in ``cards`` (duplicate:
+    already there, by ``ids``; orphan: no owner)."""
     owner = owner_id(cards, proposed_id)
     if owner is None:
         return "orphan"
     card = cards[owner]
-    if ids is not None:
-        if ids.holds(card, trial.decision_id):
-            return "duplicate"
-    elif any(t.decision_id == trial.decision_id for t in card.use_trials):
+    if ids.holds(card, trial.decision_id):
         return "duplicate"
     cards[owner] = stamped_card = with_use_trial(card, trial, now)
-    if ids is not None:
-        ids.stamped(card, stamped_card)
+    ids.stamped(card, stamped_card)
     return "stamped"
 
 
