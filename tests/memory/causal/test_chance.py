@@ -16,9 +16,10 @@ from gigaevo.memory.v2.causal import (
     LogisticLaplaceHead,
     RewardDefinition,
     acceptance_probability,
+    chance,
     context_features,
 )
-from gigaevo.memory.v2.causal.chance import acceptance_probabilities
+from gigaevo.memory.v2.causal.chance import acceptance_arrays, acceptance_probabilities
 
 
 def _covariances(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -84,6 +85,27 @@ def test_fast_path_agrees_with_careful_integral() -> None:
     # without this the agreement would also hold if every card fell back to the careful path
     # (a wrong rule whose two resolutions disagree)
     assert own_error >= 300
+
+
+def test_arrays_are_the_per_card_records_bit_for_bit() -> None:
+    """``acceptance_arrays`` (a decision's path) gives each card the floats the per-card
+    records had: max(0.0, value - error) of the fixed rules as Python floats, the careful
+    path's record otherwise; ``admitted`` is ``Acceptance.admitted`` card by card."""
+    means, covs = _cases()
+    means, covs = np.r_[means, means[:40]], np.r_[covs, covs[:40]]  # duplicates too
+    arrays = acceptance_arrays(means, covs)
+    fast = chance._well_posed(means, covs)
+    value, error, resolved = chance._fast(means[fast], covs[fast], 0.10, 1e-8)
+    pairs = zip(means, covs, strict=True)
+    want: list[Acceptance] = [acceptance_probability(m, c) for m, c in pairs]
+    for k, v, e, r in zip(np.flatnonzero(fast).tolist(), value, error, resolved, strict=True):
+        if r:
+            want[k] = Acceptance(max(0.0, float(v) - float(e)), float(e), False)
+    assert arrays.results() == acceptance_probabilities(means, covs) == want
+    assert [arrays.at(i) for i in range(len(arrays))] == want
+    for alpha in (0.0, 0.1, 0.5, 0.99):
+        assert arrays.admitted(alpha).tolist() == [a.admitted(alpha) for a in want]
+    assert len(acceptance_arrays(np.zeros((0, 2)), np.zeros((0, 2, 2)))) == 0
 
 
 def test_fast_path_is_used_and_conservative_on_realistic_cards() -> None:

@@ -21,6 +21,7 @@ integrated once.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -121,25 +122,68 @@ def acceptance_probabilities(
     Returns:
         One ``Acceptance`` per card, in input order.
     """
+    return acceptance_arrays(eta_means, eta_covs, delta, tolerance, absolute_cap).results()
+
+
+@dataclass(frozen=True)
+class AcceptanceArrays:
+    """``acceptance_probabilities`` as arrays (J,) in input order: P_acc, its error bound,
+    failed. A decision reads only which cards are admitted (``admitted``), so the per-card
+    ``Acceptance`` records are made when asked for (``at``), not for every card."""
+
+    probability: np.ndarray
+    error: np.ndarray
+    failed: np.ndarray
+
+    def admitted(self, alpha: float = 0.10) -> np.ndarray:
+        """Admit iff P_acc > alpha (``Acceptance.admitted``), per card."""
+        return np.asarray(self.probability > alpha, dtype=bool)
+
+    def at(self, i: int) -> Acceptance:
+        """Card i's ``Acceptance`` (the same floats as the list's)."""
+        return Acceptance(float(self.probability[i]), float(self.error[i]), bool(self.failed[i]))
+
+    def results(self) -> list[Acceptance]:
+        return [self.at(i) for i in range(len(self.probability))]
+
+    def __len__(self) -> int:
+        return len(self.probability)
+
+
+def acceptance_arrays(
+    eta_means: np.ndarray,
+    eta_covs: np.ndarray,
+    delta: float = 0.10,
+    tolerance: float = 1e-8,
+    absolute_cap: float | None = None,
+) -> AcceptanceArrays:
+    """``acceptance_probabilities`` without a record per card: the resolved cards' P_acc =
+    max(0, value - error) and error elementwise (the same floats), the careful path's
+    results copied in."""
     means = np.asarray(eta_means, dtype=float).reshape(-1, 2)
     covs = np.asarray(eta_covs, dtype=float).reshape(-1, 2, 2)
     if len(means) != len(covs):
         raise ValueError("eta_means and eta_covs must describe the same cards")
     if not len(means):
-        return []
+        return AcceptanceArrays(np.zeros(0), np.zeros(0), np.zeros(0, dtype=bool))
     packed = np.concatenate([means, covs.reshape(-1, 4)], axis=1)
     unique, inverse = np.unique(packed, axis=0, return_inverse=True)
     inverse = np.asarray(inverse).reshape(-1)
     u_means, u_covs = unique[:, :2], unique[:, 2:].reshape(-1, 2, 2)
-    out: list[Acceptance | None] = [None] * len(unique)
+    prob, err = np.empty(len(unique)), np.empty(len(unique))
+    failed = np.zeros(len(unique), dtype=bool)
+    done = np.zeros(len(unique), dtype=bool)
     fast = _well_posed(u_means, u_covs) if absolute_cap is None else np.zeros(len(unique), bool)
     idx = np.flatnonzero(fast)
     if len(idx):
         value, error, resolved = _fast(u_means[idx], u_covs[idx], delta, tolerance)
-        for pos, v, e, r in zip(idx.tolist(), value, error, resolved, strict=True):
-            if r:
-                out[pos] = Acceptance(max(0.0, float(v) - float(e)), float(e), False)
-    for k in range(len(unique)):
-        if out[k] is None:
-            out[k] = acceptance_probability(u_means[k], u_covs[k], delta, tolerance, absolute_cap)
-    return [out[k] for k in inverse]  # type: ignore[misc]
+        at = idx[resolved]
+        # max(0.0, v - e) as floats: v - e is finite (value finite, error > 0), so no NaN
+        # or signed zero tells np.maximum from max
+        prob[at] = np.maximum(0.0, value[resolved] - error[resolved])
+        err[at] = error[resolved]
+        done[at] = True
+    for k in np.flatnonzero(~done).tolist():
+        acc = acceptance_probability(u_means[k], u_covs[k], delta, tolerance, absolute_cap)
+        prob[k], err[k], failed[k] = acc.probability, acc.error, acc.failed
+    return AcceptanceArrays(prob[inverse], err[inverse], failed[inverse])

@@ -18,7 +18,7 @@ import numpy as np
 
 from gigaevo.memory.v2.causal.arrowhead import DENSE_MAX_SIZE, BlockDesign
 from gigaevo.memory.v2.causal.blr import BayesianLinearHead
-from gigaevo.memory.v2.causal.chance import acceptance_probabilities
+from gigaevo.memory.v2.causal.chance import AcceptanceArrays, acceptance_arrays
 from gigaevo.memory.v2.causal.errors import DesignError
 from gigaevo.memory.v2.causal.exchangeable import (
     ExchangeableCards,
@@ -156,14 +156,14 @@ class AcceptanceMap(Mapping[str, Acceptance]):
     of exchangeable cards share one ``Acceptance``, so it is kept as each card's
     representative and the representatives' results instead of one dict entry a card."""
 
-    def __init__(self, ids: tuple[str, ...], rep: np.ndarray, accepted: Sequence[Acceptance]):
+    def __init__(self, ids: tuple[str, ...], rep: np.ndarray, accepted: AcceptanceArrays):
         self.ids, self._rep, self._accepted = ids, rep, accepted
         self._index: dict[str, int] | None = None
 
     def __getitem__(self, card_id: str) -> Acceptance:
         if self._index is None:
             self._index = {cid: i for i, cid in enumerate(self.ids)}
-        return self._accepted[int(self._rep[self._index[card_id]])]
+        return self._accepted.at(int(self._rep[self._index[card_id]]))
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.ids)
@@ -271,8 +271,8 @@ def select(
         rep[members] = len(hot) + b
     firsts = np.array([members[0] for members in blocks], dtype=int)
     means, covs = invalidity.linear_predictors(z0, _take(rows, np.r_[hot, firsts].tolist()))
-    accepted = acceptance_probabilities(means, covs, delta=cfg.delta)
-    admitted = np.array([a.admitted(cfg.alpha) for a in accepted], dtype=bool)
+    accepted = acceptance_arrays(means, covs, delta=cfg.delta)
+    admitted = accepted.admitted(cfg.alpha)
     acceptance = AcceptanceMap(ids, rep, accepted)
     safe_at = np.flatnonzero(admitted[rep])
     if not len(safe_at):
