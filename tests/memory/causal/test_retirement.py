@@ -733,3 +733,64 @@ def test_the_other_level_weight_matches_a_numerical_marginal_likelihood(seed: in
         block = space.lineage_slice(card)
         assert np.max(np.abs(other[1].coef_[block][1:] - invalidity.coef_[block][1:])) < 0.05
     assert weights["plain"] < 0.2  # a card at the base rate: narrow
+
+
+def _judge_pair_by_pair(heads: RetirementHeads, card: CardSupport, theta: float, n_controls: int):
+    """The reference: each (context, RAG state) pair in turn judged with both invalidity
+    levels (``evaluate``), stopping at the first that keeps the card; and whether the chosen
+    level alone would delete the card (every pair non-viable and certified there)."""
+    from gigaevo.memory.v2.causal.retirement import RAG_STATES, _at_chosen, _Chosen, evaluate
+
+    pairs = [(i, c, st) for i, c in enumerate(card.sorted_contexts()) for st in RAG_STATES]
+    chosen_deletes = all(
+        isinstance(_at_chosen(heads, card, i, c, st, theta=theta, cfg=CFG, rng_key=V), _Chosen)
+        for i, c, st in pairs
+    )
+    out = []
+    for i, ctx, state in pairs:
+        e = evaluate(heads, card, i, ctx, state, theta=theta, evidence_version=V, cfg=CFG)
+        if isinstance(e, str):
+            return False, tuple(out), chosen_deletes
+        if not e.non_viable:
+            return False, (*out, e), chosen_deletes
+        out.append(e)
+    return True, tuple(out), chosen_deletes
+
+
+def test_judging_at_the_chosen_level_first_gives_the_pair_by_pair_verdicts() -> None:
+    """``judge_card`` refits the head at a card's other shift level only when the chosen level
+    alone would delete the card; its verdicts are those of judging each pair in turn with both
+    levels, on two-level worlds from kept by the chosen level to retired at both, and a card
+    the chosen level alone would delete gets the very evaluations of that judgement."""
+    from gigaevo.memory.v2.causal.invalidity import LogisticLaplaceHead
+
+    refits = []
+    original = LogisticLaplaceHead.with_level
+
+    def counted(self: LogisticLaplaceHead, column: int, wide: bool) -> LogisticLaplaceHead:
+        refits.append(column)
+        return original(self, column, wide)
+
+    seen = set()
+    worlds = ((2, 2), (12, 2), (24, 12), (8, 0))
+    for seed, (n_cited, n_invalid) in ((s, w) for s in (0, 3) for w in worlds):
+        heads, card, theta = _two_level_world(seed, n_cited, n_invalid)
+        for at in (theta, 0.03):
+            LogisticLaplaceHead.with_level = counted  # type: ignore[method-assign]
+            try:
+                refits.clear()
+                fresh = dataclasses.replace(heads, _projectors={}, _levels={})
+                want, evaluations, chosen_deletes = _judge_pair_by_pair(fresh, card, at, 150)
+                reference_refits = len(refits)
+                refits.clear()
+                out = judge(dataclasses.replace(heads, _projectors={}, _levels={}), card, 150, at)
+            finally:
+                LogisticLaplaceHead.with_level = original  # type: ignore[method-assign]
+            assert out.retire == want, (n_cited, n_invalid, at, out.reason)
+            if chosen_deletes:  # the very judgement, keep or retire
+                assert out.evaluations == evaluations
+            if not chosen_deletes:
+                assert refits == [], (n_cited, n_invalid, at)
+            seen.add((want, chosen_deletes, reference_refits > 0, bool(refits)))
+    assert (True, True, True, True) in seen and (False, False, False, False) in seen
+    assert (False, False, True, False) in seen  # a refit the pair-by-pair judgement made
