@@ -294,19 +294,6 @@ class Judgement:
     evaluations: tuple[Evaluation, ...] = ()
 
 
-@dataclass(frozen=True)
-class _Chosen:
-    """One pair non-viable and certified under the chosen invalidity level (``_at_chosen``):
-    what counting it again with the other level's worlds needs."""
-
-    evaluation: Evaluation
-    z0: np.ndarray
-    z1: np.ndarray
-    v: np.ndarray  # the clipped latent values of the worlds (n, 2)
-    lo: float  # G-, the context's lower gain bound
-    eta: np.ndarray  # their invalid logits under the chosen level (n, 2)
-
-
 def evaluate(
     heads: RetirementHeads,
     card: CardSupport,
@@ -334,27 +321,6 @@ def evaluate(
     odds just above 1 and deleted it at its first sweep, although about half the posterior
     (the narrow level) called it viable.
     """
-    out = _at_chosen(heads, card, index, ctx, state, theta=theta, cfg=cfg, rng_key=evidence_version)
-    if not isinstance(out, _Chosen):
-        return out
-    return _with_other(
-        heads, card, out, state, theta=theta, evidence_version=evidence_version, cfg=cfg
-    )
-
-
-def _at_chosen(
-    heads: RetirementHeads,
-    card: CardSupport,
-    index: int,
-    ctx: SupportContext,
-    state: str,
-    *,
-    theta: float,
-    cfg: RetirementConfig,
-    rng_key: str,
-) -> Evaluation | str | _Chosen:
-    """The pair under the chosen level alone: a str on failure, a viable ``Evaluation``, or
-    the non-viable, certified pair (``_Chosen``) for ``_with_other``."""
     space = heads.space
     x = np.asarray(ctx.features, dtype=float)
     z0 = space.row(x, 0)
@@ -362,7 +328,7 @@ def _at_chosen(
     eta_mean, eta_cov = heads.safety_moments(card.lineage, z0, z1)
     n = cfg.retirement_draws
     counter = 2 * index + RAG_STATES.index(state)
-    rng = rng_stream(rng_key, card.card_id, counter)
+    rng = rng_stream(evidence_version, card.card_id, counter)
     latent = heads.projector(heads.immediate).draw(card.lineage, z0, z1, n, rng)
     if heads.lineage is not None:
         latent = latent + np.maximum(
@@ -380,35 +346,17 @@ def _at_chosen(
     acc = acceptance_probability(eta_mean, eta_cov, delta=cfg.delta, tolerance=cfg.safety_tolerance)
     if acc.failed or not acc.error <= cfg.safety_tolerance:
         return f"safety integration not certified in context {index} ({state})"
-    return _Chosen(Evaluation(index, state, k, n, upper, True, acc.error), z0, z1, v, lo, eta)
-
-
-def _with_other(
-    heads: RetirementHeads,
-    card: CardSupport,
-    chosen: _Chosen,
-    state: str,
-    *,
-    theta: float,
-    evidence_version: str,
-    cfg: RetirementConfig,
-) -> Evaluation | str:
-    """``chosen`` counted again with the other shift level's worlds mixed in (``evaluate``);
-    the chosen level's evaluation when the card has one level."""
-    first = chosen.evaluation
-    error, other = first.safety_error, heads.other_level(card.lineage)
+    error, other = acc.error, heads.other_level(card.lineage)
     if other is None or not other[0] > 0.0:
-        return first
-    index, n, z0, z1, v = first.context_index, first.n, chosen.z0, chosen.z1, chosen.v
-    counter = 2 * index + RAG_STATES.index(state)
+        return Evaluation(index, state, k, n, upper, True, error)
     weight, head = other
     if not head.ok_:
         return f"invalidity head at the other shift level failed: {head.failure_}"
     mean_o, cov_o = heads.safety_moments(card.lineage, z0, z1, head)
     rng = rng_stream(evidence_version, f"{card.card_id}\x1flevel", counter)
     eta_o = mean_o + rng.standard_normal((n, 2)) @ chol2x2(cov_o[None])[0].T
-    eta = np.where((rng.uniform(size=n) < weight)[:, None], eta_o, chosen.eta)
-    k = _useful_worlds(v, eta, chosen.lo, theta, cfg.delta)
+    eta = np.where((rng.uniform(size=n) < weight)[:, None], eta_o, eta)
+    k = _useful_worlds(v, eta, lo, theta, cfg.delta)
     if k is None:
         return f"prediction not finite in context {index} ({state})"
     upper = wilson_upper(k, n, cfg.wilson_z)
@@ -444,59 +392,30 @@ def judge_card(
     cfg: RetirementConfig,
 ) -> Judgement:
     """memory-model.md "Eligibility" and "Viability" for one card (the sweep's own gate is
-    ``heads_gate``).
-
-    Two passes over the (context, RAG state) pairs, in order. The first judges each under
-    the chosen invalidity level alone and stops at the first that keeps the card (viable,
-    or a failure): the other level can only keep a card more (a pair certifies deletion
-    only when non-viable in both counts), so such a card is kept whatever that level says
-    and the head is not refitted at it (memory-model.md "Viability": the other level "is
-    refitted only for a card that the chosen level alone would delete"). When every pair
-    would delete the card, the second pass counts each again with the other level's worlds
-    (``evaluate``'s second count, from the kept worlds of the first) and gives what judging
-    each pair in turn with both levels gives. The verdict is that of judging each pair in
-    turn with both levels; a card kept by the chosen level alone reports the first pair that
-    keeps it there (that judgement could report an earlier pair the other level keeps).
-    """
+    ``heads_gate``)."""
     reason = support_gate(card, n_controls, theta, cfg)
     if reason:
         return Judgement(card.card_id, False, reason)
-    pairs = [(i, ctx, st) for i, ctx in enumerate(card.sorted_contexts()) for st in RAG_STATES]
-    kept: list[_Chosen] = []
-    for index, ctx, state in pairs:
-        try:
-            out = _at_chosen(
-                heads, card, index, ctx, state, theta=theta, cfg=cfg, rng_key=evidence_version
-            )
-        except (ValueError, np.linalg.LinAlgError) as exc:  # DesignError is a ValueError
-            out = f"prediction failed in context {index} ({state}): {exc}"
-        if not isinstance(out, _Chosen):
-            return _kept(card, out, [c.evaluation for c in kept])
-        kept.append(out)
     evaluations: list[Evaluation] = []
-    for (index, _, state), chosen in zip(pairs, kept, strict=True):
-        try:
-            both = _with_other(
-                heads, card, chosen, state,
-                theta=theta, evidence_version=evidence_version, cfg=cfg,
-            )  # fmt: skip
-        except (ValueError, np.linalg.LinAlgError) as exc:
-            both = f"prediction failed in context {index} ({state}): {exc}"
-        if isinstance(both, str) or not both.non_viable:
-            return _kept(card, both, evaluations)
-        evaluations.append(both)
+    for index, ctx in enumerate(card.sorted_contexts()):
+        for state in RAG_STATES:
+            try:
+                out = evaluate(
+                    heads, card, index, ctx, state,
+                    theta=theta, evidence_version=evidence_version, cfg=cfg,
+                )  # fmt: skip
+            except (ValueError, np.linalg.LinAlgError) as exc:  # DesignError is a ValueError
+                out = f"prediction failed in context {index} ({state}): {exc}"
+            if isinstance(out, str):
+                return Judgement(card.card_id, False, out, tuple(evaluations))
+            evaluations.append(out)
+            if not out.non_viable:
+                return Judgement(
+                    card.card_id,
+                    False,
+                    f"viable in context {index} ({state}): W = {out.upper:.6f}",
+                    tuple(evaluations),
+                )
     return Judgement(
         card.card_id, True, "non-viable in every context and state", tuple(evaluations)
-    )
-
-
-def _kept(card: CardSupport, out: Evaluation | str, before: list[Evaluation]) -> Judgement:
-    """The judgement keeping ``card`` at the pair ``out`` (a failure, or viable)."""
-    if isinstance(out, str):
-        return Judgement(card.card_id, False, out, tuple(before))
-    return Judgement(
-        card.card_id,
-        False,
-        f"viable in context {out.context_index} ({out.state}): W = {out.upper:.6f}",
-        (*before, out),
     )
