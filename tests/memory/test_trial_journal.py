@@ -321,3 +321,110 @@ def test_the_kept_trial_ids_answer_as_the_card_s_trials_past_the_cap() -> None:
             with_ids["c"] = replace(with_ids["c"], use_trials=tuple(with_ids["c"].use_trials))
     assert len(plain["c"].use_trials) == MAX_USE_TRIALS
     assert _stamp_into(with_ids, "gone", _trial(0), 1.0, ids) == "orphan"
+
+
+def _filtered(old: tuple[UseTrial, ...], new: tuple[UseTrial, ...]) -> list[UseTrial] | None:
+    """The reference: every trial of ``new`` whose id ``old`` lacks, if ``new`` is ``old``
+    with them appended (the check ``stamped`` made before it kept the ids)."""
+    from gigaevo.memory.v2.bank.cards import MAX_USE_TRIALS
+
+    ids = {t.decision_id for t in old}
+    added = [t for t in new if t.decision_id not in ids]
+    return added if new == (*old, *added)[-MAX_USE_TRIALS:] else None
+
+
+def test_appended_trials_are_the_reference_filter_on_random_histories() -> None:
+    """``appended`` (the suffix of ids ``old`` lacks, then one tuple comparison) answers as
+    the filter of every trial on random pairs: appends across the cap, removals,
+    reorderings, repeated ids, an emptied card; ``TrialIdSets`` kept along a card's stamps
+    holds exactly its trials' ids."""
+    import random
+
+    from gigaevo.memory.v2.bank.cards import MAX_USE_TRIALS
+    from gigaevo.memory.v2.bank.trialjournal import TrialIdSets, appended
+
+    rng = random.Random(7)
+    kept, trials, fresh = TrialIdSets(), (), 0
+    for step in range(3000):
+        roll = rng.random()
+        if roll < 0.8:  # a write appending 1..40 trials (sometimes past the cap)
+            n = rng.choice([1, 1, 2, 16, 40])
+            new = (*trials, *(_trial(fresh + i) for i in range(n)))[-MAX_USE_TRIALS:]
+            fresh += n
+        elif roll < 0.86 and trials:  # trials removed from the middle
+            j = rng.randrange(len(trials))
+            new = trials[:j] + trials[j + 1 :]
+        elif roll < 0.9 and len(trials) > 1:  # two swapped
+            j = rng.randrange(len(trials) - 1)
+            new = (*trials[:j], trials[j + 1], trials[j], *trials[j + 2 :])
+        elif roll < 0.95 and trials:  # an old id appended again, or a new id twice
+            again = rng.choice(trials) if rng.random() < 0.5 else _trial(fresh)
+            new = (
+                *trials,
+                again,
+                *((_trial(fresh),) if again.decision_id == f"run-a-d{fresh}" else ()),
+            )
+            fresh += 1
+        elif roll < 0.97:
+            new = ()
+        else:
+            new = tuple(trials)  # the same trials, another tuple (a reload)
+        ids = kept.of("c", trials)
+        assert ids == {t.decision_id for t in trials}
+        got, want = appended(trials, new, ids), _filtered(trials, new)
+        assert got == want, step
+        assert appended(trials, new) == want
+        if got is not None:
+            kept.advance("c", trials, new, got)
+        else:
+            kept.forget("c")
+        trials = new
+        assert kept.of("c", trials) == {t.decision_id for t in trials}
+    assert fresh > 20 * MAX_USE_TRIALS // 10  # the cap was crossed many times
+
+
+def test_a_store_keeps_its_trial_ids_through_stamps_records_and_removals(tmp_path: Path) -> None:
+    """A run's store (ids kept) writes the very journal and records a store checking by walks
+    writes: stamps past the cap, a record change with stamps, trials removed, a card removed."""
+    from gigaevo.memory.v2.bank.cards import MAX_USE_TRIALS
+
+    for bank in (tmp_path / "a", tmp_path / "b"):
+        _seed(bank, [_card("ins-a"), _card("ins-b")])
+    a, b = open_store(tmp_path / "a"), open_store(tmp_path / "b")
+    b._trial_ids.of = lambda cid, trials: {t.decision_id for t in trials}  # type: ignore[method-assign]
+    b._trial_ids.advance = lambda *args: None  # type: ignore[method-assign]
+
+    def stamps(lo: int, hi: int) -> Any:
+        def mutate(cards: dict[str, Card]) -> None:
+            for i in range(lo, hi):
+                c = cards.get("ins-a" if i % 3 else "ins-b", cards["ins-a"])
+                trials = (*c.use_trials, _trial(i))[-MAX_USE_TRIALS:]
+                cards[c.id] = replace(c, use_trials=trials, revision=c.revision + 1)
+
+        return mutate
+
+    def drop_one(cards: dict[str, Card]) -> None:
+        c = cards["ins-a"]
+        cards["ins-a"] = replace(c, use_trials=c.use_trials[1:-1], revision=c.revision + 1)
+
+    def edit(cards: dict[str, Card]) -> None:
+        c = cards["ins-b"]
+        cards["ins-b"] = replace(
+            c, description=c.description + " (edited)", revision=c.revision + 1
+        )
+
+    writes = [stamps(0, 2000), stamps(2000, 2100), edit, stamps(2100, 3400), drop_one]
+    writes += [stamps(3400, 3450), lambda cards: cards.pop("ins-b"), stamps(3450, 3460)]
+    for write in writes:
+        for store in (a, b):
+            store.transaction(write)
+        assert a.cards() == b.cards()
+    journal = [(tmp_path / bank / JOURNAL_FILE).read_bytes() for bank in ("a", "b")]
+    assert journal[0] == journal[1]
+    assert (
+        read_bank(tmp_path / "a" / BANK_FILE).cards == read_bank(tmp_path / "b" / BANK_FILE).cards
+    )
+    assert a._trial_ids.of("ins-a", a.get("ins-a").use_trials) == {  # type: ignore[union-attr]
+        t.decision_id
+        for t in a.get("ins-a").use_trials  # type: ignore[union-attr]
+    }

@@ -14,10 +14,13 @@ from gigaevo.memory.v2.causal import (
     LogisticLaplaceHead,
 )
 from gigaevo.memory.v2.causal.retirement import (
+    RAG_STATES,
     CardSupport,
+    Evaluation,
     RetirementConfig,
     RetirementHeads,
     SupportContext,
+    evaluate,
     heads_gate,
     judge_card,
     practical_threshold,
@@ -733,3 +736,93 @@ def test_the_other_level_weight_matches_a_numerical_marginal_likelihood(seed: in
         block = space.lineage_slice(card)
         assert np.max(np.abs(other[1].coef_[block][1:] - invalidity.coef_[block][1:])) < 0.05
     assert weights["plain"] < 0.2  # a card at the base rate: narrow
+
+
+def _evaluate_in_order(heads, card, index, ctx, state, *, theta, evidence_version, cfg):
+    """``evaluate`` as it was before the other level's count came first: the chosen level's
+    safety integral, then the other level's count and its integral."""
+    import math
+
+    from gigaevo.memory.v2.causal.invalidity import acceptance_probability
+    from gigaevo.memory.v2.causal.policy import rng_stream
+    from gigaevo.memory.v2.causal.projection import chol2x2
+    from gigaevo.memory.v2.causal.retirement import (
+        RAG_STATES,
+        Evaluation,
+        _useful_worlds,
+        wilson_upper,
+    )
+
+    space = heads.space
+    x = np.asarray(ctx.features, dtype=float)
+    z0, z1 = space.row(x, 0), space.row(x, 1, card.lineage, card.kind, state)
+    eta_mean, eta_cov = heads.safety_moments(card.lineage, z0, z1)
+    n, counter = cfg.retirement_draws, 2 * index + RAG_STATES.index(state)
+    rng = rng_stream(evidence_version, card.card_id, counter)
+    latent = heads.projector(heads.immediate).draw(card.lineage, z0, z1, n, rng)
+    if heads.lineage is not None:
+        latent = latent + np.maximum(
+            0.0, heads.projector(heads.lineage).draw(card.lineage, z0, z1, n, rng)
+        )
+    eta = eta_mean + rng.standard_normal((n, 2)) @ chol2x2(eta_cov[None])[0].T
+    lo, hi = ctx.gain_bounds
+    v = np.clip(latent, lo, hi)
+    k = _useful_worlds(v, eta, lo, theta, cfg.delta)
+    if k is None:
+        return "not finite"
+    upper = wilson_upper(k, n, cfg.wilson_z)
+    if upper > cfg.max_viability_probability:
+        return Evaluation(index, state, k, n, upper, False, math.nan)
+    acc = acceptance_probability(eta_mean, eta_cov, delta=cfg.delta, tolerance=cfg.safety_tolerance)
+    if acc.failed or not acc.error <= cfg.safety_tolerance:
+        return "uncertified"
+    error, other = acc.error, heads.other_level(card.lineage)
+    if other is None or not other[0] > 0.0:
+        return Evaluation(index, state, k, n, upper, True, error)
+    weight, head = other
+    mean_o, cov_o = heads.safety_moments(card.lineage, z0, z1, head)
+    rng = rng_stream(evidence_version, f"{card.card_id}\x1flevel", counter)
+    eta_o = mean_o + rng.standard_normal((n, 2)) @ chol2x2(cov_o[None])[0].T
+    eta = np.where((rng.uniform(size=n) < weight)[:, None], eta_o, eta)
+    k = _useful_worlds(v, eta, lo, theta, cfg.delta)
+    upper = wilson_upper(k, n, cfg.wilson_z)
+    if upper > cfg.max_viability_probability:
+        return Evaluation(index, state, k, n, upper, False, math.nan, weight)
+    acc = acceptance_probability(mean_o, cov_o, delta=cfg.delta, tolerance=cfg.safety_tolerance)
+    if acc.failed or not acc.error <= cfg.safety_tolerance:
+        return "uncertified"
+    return Evaluation(index, state, k, n, upper, True, max(error, acc.error), weight)
+
+
+def test_the_other_levels_count_before_the_chosen_levels_integral_changes_no_evaluation() -> None:
+    """A pair non-viable under the chosen level is counted with the other level's worlds
+    before the chosen level's safety integral is computed (it is then needed only for a pair
+    non-viable in both counts): every pair of two-level worlds evaluates exactly as in the
+    old order, and the integral is skipped for the pairs the other level keeps viable."""
+    from gigaevo.memory.v2.causal import retirement
+
+    calls = []
+    integral = retirement.acceptance_probability
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return integral(*args, **kwargs)
+
+    kinds, skipped = set(), 0
+    for seed, (n_cited, n_invalid) in ((0, (2, 2)), (0, (24, 12)), (3, (12, 2)), (1, (6, 3))):
+        heads, card, theta = _two_level_world(seed, n_cited, n_invalid)
+        for i, ctx in enumerate(card.sorted_contexts()[:6]):
+            for state in RAG_STATES:
+                args = (heads, card, i, ctx, state)
+                keys = {"theta": theta, "evidence_version": V, "cfg": CFG}
+                want = _evaluate_in_order(*args, **keys)
+                calls.clear()
+                retirement.acceptance_probability = counted  # type: ignore[assignment]
+                try:
+                    got = evaluate(*args, **keys)
+                finally:
+                    retirement.acceptance_probability = integral  # type: ignore[assignment]
+                assert isinstance(want, Evaluation) and got == want, (seed, n_cited, i, state)
+                kinds.add((want.non_viable, want.other_level > 0))
+                skipped += not want.non_viable and want.other_level > 0 and not calls
+    assert kinds == {(False, False), (False, True), (True, True)} and skipped > 0

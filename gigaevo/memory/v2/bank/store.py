@@ -43,7 +43,7 @@ from __future__ import annotations
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -63,7 +63,7 @@ from gigaevo.memory.v2.bank.bankfile import (
     signature,
     utc_now,
 )
-from gigaevo.memory.v2.bank.cards import MAX_USE_TRIALS, Card, UseTrial
+from gigaevo.memory.v2.bank.cards import Card, UseTrial
 from gigaevo.memory.v2.bank.embed import Embedder
 from gigaevo.memory.v2.bank.index import CardIndex
 from gigaevo.memory.v2.bank.recordjournal import (
@@ -75,7 +75,9 @@ from gigaevo.memory.v2.bank.recordjournal import (
 from gigaevo.memory.v2.bank.trialjournal import (
     JOURNAL_FILE,
     TrialEntry,
+    TrialIdSets,
     TrialJournal,
+    appended,
     journal_entries,
     stamped,
 )
@@ -144,6 +146,8 @@ class LocalMemoryStore:
         self._cards_version = 0  # moves whenever ``_cards`` is replaced or changed
         self._lines: dict[str, tuple[Card, str]] = {}  # id -> (cards.json record, its line)
         self._journal = TrialJournal(self.bank_dir)
+        # per card: the decision ids of its loaded trials (``_persist``'s O(added) checks)
+        self._trial_ids = TrialIdSets()
         self._records: dict[str, tuple[Card, Card]] = {}  # card -> its record without trials
         self._legacy = False  # cards.json holds trials inline (a bank from before the journal)
         self._revisions = RecordJournal(self.bank_dir)  # cards.records.jsonl
@@ -371,19 +375,27 @@ class LocalMemoryStore:
         records = self._legacy  # a bank with inline trials is migrated by its first write
         compact = self._legacy
         revised: list[str] = []
+        extended: list[tuple[str, tuple[UseTrial, ...], tuple[UseTrial, ...], list[UseTrial]]] = []
         for cid in changed:
             old, new = self._cards.get(cid), working.get(cid)
-            added = stamped(old, new) if old is not None and new is not None else None
+            base = old.use_trials if old is not None else ()
+            known = self._trial_ids.of(cid, base) if old is not None else set()
+            added = stamped(old, new, known) if old is not None and new is not None else None
             pure = added is not None  # only stamps changed this card
             if added is None:
                 records = True
                 revised.append(cid)
-                base = old.use_trials if old is not None else ()
-                if new is not None and not _extends(base, new.use_trials):
-                    compact = True  # trials removed: the journal is rewritten whole
-                known = {t.decision_id for t in base}  # trials are unique by decision id
                 trials = new.use_trials if new is not None else ()
-                added = [t for t in trials if t.decision_id not in known]  # O(n), not O(n^2)
+                # trials are unique by decision id: the appended ones, or all those ``old``
+                # lacks when some were removed (O(n), not O(n^2))
+                added = appended(base, trials, known) if new is not None else []
+                if added is None:
+                    compact = True  # trials removed: the journal is rewritten whole
+                    added = [t for t in trials if t.decision_id not in known]
+                elif new is not None and old is not None:
+                    extended.append((cid, base, trials, added))
+            elif new is not None and old is not None:
+                extended.append((cid, base, new.use_trials, added))
             if new is not None and added:
                 # each line carries the card's revision after its own stamp: a stamp makes one
                 # revision, and staged stamps are applied before the transaction's other
@@ -417,6 +429,11 @@ class LocalMemoryStore:
             if not self._journal_records(working, revised, header):
                 self._compact(working, header)
         self._cards = working
+        for cid, base, trials, added in extended:  # written: the kept ids follow the trials
+            self._trial_ids.advance(cid, base, trials, added)
+        for cid in changed:
+            if cid not in working:
+                self._trial_ids.forget(cid)
         self.stats.writes += 1
         self.stats.embedded += self._index.update(working, changed)
 
@@ -603,10 +620,3 @@ class LocalMemoryStore:
         if lock is None:
             raise RuntimeError("LocalMemoryStore.open() must be called first")
         return lock
-
-
-def _extends(old: Sequence[UseTrial], new: Sequence[UseTrial]) -> bool:
-    """Whether ``new`` is ``old`` with trials appended (the oldest dropped past the cap)."""
-    ids = {t.decision_id for t in old}
-    added = [t for t in new if t.decision_id not in ids]
-    return tuple(new) == (*old, *added)[-MAX_USE_TRIALS:]

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -201,20 +202,86 @@ def merged(card: Card, entries: list[TrialEntry]) -> Card:
     )
 
 
-def stamped(old: Card, new: Card) -> list[UseTrial] | None:
+def stamped(old: Card, new: Card, ids: AbstractSet[str] | None = None) -> list[UseTrial] | None:
     """The trials ``new`` adds to ``old`` when that is all that changed (besides revision
-    and time), else None (a change ``cards.json`` must record, or trials removed)."""
+    and time), else None (a change ``cards.json`` must record, or trials removed).
+
+    ``ids``: the decision ids of ``old``'s trials when the caller keeps them
+    (``TrialIdSets``); then a stamp costs O(trials added), not O(trials held).
+    """
     if replace(old, use_trials=(), revision=1, updated_at=0.0) != replace(
         new, use_trials=(), revision=1, updated_at=0.0
     ):
         return None
-    ids = {t.decision_id for t in old.use_trials}
-    added = [t for t in new.use_trials if t.decision_id not in ids]
-    if new.use_trials != (*old.use_trials, *added)[-MAX_USE_TRIALS:]:
+    added = appended(old.use_trials, new.use_trials, ids)
+    if added is None:
         return None  # trials removed or reordered
     if not added and (new.revision, new.updated_at) != (old.revision, old.updated_at):
         return None  # a revision or time change with no line to carry it: a record change
     return added
+
+
+def appended(
+    old: tuple[UseTrial, ...], new: tuple[UseTrial, ...], ids: AbstractSet[str] | None = None
+) -> list[UseTrial] | None:
+    """The trials of ``new`` whose decision ids ``old`` lacks, when ``new`` is ``old`` with
+    them appended (the oldest dropped past ``MAX_USE_TRIALS``); else None.
+
+    Such trials are a suffix of ``new``: the longest suffix of ids ``old`` lacks (the trial
+    before it, if any, is one of ``old``'s), so only that suffix is looked up in ``ids`` (the
+    decision ids of ``old``; built here when None) and the rest is one tuple comparison.
+    This is the filter of every trial of ``new`` by ``ids`` whenever the comparison holds.
+    """
+    known = {t.decision_id for t in old} if ids is None else ids
+    n = len(new)
+    start = n
+    while start > 0 and new[start - 1].decision_id not in known:
+        start -= 1
+    added = list(new[start:])
+    if new != (*old, *added)[-MAX_USE_TRIALS:]:
+        return None
+    return added
+
+
+class TrialIdSets:
+    """Per card id: the decision ids of its trials, kept with the very tuple they were read
+    from (so they never answer for trials they have not seen: another tuple, e.g. a reload
+    or another process's stamps, builds them again). ``advance`` moves them to a card's
+    next trials in O(trials added and dropped) when those only append to them."""
+
+    def __init__(self) -> None:
+        self._by_card: dict[str, tuple[tuple[UseTrial, ...], set[str]]] = {}
+
+    def of(self, card_id: str, trials: tuple[UseTrial, ...]) -> set[str]:
+        """The decision ids of ``trials`` (the trials of card ``card_id``); do not change it."""
+        known = self._by_card.get(card_id)
+        if known is None or known[0] is not trials:
+            known = (trials, {t.decision_id for t in trials})
+            self._by_card[card_id] = known
+        return known[1]
+
+    def advance(
+        self,
+        card_id: str,
+        old: tuple[UseTrial, ...],
+        new: tuple[UseTrial, ...],
+        added: list[UseTrial],
+    ) -> None:
+        """``new`` is ``old`` with ``added`` appended (``appended``); the kept ids of ``old``
+        become those of ``new``. Exact when ``old``'s ids are distinct (each dropped trial's
+        id leaves the set); otherwise the entry is dropped and built again when asked."""
+        known = self._by_card.get(card_id)
+        if known is None or known[0] is not old or len(known[1]) != len(old):
+            self._by_card.pop(card_id, None)
+            return
+        ids = known[1]
+        for gone in old[: len(old) + len(added) - len(new)]:
+            ids.discard(gone.decision_id)
+        ids.update(t.decision_id for t in added)
+        self._by_card[card_id] = (new, ids)
+
+    def forget(self, card_id: str) -> None:
+        self._by_card.pop(card_id, None)
 
 
 def journal_entries(

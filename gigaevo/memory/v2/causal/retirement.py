@@ -311,7 +311,9 @@ def evaluate(
     The pair certifies deletion only if the prediction is finite, the deterministic
     safety integral is certified (error <= ``safety_tolerance``) and the Wilson bound is
     at most ``max_viability_probability``; any failure keeps the card. The integral is
-    computed only for a non-viable pair (a viable one keeps the card whatever it says).
+    computed only for a non-viable pair (a viable one keeps the card whatever it says), and
+    with two levels only for a pair non-viable in both counts (a pair the other level keeps
+    viable is reported viable even where the chosen level's integral would not certify).
 
     With two invalidity shift levels (memory-model.md "Card shift levels") the head's
     posterior is that of the level its odds favour; a pair non-viable there is counted
@@ -343,29 +345,35 @@ def evaluate(
     upper = wilson_upper(k, n, cfg.wilson_z)
     if upper > cfg.max_viability_probability:
         return Evaluation(index, state, k, n, upper, False, math.nan)
+    other = heads.other_level(card.lineage)
+    if other is not None and other[0] > 0.0 and other[1].ok_:
+        # the other level's count first: a pair it keeps viable is viable whatever the chosen
+        # level's safety integral says, so that integral is computed only for a pair
+        # non-viable in both counts (most pairs that reach the other level are kept by it)
+        weight, head = other
+        mean_o, cov_o = heads.safety_moments(card.lineage, z0, z1, head)
+        rng = rng_stream(evidence_version, f"{card.card_id}\x1flevel", counter)
+        eta_o = mean_o + rng.standard_normal((n, 2)) @ chol2x2(cov_o[None])[0].T
+        eta = np.where((rng.uniform(size=n) < weight)[:, None], eta_o, eta)
+        k_o = _useful_worlds(v, eta, lo, theta, cfg.delta)
+        upper_o = math.nan if k_o is None else wilson_upper(k_o, n, cfg.wilson_z)
+        if k_o is not None and upper_o > cfg.max_viability_probability:
+            return Evaluation(index, state, k_o, n, upper_o, False, math.nan, weight)
     acc = acceptance_probability(eta_mean, eta_cov, delta=cfg.delta, tolerance=cfg.safety_tolerance)
     if acc.failed or not acc.error <= cfg.safety_tolerance:
         return f"safety integration not certified in context {index} ({state})"
-    error, other = acc.error, heads.other_level(card.lineage)
+    error = acc.error
     if other is None or not other[0] > 0.0:
         return Evaluation(index, state, k, n, upper, True, error)
     weight, head = other
     if not head.ok_:
         return f"invalidity head at the other shift level failed: {head.failure_}"
-    mean_o, cov_o = heads.safety_moments(card.lineage, z0, z1, head)
-    rng = rng_stream(evidence_version, f"{card.card_id}\x1flevel", counter)
-    eta_o = mean_o + rng.standard_normal((n, 2)) @ chol2x2(cov_o[None])[0].T
-    eta = np.where((rng.uniform(size=n) < weight)[:, None], eta_o, eta)
-    k = _useful_worlds(v, eta, lo, theta, cfg.delta)
-    if k is None:
+    if k_o is None:
         return f"prediction not finite in context {index} ({state})"
-    upper = wilson_upper(k, n, cfg.wilson_z)
-    if upper > cfg.max_viability_probability:
-        return Evaluation(index, state, k, n, upper, False, math.nan, weight)
     acc = acceptance_probability(mean_o, cov_o, delta=cfg.delta, tolerance=cfg.safety_tolerance)
     if acc.failed or not acc.error <= cfg.safety_tolerance:
         return f"safety integration not certified in context {index} ({state})"
-    return Evaluation(index, state, k, n, upper, True, max(error, acc.error), weight)
+    return Evaluation(index, state, k_o, n, upper_o, True, max(error, acc.error), weight)
 
 
 def _useful_worlds(
