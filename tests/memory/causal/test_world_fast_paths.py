@@ -378,3 +378,27 @@ def test_pencil_moments_equal_the_projected_covariances() -> None:
         xi = rng.standard_normal((50, 2))
         want = m_fast[ks] + np.einsum("nij,nj->ni", chol2x2(c_fast)[ks], xi)
         np.testing.assert_allclose(draws, want, rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("shared_blocks", [False, True])
+def test_world_draws_share_one_card_layout_with_the_same_draws(shared_blocks: bool) -> None:
+    """``world_draws`` finds the rows' ``CardLayout`` once for every head: the same draws as
+    each head finding it itself (cards alone in their block, and cards sharing blocks)."""
+    from gigaevo.memory.v2.causal.policy import rng_stream
+    from gigaevo.memory.v2.causal.projection import head_worlds
+    from gigaevo.memory.v2.causal.selection import world_draws
+
+    space = DesignSpace(4, tuple(f"L{i:02d}" for i in range(20)))
+    imm, inv, _ = _heads(space, 2)
+    ctx = np.r_[1.0, -0.3, 0.2, 0.6]
+    lineage = (lambda i: space.lineages[i % 6]) if shared_blocks else space.lineages.__getitem__
+    kinds = ("insight", "program")
+    cards = [CandidateCard(f"k{i}", lineage(i), kinds[i % 2]) for i in range(18)]
+    z0, z1 = space.row(ctx, 0), card_rows(space, ctx, cards)
+    assert isinstance(z1, BlockDesign)
+    heads = (imm, inv, imm)
+    got = world_draws("d-key", heads, z0, z1, 64, threads=1)
+    for i, (head, drawn) in enumerate(zip(heads, got, strict=True)):
+        want = head_worlds(head, z0, z1, 64, rng_stream("d-key", "worlds", i))
+        for a, b in zip(drawn, want, strict=True):
+            np.testing.assert_array_equal(a, b)

@@ -405,12 +405,55 @@ def block_arm_latents(
     return eta0, eta1
 
 
+@dataclass(frozen=True)
+class CardLayout:
+    """How the rows z1 fall in lineage blocks: the same for every head of a decision, so
+    ``world_draws`` finds it once and every head's ``block_worlds`` reads it.
+
+    Attributes:
+        blocks: the touched blocks, ascending; card_slot: each card's position among them
+            (-1: no lineage block); single / multi: the cards alone in their block / sharing
+            one; vec_blocks: the slots of the shared blocks; u_single, block_single: the
+            single cards' block parts and blocks; groups, group_of: the distinct block parts
+            and each single card's (``_distinct_rows``).
+    """
+
+    blocks: np.ndarray
+    card_slot: np.ndarray
+    single: np.ndarray
+    multi: np.ndarray
+    vec_blocks: np.ndarray
+    u_single: np.ndarray
+    block_single: np.ndarray
+    groups: np.ndarray
+    group_of: np.ndarray
+
+    @classmethod
+    def of(cls, z1: BlockDesign) -> CardLayout:
+        lin = z1.lineage
+        has = lin >= 0
+        blocks, slot, per_block = np.unique(lin[has], return_inverse=True, return_counts=True)
+        card_slot = np.full(len(lin), -1)
+        card_slot[has] = slot
+        one = np.zeros(len(lin), dtype=bool)
+        one[has] = per_block[slot] == 1
+        single = np.flatnonzero(one)  # cards alone in their block: one scalar each
+        multi = np.flatnonzero(has & ~one)  # cards sharing a block: C-vector draws
+        u_single = z1.lineage_part[single]
+        groups, group_of = _distinct_rows(u_single)
+        return cls(
+            blocks, card_slot, single, multi, np.unique(card_slot[multi]), u_single,
+            blocks[card_slot[single]], groups, group_of,
+        )  # fmt: skip
+
+
 def block_worlds(
     stack: BlockStack,
     z0: np.ndarray,
     z1: BlockDesign,
     n: int,
     rng: np.random.Generator,
+    layout: CardLayout | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """n coherent world draws of (z_0'theta (n,), z_1j'theta (n, J)) for a block-arrowhead head.
 
@@ -441,20 +484,12 @@ def block_worlds(
     k_nodes = len(weights)
     ks = rng.choice(k_nodes, size=n, p=weights) if k_nodes > 1 else np.zeros(n, dtype=int)
     lin = z1.lineage
-    has = lin >= 0
     where = np.full(z1.n_lineages, -1)
     where[active] = np.arange(len(active))
-    blocks, slot, per_block = np.unique(lin[has], return_inverse=True, return_counts=True)
-    card_slot = np.full(len(lin), -1)
-    card_slot[has] = slot
-    one = np.zeros(len(lin), dtype=bool)
-    one[has] = per_block[slot] == 1
-    single = np.flatnonzero(one)  # cards alone in their block: one scalar each
-    multi = np.flatnonzero(has & ~one)  # cards sharing a block: C-vector draws
-    vec_blocks = np.unique(card_slot[multi])  # slots drawn as C-vectors
+    lay = layout if layout is not None else CardLayout.of(z1)
+    blocks, card_slot, single, multi = lay.blocks, lay.card_slot, lay.single, lay.multi
+    vec_blocks, u_single, block_single = lay.vec_blocks, lay.u_single, lay.block_single
     col = ps + blocks[:, None] * c + np.arange(c)  # (touched blocks, C) columns
-    u_single = z1.lineage_part[single]
-    block_single = blocks[card_slot[single]]
     pos_single = where[block_single]
     hot = pos_single >= 0
     cols_single = col[card_slot[single]]
@@ -474,7 +509,7 @@ def block_worlds(
     centre = np.empty((n_nodes, len(single)))
     sd = np.repeat(prior_sd_single[None, :], n_nodes, axis=0)  # prior where no rows
     shift = np.zeros((n_nodes, ps, len(single)))  # l21_l a only on the cards with rows
-    groups, group_of = _distinct_rows(u_single)
+    groups, group_of = lay.groups, lay.group_of
     for g, u in enumerate(groups):
         idx = np.flatnonzero(group_of == g)
         centre[:, idx] = mean_blocks[nodes[:, None], block_single[idx]] @ u
@@ -660,13 +695,14 @@ def head_worlds(
     z1: BlockDesign,
     n: int,
     rng: np.random.Generator,
+    layout: CardLayout | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``head_latents`` of a block-arrowhead head, with the worlds' shared coefficients
-    (n, P_s) (``block_worlds``)."""
+    (n, P_s) (``block_worlds``; ``layout``: z1's ``CardLayout`` when already found)."""
     stack = block_stack(head)
     if stack is None:
         raise DesignError("world draws with shared coefficients need a block-arrowhead head")
-    return block_worlds(stack, z0, z1, n, rng)
+    return block_worlds(stack, z0, z1, n, rng, layout)
 
 
 def head_latents(

@@ -44,6 +44,7 @@ from gigaevo.memory.v2.causal.policy import (
     world_effects,
 )
 from gigaevo.memory.v2.causal.projection import (
+    CardLayout,
     block_stack,
     draw_arm_pairs,
     head_latents,
@@ -442,10 +443,13 @@ def world_draws(
     streams = [rng_stream(decision_key, "worlds", i) for i in range(len(heads))]
     for head in heads:
         block_stack(head)
+    layout = CardLayout.of(z1)  # how the rows fall in blocks: the same for every head
     if threads <= 1 or len(heads) < 2 or len(z1.lineage) * n < THREADED_DRAWS:
-        return [head_worlds(h, z0, z1, n, rng) for h, rng in zip(heads, streams, strict=True)]
+        return [
+            head_worlds(h, z0, z1, n, rng, layout) for h, rng in zip(heads, streams, strict=True)
+        ]
     jobs = [
-        _draw_pool(threads).submit(head_worlds, h, z0, z1, n, rng)
+        _draw_pool(threads).submit(head_worlds, h, z0, z1, n, rng, layout)
         for h, rng in zip(heads, streams, strict=True)
     ]
     return [job.result() for job in jobs]
