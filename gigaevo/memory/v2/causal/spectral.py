@@ -204,12 +204,13 @@ class NoisePencil:
         return rr, fsr, fss, logdet
 
     def _schur(self, sigmas: np.ndarray) -> tuple[np.ndarray, ...]:
-        """(w (K,), chol(S) (K, P_s, P_s), t (K, P_s), sum f s^2 (K,), sum ln(1 + w e) (K,))
-        for K residual sds.
+        """(w (K,), chol(S) (K, P_s, P_s), t (K, P_s), sum f s^2 (K,), sum ln(1 + w e) (K,),
+        z = chol(S)^-1 t (K, P_s)) for K residual sds.
 
-        These are kept per sigma (``_kept``, P_s^2 + P_s + 2 numbers each, stored a batch
+        These are kept per sigma (``_kept``, P_s^2 + 2 P_s + 2 numbers each, stored a batch
         at a time): the mixture's nodes are points the quadrature already evaluated, so
-        building their posteriors does not form the block sums again.
+        building their posteriors forms neither the block sums nor z again (z: the log
+        evidence's solve, also the first of the two solves of the means).
         """
         ps = self.p_shared
         w = 1.0 / (sigmas * sigmas + self.level)
@@ -220,31 +221,33 @@ class NoisePencil:
             out = self._form(sigmas, w)
             self._keep(keys, out)
             return (w, *out)
-        chol_s, t = np.empty((len(w), ps, ps)), np.empty((len(w), ps))
+        chol_s, t, z = np.empty((len(w), ps, ps)), np.empty((len(w), ps)), np.empty((len(w), ps))
         fss, logdet = np.empty(len(w)), np.empty(len(w))
         if len(miss):
             formed = self._form(sigmas[miss], w[miss])
-            chol_s[miss], t[miss], fss[miss], logdet[miss] = formed
+            chol_s[miss], t[miss], fss[miss], logdet[miss], z[miss] = formed
             self._keep([keys[i] for i in miss.tolist()], formed)
         hit = np.flatnonzero(at >= 0)
         if len(hit):
             if self._flat is None:
                 self._flat = tuple(np.concatenate(a) for a in zip(*self._batches, strict=True))
             rows = at[hit]
-            flat_chol, flat_t, flat_fss, flat_logdet = self._flat
-            chol_s[hit], t[hit] = flat_chol[rows], flat_t[rows]
+            flat_chol, flat_t, flat_fss, flat_logdet, flat_z = self._flat
+            chol_s[hit], t[hit], z[hit] = flat_chol[rows], flat_t[rows], flat_z[rows]
             fss[hit], logdet[hit] = flat_fss[rows], flat_logdet[rows]
-        return w, chol_s, t, fss, logdet
+        return w, chol_s, t, fss, logdet, z
 
     def _form(self, sigmas: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, ...]:
-        """(chol(S), t, sum f s^2, sum ln(1 + w e)) of sigmas none of which is kept."""
+        """(chol(S), t, sum f s^2, sum ln(1 + w e), chol(S)^-1 t) of sigmas none of which
+        is kept."""
         ps = self.p_shared
         rr, fsr, fss, logdet = self._block_sums(sigmas, w)
         s = self._prior_prec_s + w[:, None, None] * self._a
         s -= (w * w)[:, None, None] * _symmetric(rr, self._upper, ps)
         chol_s = np.linalg.cholesky(s)
         t = w[:, None] * self._bs - (w * w)[:, None] * fsr
-        return chol_s, t, fss, logdet
+        z = np.linalg.solve(chol_s, t[:, :, None])[:, :, 0]
+        return chol_s, t, fss, logdet, z
 
     def _keep(self, keys: list[float], formed: tuple[np.ndarray, ...]) -> None:
         """Keep one formed batch (``_form``) under its sigmas ``keys``."""
@@ -258,11 +261,10 @@ class NoisePencil:
         sigmas: np.ndarray,
         w: np.ndarray,
         chol_s: np.ndarray,
-        t: np.ndarray,
         fss: np.ndarray,
         logdet_l: np.ndarray,
+        z: np.ndarray,
     ) -> np.ndarray:
-        z = np.linalg.solve(chol_s, t[:, :, None])[:, :, 0]
         quad = w * w * fss + np.sum(z * z, axis=1)
         logdet = logdet_l + 2.0 * np.sum(np.log(np.diagonal(chol_s, axis1=1, axis2=2)), axis=1)
         noise = self.n * np.log(sigmas * sigmas + self.level)
@@ -273,20 +275,21 @@ class NoisePencil:
     def log_evidence(self, sigmas: np.ndarray) -> np.ndarray:
         """log p(y | sigma) for residual sds of shape (K,), shape (K,)."""
         sigmas = np.asarray(sigmas, dtype=float)
-        return self._log_evidence(sigmas, *self._schur(sigmas))
+        w, chol_s, _, fss, logdet, z = self._schur(sigmas)
+        return self._log_evidence(sigmas, w, chol_s, fss, logdet, z)
 
     def _means(
         self,
         w: np.ndarray,
         f: np.ndarray,
         chol_s: np.ndarray,
-        t: np.ndarray,
+        z: np.ndarray,
         moving_only: bool = False,
     ) -> np.ndarray:
-        """Posterior means (K, P), or (K, len(``moving``)) on the moving columns only."""
+        """Posterior means (K, P), or (K, len(``moving``)) on the moving columns only; z =
+        chol(S)^-1 t (kept, ``_schur``), so m_s = chol(S)^-T z is the one solve left."""
         k, ps = len(w), self.p_shared
-        m_s = np.linalg.solve(chol_s.transpose(0, 2, 1), np.linalg.solve(chol_s, t[:, :, None]))
-        m_s = m_s[:, :, 0]
+        m_s = np.linalg.solve(chol_s.transpose(0, 2, 1), z[:, :, None])[:, :, 0]
         proj = f * w[:, None] * (self._s - m_s @ self._r.T)  # (K, N)
         n_act, c = len(self.active), self.width
         # V^1/2 Q (.) per block, as one (K, C) x (C, C) product per block (not K A tiny ones)
@@ -303,8 +306,8 @@ class NoisePencil:
     def moving_means(self, sigmas: np.ndarray) -> np.ndarray:
         """``means`` on the ``moving`` columns only, (K, len(moving)): what a mixture that
         keeps no per-node means (the coarse rule of the health check) needs."""
-        w, chol_s, t, _, _ = self._schur(np.asarray(sigmas, dtype=float))
-        return self._means(w, self._f(w), chol_s, t, moving_only=True)
+        w, chol_s, _, _, _, z = self._schur(np.asarray(sigmas, dtype=float))
+        return self._means(w, self._f(w), chol_s, z, moving_only=True)
 
     @property
     def moving(self) -> np.ndarray:
@@ -314,8 +317,8 @@ class NoisePencil:
 
     def means(self, sigmas: np.ndarray) -> np.ndarray:
         """Posterior means m(sigma) (centred targets), shape (K, P)."""
-        w, chol_s, t, _, _ = self._schur(np.asarray(sigmas, dtype=float))
-        return self._means(w, self._f(w), chol_s, t)
+        w, chol_s, _, _, _, z = self._schur(np.asarray(sigmas, dtype=float))
+        return self._means(w, self._f(w), chol_s, z)
 
     def posteriors(self, sigmas: np.ndarray) -> tuple[list[BlockPosterior], np.ndarray, np.ndarray]:
         """The factored conditional posteriors at K residual sds, their means and variances.
@@ -333,10 +336,10 @@ class NoisePencil:
         """``posteriors`` with the marginal variances left to a ``NodeVariances``: a mixture
         needs only their weighted sum, and its health check often only a bound of it."""
         sigmas = np.asarray(sigmas, dtype=float)
-        w, chol_s, t, fss, logdet = self._schur(sigmas)
-        log_ev = self._log_evidence(sigmas, w, chol_s, t, fss, logdet)
+        w, chol_s, _, fss, logdet, z = self._schur(sigmas)
+        log_ev = self._log_evidence(sigmas, w, chol_s, fss, logdet, z)
         f = self._f(w)
-        mean = self._means(w, f, chol_s, t)
+        mean = self._means(w, f, chol_s, z)
         inv_s = lower_inverse(chol_s)  # (K, P_s, P_s), S^-1 = inv_s' inv_s
         nodes = PencilNodes(self, w, f, inv_s)
         prior_sd = np.sqrt(self.prior_var)
