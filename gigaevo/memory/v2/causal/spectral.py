@@ -18,6 +18,8 @@ built in one batch at the end.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 from dataclasses import dataclass
 from functools import cached_property
@@ -44,6 +46,14 @@ __all__ = [
 ]
 
 _LOG_2PI = math.log(2.0 * math.pi)
+
+
+@functools.cache
+def _upper_indices(p: int) -> tuple[np.ndarray, np.ndarray]:
+    """np.triu_indices(p), formed once per p (read only)."""
+    rows, cols = np.triu_indices(p)
+    rows.flags.writeable = cols.flags.writeable = False
+    return rows, cols
 
 
 def _symmetric(upper: np.ndarray, index: tuple[np.ndarray, np.ndarray], p: int) -> np.ndarray:
@@ -102,7 +112,7 @@ class BlockTerms:
 
     def chunks(self, level: float, sigmas: np.ndarray) -> dict[int, ChunkSums]:
         """The kept chunk sums of this level and batch of sigmas (to read and to fill)."""
-        key = np.r_[level, sigmas].astype(float).tobytes()
+        key = np.float64(level).tobytes() + np.asarray(sigmas, dtype=float).tobytes()
         out = self._batches.pop(key, None)
         if out is None:
             out = {}
@@ -143,7 +153,7 @@ class NoisePencil:
         self._r = np.einsum("aci,acp->aip", self._vq, self._gram_g).reshape(-1, ps)
         # the products r r' of each row on and above the diagonal only (S is symmetric):
         # the (K, N) x (N, .) product of every evaluation reads half the memory
-        self._upper = np.triu_indices(ps)
+        self._upper = _upper_indices(ps)
         self._rr = self._r[:, self._upper[0]] * self._r[:, self._upper[1]]
         self._s = np.einsum("aci,ac->ai", self._vq, np.asarray(grp["bl"])).reshape(-1)
         self._prior_prec_s = np.diag(1.0 / prior_var[:ps])
@@ -159,8 +169,9 @@ class NoisePencil:
         size = chunk_size(stats.n_lineages)
         chunk = self.active // size
         cut = np.flatnonzero(np.diff(chunk)) + 1
-        self._chunk_ids: list[int] = chunk[np.r_[0, cut]].tolist() if len(chunk) else []
-        edges = (np.r_[0, cut, len(chunk)] * c).tolist() if len(chunk) else [0]
+        starts = np.concatenate(([0], cut)).astype(int)
+        self._chunk_ids: list[int] = chunk[starts].tolist() if len(chunk) else []
+        edges = (np.concatenate((starts, [len(chunk)])) * c).tolist() if len(chunk) else [0]
         self._chunk_rows = list(pairwise(edges))
 
     def _f(self, w: np.ndarray) -> np.ndarray:
@@ -215,9 +226,13 @@ class NoisePencil:
         ps = self.p_shared
         w = 1.0 / (sigmas * sigmas + self.level)
         keys = sigmas.tolist()
-        at = np.array([self._kept.get(sd, -1) for sd in keys], dtype=int)
+        kept = self._kept
+        if not kept:  # nothing kept: the batch as it is formed
+            at = np.full(len(keys), -1)
+        else:
+            at = np.fromiter(map(kept.get, keys, itertools.repeat(-1)), int, len(keys))
         miss = np.flatnonzero(at < 0)
-        if len(miss) == len(w):  # nothing kept: the batch as it is formed
+        if len(miss) == len(w):
             out = self._form(sigmas, w)
             self._keep(keys, out)
             return (w, *out)
@@ -309,11 +324,11 @@ class NoisePencil:
         w, chol_s, _, _, _, z = self._schur(np.asarray(sigmas, dtype=float))
         return self._means(w, self._f(w), chol_s, z, moving_only=True)
 
-    @property
+    @cached_property
     def moving(self) -> np.ndarray:
         """The columns where the nodes' means can differ from the prior mean: the shared
         block and the active lineage blocks (every other column is 0 at every node)."""
-        return np.r_[np.arange(self.p_shared), self.cols.reshape(-1)].astype(int)
+        return np.concatenate((np.arange(self.p_shared), self.cols.reshape(-1))).astype(int)
 
     def means(self, sigmas: np.ndarray) -> np.ndarray:
         """Posterior means m(sigma) (centred targets), shape (K, P)."""
@@ -342,11 +357,7 @@ class NoisePencil:
         mean = self._means(w, f, chol_s, z)
         inv_s = lower_inverse(chol_s)  # (K, P_s, P_s), S^-1 = inv_s' inv_s
         nodes = PencilNodes(self, w, f, inv_s)
-        prior_sd = np.sqrt(self.prior_var)
-        posts: list[BlockPosterior] = [
-            PencilPosterior(mean[i], float(log_ev[i]), chol_s[i], self.active, prior_sd, nodes, i)
-            for i in range(len(w))
-        ]
+        posts = PencilPosterior.of_nodes(mean, log_ev, chol_s, self.active, self.prior_var, nodes)
         return posts, mean, NodeVariances(self, w, f, inv_s)
 
     def _variances(self, w: np.ndarray, f: np.ndarray, inv_s: np.ndarray) -> np.ndarray:
@@ -637,6 +648,31 @@ class PencilPosterior(BlockPosterior):
             mean=mean, log_evidence=log_evidence, chol_s=chol_s, active=active,
             prior_sd=prior_sd, width=nodes.width, nodes=nodes, index=index,
         )  # fmt: skip
+
+    @classmethod
+    def of_nodes(
+        cls,
+        mean: np.ndarray,
+        log_evidence: np.ndarray,
+        chol_s: np.ndarray,
+        active: np.ndarray,
+        prior_var: np.ndarray,
+        nodes: PencilNodes,
+    ) -> list[BlockPosterior]:
+        """The K posteriors of a pencil's nodes (row k of ``mean``, ``log_evidence``,
+        ``chol_s``), as K calls of the constructor make them: the fields the nodes share
+        are set from one dict (a fit makes about 125)."""
+        shared = {"active": active, "prior_sd": np.sqrt(prior_var), "width": nodes.width}
+        shared["nodes"] = nodes
+        new = object.__new__
+        out: list[BlockPosterior] = []
+        for i, (m, le, chol) in enumerate(zip(mean, log_evidence.tolist(), chol_s, strict=True)):
+            post = new(cls)
+            state = vars(post)
+            state.update(shared)
+            state["mean"], state["log_evidence"], state["chol_s"], state["index"] = m, le, chol, i
+            out.append(post)
+        return out
 
     @property
     def chol_d(self) -> np.ndarray:
