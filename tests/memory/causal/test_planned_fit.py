@@ -167,3 +167,59 @@ def test_a_plan_piece_in_disagreement_is_bisected_and_agrees_with_the_adaptive_f
         assert np.array_equal(again.coef_mean_, got.coef_mean_)
         assert np.array_equal(again.weights_, got.weights_)
     assert refined
+
+
+def test_the_bisection_from_the_rules_just_evaluated_is_the_bisection_from_scratch() -> None:
+    """A plan's pieces in disagreement are bisected from the rules the plan's evaluation just
+    formed (depth 0 is not evaluated again): every rule the bisection visits is the one it
+    forms from scratch, to the bit, and the known pieces are not evaluated again."""
+    from gigaevo.memory.v2.causal import quadrature as q
+
+    def h(t: np.ndarray) -> np.ndarray:  # a sharp peak with a long lower tail
+        return -0.5 * ((t - 0.3) / 0.05) ** 2 + np.log1p(np.exp(4.0 * (t - 0.3)))
+
+    first = [(-6.0, -1.0), (0.5, 2.0)]
+    fresh = q._piece_rules(lambda x: float(h(np.array([x]))[0]), h, first, 0.0)
+    known = {(a, b, 0): fresh[(a, b, 0)] for a, b in first}
+    seen: list[np.ndarray] = []
+
+    def counted(t: np.ndarray) -> np.ndarray:
+        seen.append(t)
+        return h(t)
+
+    got = q._piece_rules(lambda x: float(h(np.array([x]))[0]), counted, first, 0.0, known)
+    assert got.keys() == fresh.keys() and max(k[2] for k in got) > 1
+    for key, rule in fresh.items():
+        assert all(np.array_equal(a, b) for a, b in zip(got[key][:6], rule[:6], strict=True))
+        assert got[key][6] == rule[6]
+    evaluated = np.concatenate(seen)
+    for a, b in first:  # the known pieces' own nodes were not evaluated again
+        assert not np.any(np.isin(known[(a, b, 0)][0], evaluated))
+
+
+def test_kept_schur_terms_give_the_solves_formed_again() -> None:
+    """The one-level pencil keeps, per sigma, z = chol(S)^-1 t with its Schur terms (the log
+    evidence's solve, the first of the means' two): after the quadrature's evaluation, the
+    nodes' log evidences and means are those formed with both solves again from the kept
+    chol(S) and t, to the bit."""
+    from gigaevo.memory.v2.causal.arrowhead import BlockStatistics
+    from gigaevo.memory.v2.causal.spectral import NoisePencil
+
+    rng = np.random.default_rng(3)
+    cards = [f"card-{i:02d}" for i in range(20)]
+    space = DesignSpace(C, tuple(cards), kind_contrast=True)
+    stats = GaussianStatistics(PS, C)
+    for row in _rows(rng, 512, cards, 0.1, 0.0):
+        stats.add(row)
+    view = stats.fit_view({c: space.lineage_position(c) for c in cards}, len(cards))
+    pencil = NoisePencil(BlockStatistics.from_fit(view), space.utility_prior_variance())
+    evaluated = np.exp(np.linspace(-4.0, 1.0, 96))
+    first = pencil.log_evidence(evaluated)
+    nodes = evaluated[::2][5:40]
+    posts, means, _ = pencil.lazy_posteriors(nodes)
+    w, chol, t, fss, logdet, _ = pencil._schur(nodes)
+    z = np.linalg.solve(chol, t[:, :, None])[:, :, 0]  # as formed before z was kept
+    m_s = np.linalg.solve(chol.transpose(0, 2, 1), np.linalg.solve(chol, t[:, :, None]))
+    assert np.array_equal(means[:, :PS], m_s[:, :, 0])
+    log_ev = pencil._log_evidence(nodes, w, chol, fss, logdet, z)
+    assert [p.log_evidence for p in posts] == log_ev.tolist() == first[::2][5:40].tolist()
