@@ -711,7 +711,7 @@ def _mean_shift(fine: _Mixture, coarse: _Mixture) -> float:
         pos = np.unique(nv.block_of_columns(late))
         cols = nv.block_columns(pos)  # (len(pos), C)
         var = nv.weighted_blocks(fine.weights, pos) + fine.spread[cols]
-        floor = float(np.max(np.r_[floor, (diff[cols] / np.sqrt(var)).ravel()]))
+        floor = float(np.max(np.concatenate(([floor], (diff[cols] / np.sqrt(var)).ravel()))))
     return floor
 
 

@@ -302,7 +302,12 @@ def planned_gauss_legendre(
     accepted = list(pieces)
     if on_refine is not None:
         on_refine()
-    rules = _piece_rules(h, h_batch, [pieces[i] for i in failed], top)
+    # the failed pieces' own rules (depth 0) are the ones just evaluated: their halves on
+    known: dict[tuple[float, float, int], Rule] = {}
+    for i in failed:
+        a, b = (float(x) for x in pieces[i])
+        known[(a, b, 0)] = (t16[i], lw16[i], values[i, :16], t8[i], lw8[i], values[i, 16:], False)
+    rules = _piece_rules(h, h_batch, [pieces[i] for i in failed], top, known)
     for i in reversed(failed):  # each failed piece's accepted halves in its place
         sub, got, unresolved = _bisect(rules, [pieces[i]])
         if unresolved:
@@ -320,12 +325,25 @@ def _piece_rules(
     h_batch: BatchKernel | None,
     first: list[tuple[float, float]],
     top: float,
+    known: dict[tuple[float, float, int], Rule] | None = None,
 ) -> dict[tuple[float, float, int], Rule]:
     """The 16- and 8-node rules of every piece the bisection visits, keyed by (a, b, depth):
     (t16, ln w16, h16, t8, ln w8, h8, masses agree). The pieces of one depth are evaluated
-    together (one batched kernel call per depth instead of one per piece)."""
+    together (one batched kernel call per depth instead of one per piece). ``known``: the
+    rules of pieces of ``first`` already evaluated (a plan's pieces in disagreement, the
+    same numbers this would form), not evaluated again."""
     out: dict[tuple[float, float, int], Rule] = {}
     level, depth = [(float(a), float(b)) for a, b in first], 0
+    if known:
+        out.update(known)
+        nxt = []
+        for a, b in level:
+            if (a, b, 0) not in known:
+                return _piece_rules(h, h_batch, first, top)  # not all known: as without
+            if not known[(a, b, 0)][6]:
+                mid = 0.5 * (a + b)
+                nxt += [(a, mid), (mid, b)]
+        level, depth = nxt, 1
     while level:
         nodes = [(_rule(a, b, _X16, _W16), _rule(a, b, _X8, _W8)) for a, b in level]
         values = _evaluate(h, h_batch, np.concatenate([np.r_[n16[0], n8[0]] for n16, n8 in nodes]))

@@ -18,6 +18,8 @@ built in one batch at the end.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 from dataclasses import dataclass
 from functools import cached_property
@@ -44,6 +46,39 @@ __all__ = [
 ]
 
 _LOG_2PI = math.log(2.0 * math.pi)
+
+
+def forward_substitution(chol: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """L^-1 b for a stack of lower-triangular L (K, p, p) and b (K, p), (K, p): forward
+    substitution vectorised over the stack (a loop over the p rows). For the Schur factors
+    of a pencil's sigma nodes (p = P_s, K in the hundreds) several times cheaper than a
+    general batched solve, which factors each L again (LU) in one LAPACK call per matrix;
+    backward stable, so it agrees with that solve to rounding (``test_planned_fit``)."""
+    lt = np.ascontiguousarray(chol.transpose(1, 2, 0))  # [i, j, k] = L_k[i, j]
+    rhs = np.ascontiguousarray(b.T)
+    out = np.empty_like(rhs)
+    for i in range(len(rhs)):
+        out[i] = (rhs[i] - np.einsum("jk,jk->k", lt[i, :i], out[:i])) / lt[i, i]
+    return out.T.copy()
+
+
+def back_substitution(chol: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """L^-T z for a stack of lower-triangular L (K, p, p) and z (K, p), (K, p): back
+    substitution vectorised over the stack (``forward_substitution``)."""
+    lt = np.ascontiguousarray(chol.transpose(2, 1, 0))  # [i, j, k] = L_k[j, i]
+    rhs = np.ascontiguousarray(z.T)
+    out = np.empty_like(rhs)
+    for i in range(len(rhs) - 1, -1, -1):
+        out[i] = (rhs[i] - np.einsum("jk,jk->k", lt[i, i + 1 :], out[i + 1 :])) / lt[i, i]
+    return out.T.copy()
+
+
+@functools.cache
+def _upper_indices(p: int) -> tuple[np.ndarray, np.ndarray]:
+    """np.triu_indices(p), formed once per p (read only)."""
+    rows, cols = np.triu_indices(p)
+    rows.flags.writeable = cols.flags.writeable = False
+    return rows, cols
 
 
 def _symmetric(upper: np.ndarray, index: tuple[np.ndarray, np.ndarray], p: int) -> np.ndarray:
@@ -102,7 +137,7 @@ class BlockTerms:
 
     def chunks(self, level: float, sigmas: np.ndarray) -> dict[int, ChunkSums]:
         """The kept chunk sums of this level and batch of sigmas (to read and to fill)."""
-        key = np.r_[level, sigmas].astype(float).tobytes()
+        key = np.float64(level).tobytes() + np.asarray(sigmas, dtype=float).tobytes()
         out = self._batches.pop(key, None)
         if out is None:
             out = {}
@@ -143,7 +178,7 @@ class NoisePencil:
         self._r = np.einsum("aci,acp->aip", self._vq, self._gram_g).reshape(-1, ps)
         # the products r r' of each row on and above the diagonal only (S is symmetric):
         # the (K, N) x (N, .) product of every evaluation reads half the memory
-        self._upper = np.triu_indices(ps)
+        self._upper = _upper_indices(ps)
         self._rr = self._r[:, self._upper[0]] * self._r[:, self._upper[1]]
         self._s = np.einsum("aci,ac->ai", self._vq, np.asarray(grp["bl"])).reshape(-1)
         self._prior_prec_s = np.diag(1.0 / prior_var[:ps])
@@ -159,8 +194,9 @@ class NoisePencil:
         size = chunk_size(stats.n_lineages)
         chunk = self.active // size
         cut = np.flatnonzero(np.diff(chunk)) + 1
-        self._chunk_ids: list[int] = chunk[np.r_[0, cut]].tolist() if len(chunk) else []
-        edges = (np.r_[0, cut, len(chunk)] * c).tolist() if len(chunk) else [0]
+        starts = np.concatenate(([0], cut)).astype(int)
+        self._chunk_ids: list[int] = chunk[starts].tolist() if len(chunk) else []
+        edges = (np.concatenate((starts, [len(chunk)])) * c).tolist() if len(chunk) else [0]
         self._chunk_rows = list(pairwise(edges))
 
     def _f(self, w: np.ndarray) -> np.ndarray:
@@ -204,47 +240,53 @@ class NoisePencil:
         return rr, fsr, fss, logdet
 
     def _schur(self, sigmas: np.ndarray) -> tuple[np.ndarray, ...]:
-        """(w (K,), chol(S) (K, P_s, P_s), t (K, P_s), sum f s^2 (K,), sum ln(1 + w e) (K,))
-        for K residual sds.
+        """(w (K,), chol(S) (K, P_s, P_s), t (K, P_s), sum f s^2 (K,), sum ln(1 + w e) (K,),
+        z = chol(S)^-1 t (K, P_s)) for K residual sds.
 
-        These are kept per sigma (``_kept``, P_s^2 + P_s + 2 numbers each, stored a batch
+        These are kept per sigma (``_kept``, P_s^2 + 2 P_s + 2 numbers each, stored a batch
         at a time): the mixture's nodes are points the quadrature already evaluated, so
-        building their posteriors does not form the block sums again.
+        building their posteriors forms neither the block sums nor z again (z: the log
+        evidence's solve, also the first of the two solves of the means).
         """
         ps = self.p_shared
         w = 1.0 / (sigmas * sigmas + self.level)
         keys = sigmas.tolist()
-        at = np.array([self._kept.get(sd, -1) for sd in keys], dtype=int)
+        kept = self._kept
+        if not kept:  # nothing kept: the batch as it is formed
+            at = np.full(len(keys), -1)
+        else:
+            at = np.fromiter(map(kept.get, keys, itertools.repeat(-1)), int, len(keys))
         miss = np.flatnonzero(at < 0)
-        if len(miss) == len(w):  # nothing kept: the batch as it is formed
+        if len(miss) == len(w):
             out = self._form(sigmas, w)
             self._keep(keys, out)
             return (w, *out)
-        chol_s, t = np.empty((len(w), ps, ps)), np.empty((len(w), ps))
+        chol_s, t, z = np.empty((len(w), ps, ps)), np.empty((len(w), ps)), np.empty((len(w), ps))
         fss, logdet = np.empty(len(w)), np.empty(len(w))
         if len(miss):
             formed = self._form(sigmas[miss], w[miss])
-            chol_s[miss], t[miss], fss[miss], logdet[miss] = formed
+            chol_s[miss], t[miss], fss[miss], logdet[miss], z[miss] = formed
             self._keep([keys[i] for i in miss.tolist()], formed)
         hit = np.flatnonzero(at >= 0)
         if len(hit):
             if self._flat is None:
                 self._flat = tuple(np.concatenate(a) for a in zip(*self._batches, strict=True))
             rows = at[hit]
-            flat_chol, flat_t, flat_fss, flat_logdet = self._flat
-            chol_s[hit], t[hit] = flat_chol[rows], flat_t[rows]
+            flat_chol, flat_t, flat_fss, flat_logdet, flat_z = self._flat
+            chol_s[hit], t[hit], z[hit] = flat_chol[rows], flat_t[rows], flat_z[rows]
             fss[hit], logdet[hit] = flat_fss[rows], flat_logdet[rows]
-        return w, chol_s, t, fss, logdet
+        return w, chol_s, t, fss, logdet, z
 
     def _form(self, sigmas: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, ...]:
-        """(chol(S), t, sum f s^2, sum ln(1 + w e)) of sigmas none of which is kept."""
+        """(chol(S), t, sum f s^2, sum ln(1 + w e), chol(S)^-1 t) of sigmas none of which
+        is kept."""
         ps = self.p_shared
         rr, fsr, fss, logdet = self._block_sums(sigmas, w)
         s = self._prior_prec_s + w[:, None, None] * self._a
         s -= (w * w)[:, None, None] * _symmetric(rr, self._upper, ps)
         chol_s = np.linalg.cholesky(s)
         t = w[:, None] * self._bs - (w * w)[:, None] * fsr
-        return chol_s, t, fss, logdet
+        return chol_s, t, fss, logdet, forward_substitution(chol_s, t)
 
     def _keep(self, keys: list[float], formed: tuple[np.ndarray, ...]) -> None:
         """Keep one formed batch (``_form``) under its sigmas ``keys``."""
@@ -258,11 +300,10 @@ class NoisePencil:
         sigmas: np.ndarray,
         w: np.ndarray,
         chol_s: np.ndarray,
-        t: np.ndarray,
         fss: np.ndarray,
         logdet_l: np.ndarray,
+        z: np.ndarray,
     ) -> np.ndarray:
-        z = np.linalg.solve(chol_s, t[:, :, None])[:, :, 0]
         quad = w * w * fss + np.sum(z * z, axis=1)
         logdet = logdet_l + 2.0 * np.sum(np.log(np.diagonal(chol_s, axis1=1, axis2=2)), axis=1)
         noise = self.n * np.log(sigmas * sigmas + self.level)
@@ -273,20 +314,21 @@ class NoisePencil:
     def log_evidence(self, sigmas: np.ndarray) -> np.ndarray:
         """log p(y | sigma) for residual sds of shape (K,), shape (K,)."""
         sigmas = np.asarray(sigmas, dtype=float)
-        return self._log_evidence(sigmas, *self._schur(sigmas))
+        w, chol_s, _, fss, logdet, z = self._schur(sigmas)
+        return self._log_evidence(sigmas, w, chol_s, fss, logdet, z)
 
     def _means(
         self,
         w: np.ndarray,
         f: np.ndarray,
         chol_s: np.ndarray,
-        t: np.ndarray,
+        z: np.ndarray,
         moving_only: bool = False,
     ) -> np.ndarray:
-        """Posterior means (K, P), or (K, len(``moving``)) on the moving columns only."""
+        """Posterior means (K, P), or (K, len(``moving``)) on the moving columns only; z =
+        chol(S)^-1 t (kept, ``_schur``), so m_s = chol(S)^-T z is the one solve left."""
         k, ps = len(w), self.p_shared
-        m_s = np.linalg.solve(chol_s.transpose(0, 2, 1), np.linalg.solve(chol_s, t[:, :, None]))
-        m_s = m_s[:, :, 0]
+        m_s = back_substitution(chol_s, z)
         proj = f * w[:, None] * (self._s - m_s @ self._r.T)  # (K, N)
         n_act, c = len(self.active), self.width
         # V^1/2 Q (.) per block, as one (K, C) x (C, C) product per block (not K A tiny ones)
@@ -303,19 +345,19 @@ class NoisePencil:
     def moving_means(self, sigmas: np.ndarray) -> np.ndarray:
         """``means`` on the ``moving`` columns only, (K, len(moving)): what a mixture that
         keeps no per-node means (the coarse rule of the health check) needs."""
-        w, chol_s, t, _, _ = self._schur(np.asarray(sigmas, dtype=float))
-        return self._means(w, self._f(w), chol_s, t, moving_only=True)
+        w, chol_s, _, _, _, z = self._schur(np.asarray(sigmas, dtype=float))
+        return self._means(w, self._f(w), chol_s, z, moving_only=True)
 
-    @property
+    @cached_property
     def moving(self) -> np.ndarray:
         """The columns where the nodes' means can differ from the prior mean: the shared
         block and the active lineage blocks (every other column is 0 at every node)."""
-        return np.r_[np.arange(self.p_shared), self.cols.reshape(-1)].astype(int)
+        return np.concatenate((np.arange(self.p_shared), self.cols.reshape(-1))).astype(int)
 
     def means(self, sigmas: np.ndarray) -> np.ndarray:
         """Posterior means m(sigma) (centred targets), shape (K, P)."""
-        w, chol_s, t, _, _ = self._schur(np.asarray(sigmas, dtype=float))
-        return self._means(w, self._f(w), chol_s, t)
+        w, chol_s, _, _, _, z = self._schur(np.asarray(sigmas, dtype=float))
+        return self._means(w, self._f(w), chol_s, z)
 
     def posteriors(self, sigmas: np.ndarray) -> tuple[list[BlockPosterior], np.ndarray, np.ndarray]:
         """The factored conditional posteriors at K residual sds, their means and variances.
@@ -333,17 +375,13 @@ class NoisePencil:
         """``posteriors`` with the marginal variances left to a ``NodeVariances``: a mixture
         needs only their weighted sum, and its health check often only a bound of it."""
         sigmas = np.asarray(sigmas, dtype=float)
-        w, chol_s, t, fss, logdet = self._schur(sigmas)
-        log_ev = self._log_evidence(sigmas, w, chol_s, t, fss, logdet)
+        w, chol_s, _, fss, logdet, z = self._schur(sigmas)
+        log_ev = self._log_evidence(sigmas, w, chol_s, fss, logdet, z)
         f = self._f(w)
-        mean = self._means(w, f, chol_s, t)
+        mean = self._means(w, f, chol_s, z)
         inv_s = lower_inverse(chol_s)  # (K, P_s, P_s), S^-1 = inv_s' inv_s
         nodes = PencilNodes(self, w, f, inv_s)
-        prior_sd = np.sqrt(self.prior_var)
-        posts: list[BlockPosterior] = [
-            PencilPosterior(mean[i], float(log_ev[i]), chol_s[i], self.active, prior_sd, nodes, i)
-            for i in range(len(w))
-        ]
+        posts = PencilPosterior.of_nodes(mean, log_ev, chol_s, self.active, self.prior_var, nodes)
         return posts, mean, NodeVariances(self, w, f, inv_s)
 
     def _variances(self, w: np.ndarray, f: np.ndarray, inv_s: np.ndarray) -> np.ndarray:
@@ -634,6 +672,31 @@ class PencilPosterior(BlockPosterior):
             mean=mean, log_evidence=log_evidence, chol_s=chol_s, active=active,
             prior_sd=prior_sd, width=nodes.width, nodes=nodes, index=index,
         )  # fmt: skip
+
+    @classmethod
+    def of_nodes(
+        cls,
+        mean: np.ndarray,
+        log_evidence: np.ndarray,
+        chol_s: np.ndarray,
+        active: np.ndarray,
+        prior_var: np.ndarray,
+        nodes: PencilNodes,
+    ) -> list[BlockPosterior]:
+        """The K posteriors of a pencil's nodes (row k of ``mean``, ``log_evidence``,
+        ``chol_s``), as K calls of the constructor make them: the fields the nodes share
+        are set from one dict (a fit makes about 125)."""
+        shared = {"active": active, "prior_sd": np.sqrt(prior_var), "width": nodes.width}
+        shared["nodes"] = nodes
+        new = object.__new__
+        out: list[BlockPosterior] = []
+        for i, (m, le, chol) in enumerate(zip(mean, log_evidence.tolist(), chol_s, strict=True)):
+            post = new(cls)
+            state = vars(post)
+            state.update(shared)
+            state["mean"], state["log_evidence"], state["chol_s"], state["index"] = m, le, chol, i
+            out.append(post)
+        return out
 
     @property
     def chol_d(self) -> np.ndarray:
