@@ -63,10 +63,11 @@ def _series(store, ids: list[str], stamps: int, hot: int, staged: int, tag: str)
     pays the write for the n before it.
     """
     from gigaevo.memory.v2.bank.cards import UseTrial
-    from gigaevo.memory.v2.read.trials import TrialIds, _stamp_into, stamp_trial
+    from gigaevo.memory.v2.bank.trialjournal import TrialIdSets
+    from gigaevo.memory.v2.read.trials import _stamp_into, stamp_trial
 
     out = Series([], [], [])
-    kept = TrialIds()  # kept across the staged stamps, as ``TrialStamper`` keeps it
+    kept = TrialIdSets()  # kept across the staged stamps, as ``TrialStamper`` keeps it
     for i in range(stamps):
         trial = UseTrial(f"{tag}-{i:07d}", "bench-run", "toy", i % 2, bool(i % 3))
         cid = ids[i % hot]

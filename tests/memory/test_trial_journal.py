@@ -175,14 +175,15 @@ def test_four_processes_stamping_and_one_rewriting_lose_nothing(tmp_path: Path) 
 
 
 def test_staged_stamps_ride_with_the_next_write_and_survive_a_failed_one(tmp_path: Path) -> None:
-    from gigaevo.memory.v2.read.trials import TrialIds, _stamp_into
+    from gigaevo.memory.v2.bank.trialjournal import TrialIdSets
+    from gigaevo.memory.v2.read.trials import _stamp_into
 
     _seed(tmp_path, [_card("ins-a"), _card("ins-b")])
     store = open_store(tmp_path)
     done: list[str] = []
 
     def stamp(cid: str, i: int) -> Any:
-        return lambda cards: _stamp_into(cards, cid, _trial(i), 1.0, TrialIds())
+        return lambda cards: _stamp_into(cards, cid, _trial(i), 1.0, TrialIdSets())
 
     for i in range(3):
         store.stage(stamp("ins-a", i), done.append)
@@ -230,7 +231,8 @@ def _pool_redone_after_a_kill(
     """Stage two stamps on ins-a, then pool one outcome into it in the next transaction;
     with ``kill`` the process dies after the stamps' journal lines and before the record,
     and a fresh process (a resumed run) pools the outcome again. The card as read back."""
-    from gigaevo.memory.v2.read.trials import TrialIds, _stamp_into
+    from gigaevo.memory.v2.bank.trialjournal import TrialIdSets
+    from gigaevo.memory.v2.read.trials import _stamp_into
 
     if legacy:  # the write also migrates the bank: the journal is rewritten whole
         inline = tuple(_trial(i, "old") for i in range(legacy))
@@ -239,7 +241,7 @@ def _pool_redone_after_a_kill(
         _seed(bank, [_card("ins-a")])
     store = open_store(bank)
     for i in range(2):
-        store.stage(lambda c, i=i: _stamp_into(c, "ins-a", _trial(i), 1.0, TrialIds()), None)
+        store.stage(lambda c, i=i: _stamp_into(c, "ins-a", _trial(i), 1.0, TrialIdSets()), None)
     ev = replace(card().evidence[0], candidate_id="cand-redo")
 
     def pool(w: dict[str, Card]) -> None:
@@ -301,13 +303,14 @@ def test_a_kill_between_a_journal_rewrite_and_the_record_costs_no_revision(
 
 
 def test_the_kept_trial_ids_answer_as_the_card_s_trials_past_the_cap() -> None:
-    """``TrialIds`` (each stamp's duplicate check as a set lookup) answers exactly as a walk
+    """``TrialIdSets`` (each stamp's duplicate check as a set lookup) answers exactly as a walk
     over the card's trials: across the ``MAX_USE_TRIALS`` trim, for repeated decision ids,
     and when the card's trials come back as another tuple (a reload)."""
     from gigaevo.memory.v2.bank.cards import MAX_USE_TRIALS, with_use_trial
-    from gigaevo.memory.v2.read.trials import TrialIds, _stamp_into
+    from gigaevo.memory.v2.bank.trialjournal import TrialIdSets
+    from gigaevo.memory.v2.read.trials import _stamp_into
 
-    ids = TrialIds()
+    ids = TrialIdSets()
     with_ids, plain = {"c": _card("c")}, {"c": _card("c")}
     for i in [*range(MAX_USE_TRIALS + 40), 3, 45, MAX_USE_TRIALS + 39, 7]:
         trial = _trial(i)

@@ -31,7 +31,7 @@ from typing import Any, Literal
 from gigaevo.memory.base import MemoryRuntime
 from gigaevo.memory.v2.bank.cards import Card, UseTrial, with_use_trial
 from gigaevo.memory.v2.bank.store import BANK_FILE, LocalMemoryStore
-from gigaevo.memory.v2.bank.trialjournal import JOURNAL_FILE
+from gigaevo.memory.v2.bank.trialjournal import JOURNAL_FILE, TrialIdSets
 from gigaevo.memory.v2.causal.transfer import TransferConfig, TransferTrial
 from gigaevo.memory.v2.errors import BankLockTimeout, CardFormatError, MemoryConfigError
 from gigaevo.memory.v2.evidence import (
@@ -94,7 +94,7 @@ def stamp_trials(
     stamped_at = time.time() if now is None else now
 
     def mutate(cards: dict[str, Card]) -> list[StampOutcome]:
-        ids = TrialIds()  # this transaction's cards: each set built once, on first use
+        ids = TrialIdSets()  # this transaction's cards: each set built once, on first use
         return [_stamp_into(cards, pid, trial, stamped_at, ids) for pid, trial in items]
 
     return store.transaction(mutate)
@@ -105,50 +105,20 @@ def _stamp_into(
     proposed_id: str,
     trial: UseTrial,
     now: float,
-    ids: TrialIds,
+    ids: TrialIdSets,
 ) -> StampOutcome:
     """Stamp ``trial`` onto the card that owns ``proposed_id`` in ``cards`` (duplicate:
-    already there, by ``ids``; orphan: no owner)."""
+    already there, by the kept ``ids``: a set lookup, not a walk over up to
+    ``MAX_USE_TRIALS`` trials; orphan: no owner)."""
     owner = owner_id(cards, proposed_id)
     if owner is None:
         return "orphan"
     card = cards[owner]
-    if ids.holds(card, trial.decision_id):
+    if trial.decision_id in ids.of(card.id, card.use_trials):
         return "duplicate"
-    cards[owner] = stamped_card = with_use_trial(card, trial, now)
-    ids.stamped(card, stamped_card)
+    cards[owner] = stamped = with_use_trial(card, trial, now)
+    ids.advance(card.id, card.use_trials, stamped.use_trials, [trial])
     return "stamped"
-
-
-class TrialIds:
-    """Per card: the decision ids of its use trials, kept with the very tuple they were
-    read from. A stamp's duplicate check is then a set lookup, not a walk over the card's
-    trials (up to ``MAX_USE_TRIALS``, about 1 ms per stamp late in a long run); the set is
-    built again whenever the card's trials are another tuple (a reload, another process's
-    stamps), so it never answers for trials it has not seen."""
-
-    def __init__(self) -> None:
-        self._by_card: dict[str, tuple[tuple[UseTrial, ...], set[str]]] = {}
-
-    def _ids(self, card: Card) -> set[str]:
-        known = self._by_card.get(card.id)
-        if known is None or known[0] is not card.use_trials:
-            known = (card.use_trials, {t.decision_id for t in card.use_trials})
-            self._by_card[card.id] = known
-        return known[1]
-
-    def holds(self, card: Card, decision_id: str) -> bool:
-        return decision_id in self._ids(card)
-
-    def stamped(self, old: Card, new: Card) -> None:
-        """``new`` is ``old`` with one trial appended (``with_use_trial``: the oldest
-        trials past ``MAX_USE_TRIALS`` dropped)."""
-        ids = self._ids(old)
-        dropped = len(old.use_trials) + 1 - len(new.use_trials)
-        for gone in old.use_trials[:dropped]:
-            ids.discard(gone.decision_id)
-        ids.add(new.use_trials[-1].decision_id)
-        self._by_card[new.id] = (new.use_trials, ids)
 
 
 def transfer_trials(cards: Iterable[Card]) -> list[TransferTrial]:
@@ -276,7 +246,7 @@ class TrialStamper:
         self.counts = StampCounts()
         self._waiting = 0  # stamps staged in the store, not yet written
         self._oldest = 0.0  # monotonic time the oldest of them was staged
-        self._ids = TrialIds()  # the duplicate check of each stamp (``_stamp_into``)
+        self._ids = TrialIdSets()  # the duplicate check of each stamp (``_stamp_into``)
 
     def observe(self, decision_id: str) -> None:
         """Stage this decision's trial if its terminal is usefulness-eligible; write the
