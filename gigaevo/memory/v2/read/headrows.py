@@ -307,6 +307,20 @@ def anchor_size(n: int) -> int:
     return size
 
 
+NEAR_STEP = 128  # near anchors every 1/128 of the anchor's rows past it ...
+NEAR_MIN = 32  # ... and at least this many rows apart
+
+
+def near_size(n: int) -> int:
+    """The largest near-anchor point <= n: the anchor ``k = anchor_size(n)`` plus a whole
+    number of steps of max(``NEAR_MIN``, k // ``NEAR_STEP``) rows (0 below ``ANCHOR_MIN``)."""
+    k = anchor_size(n)
+    if not k:
+        return 0
+    step = max(NEAR_MIN, k // NEAR_STEP)
+    return k + (n - k) // step * step
+
+
 Prior = Callable[[DesignSpace], tuple[np.ndarray, np.ndarray]]
 
 
@@ -356,11 +370,14 @@ class InvalidityFitter:
         # MAP's move per set of wide anchor columns (``_wide_move``)
         self._anchor_rows: _AnchorRows | None = None
         self._wide_maps: dict[frozenset[int], np.ndarray | None] = {}
-        # (anchor space, fit space, their lineage columns): see ``_columns``
-        self._mapped: tuple[DesignSpace, DesignSpace, np.ndarray, np.ndarray] | None = None
+        # the near anchor (exact path): see ``_near_start``
+        self._near: _Near | None = None
+        # per anchor kind: (anchor space, fit space, their lineage columns): see ``_columns``
+        self._mapped: dict[str, tuple[DesignSpace, DesignSpace, np.ndarray, np.ndarray]] = {}
         # laplace_prefix: the anchor rows' expansions (``_Expansions``)
         self._expansion: _Expansions | None = None
         self.anchors = 0  # anchor fits so far
+        self.near_anchors = 0  # near-anchor fits so far
         self.prefix_fits = 0  # fits made with the prefix in Laplace form
 
     def fit(
@@ -388,13 +405,20 @@ class InvalidityFitter:
                     return prefixed
         head = LogisticLaplaceHead(mu, var, layout, levels)
         move = None
-        if start is not None and levels is not None:
+        near = None
+        if start is not None and self.method == "exact":
+            near = self._near_start(table, space, alias, prior)
+        if near is not None:
+            start = near
+            if levels is not None:
+                move = functools.partial(self._near_move, space, levels.wide_variance)
+        elif start is not None and levels is not None:
             move = functools.partial(self._wide_move, space, levels.wide_variance)
         x = _design(table, block_of, space)
         return head.fit(x, table.invalid[: table.n], start=start, wide_move=move)
 
     def _wide_move(
-        self, space: DesignSpace, wide_variance: float, wide: np.ndarray
+        self, space: DesignSpace, wide_variance: float, wide: np.ndarray, slot: str = "anchor"
     ) -> np.ndarray | None:
         """How far the anchor rows' MAP moves when the shift columns ``wide`` (of ``space``)
         go wide, in ``space``'s columns (None: none of them is an anchor card's, or the
@@ -403,7 +427,7 @@ class InvalidityFitter:
         function of the anchor's rows and the levels."""
         assert self._anchor is not None and self._anchor_rows is not None
         _, own, gamma = self._anchor
-        target, source = self._columns(own, space)
+        target, source = self._columns(own, space, slot)
         to_own = np.full(space.size, -1)
         to_own[target] = source
         cols = to_own[np.asarray(wide, dtype=int)]
@@ -439,7 +463,7 @@ class InvalidityFitter:
         if kept is None or anchor is None or kept.key != anchor[0]:
             return None
         own = anchor[1]
-        target, _ = self._columns(own, space)
+        target, _ = self._columns(own, space, "anchor")
         ps = space.shared_size
         columns = np.r_[np.arange(ps), target]  # anchor column j -> fit column columns[j]
         blocks = (target[:: space.n_context] - ps) // space.n_context  # anchor -> fit block
@@ -483,28 +507,141 @@ class InvalidityFitter:
         start = start.copy()
         ps = space.shared_size
         start[:ps] = gamma[:ps]
-        target, source = self._columns(own, space)
+        target, source = self._columns(own, space, "anchor")
         start[target] = gamma[source]
         return start
 
-    def _columns(self, own: DesignSpace, space: DesignSpace) -> tuple[np.ndarray, np.ndarray]:
-        """(columns in ``space``, columns in ``own``) of the anchor's lineage blocks, kept while
-        the anchor's space and the fit's space stand (the reader keeps one space object per
-        layout), instead of a slice per lineage on every fit."""
-        kept = self._mapped
+    def _columns(
+        self, own: DesignSpace, space: DesignSpace, slot: str
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(columns in ``space``, columns in ``own``) of the lineage blocks of an anchor's space
+        ``own`` (its lineages are all in ``space``), kept per ``slot`` (the anchor, the near
+        anchor, the near anchor's space seen from the anchor) while the two spaces stand (the
+        reader keeps one space object per layout), instead of a slice per lineage per fit."""
+        kept = self._mapped.get(slot)
         if kept is not None and kept[0] is own and (kept[1] is space or kept[1] == space):
             return kept[2], kept[3]
         width = np.arange(space.n_context)
         at = np.array([space.lineage_position(lin) for lin in own.lineages], dtype=int)
         target = (space.shared_size + at[:, None] * space.n_context + width).reshape(-1)
         source = own.shared_size + np.arange(len(own.lineages))[:, None] * own.n_context + width
-        self._mapped = (own, space, target, source.reshape(-1))
-        return target, self._mapped[3]
+        self._mapped[slot] = (own, space, target, source.reshape(-1))
+        return target, self._mapped[slot][3]
+
+    def _near_start(
+        self,
+        table: RowTable,
+        space: DesignSpace,
+        alias: dict[str, str],
+        prior: Prior,
+    ) -> np.ndarray | None:
+        """The fit's start from the near anchor (None: the near anchor is the anchor, or its
+        fit failed; the fit then starts from the anchor).
+
+        The near anchor is the MAP on the first ``near_size(n)`` rows in its own space (its
+        rows' lineages), Newton from the anchor's MAP mapped into that space (new blocks at
+        their prior mean): the rows since the anchor are at most 1/16 of its rows, so a few
+        steps, made once per near anchor. A function of those rows, the aliases of their
+        cards and the anchor (itself a function of its rows and their aliases), so a resumed
+        run starts every fit where the uninterrupted one did."""
+        assert self._anchor is not None
+        m = near_size(table.n)
+        if m == anchor_size(table.n):
+            return None
+        names = [table.keys[i] for i in sorted(set(table.key[:m].tolist()) - {-1})]
+        mapping = tuple((name, alias.get(name, name)) for name in names)
+        key = (space.n_context, m, mapping)
+        if self._near is None or self._near.key != key:
+            lineages = tuple(sorted({lin for _, lin in mapping}))
+            own = DesignSpace(
+                space.n_context,
+                lineages,
+                kind_contrast=self.kind_contrast,
+                rag_contrast=self.rag_contrast,
+            )
+            mu, var = prior(own)
+            block_of = {name: own.lineage_position(lin) for name, lin in mapping}
+            x = _design(table, block_of, own, rows=m)
+            d = table.invalid[:m].copy()
+            _, anchor_own, gamma = self._anchor
+            start = mu.copy()
+            ps = own.shared_size
+            start[:ps] = gamma[:ps]
+            target, source = self._columns(anchor_own, own, "anchor->near")
+            start[target] = gamma[source]
+            head = LogisticLaplaceHead(mu, var, (own.shared_size, own.n_context))
+            head.fit(x, d, start=start)
+            self.near_anchors += 1
+            coef = head.coef_ if head.ok_ else None
+            self._near = _Near(key, own, coef, (x, d, mu, var))
+        near = self._near
+        if near.coef is None:
+            return None
+        start, _ = prior(space)
+        start = start.copy()
+        ps = space.shared_size
+        start[:ps] = near.coef[:ps]
+        target, source = self._columns(near.own, space, "near")
+        start[target] = near.coef[source]
+        return start
+
+    def _near_move(
+        self, space: DesignSpace, wide_variance: float, wide: np.ndarray
+    ) -> np.ndarray | None:
+        """``_wide_move`` of the near anchor: how far the near anchor rows' MAP moves when the
+        shift columns ``wide`` (of ``space``) go wide, in ``space``'s columns (None: none of
+        them is a near-anchor card's, or that fit failed). Newton on the near anchor's rows
+        from its MAP moved by the anchor rows' own move between the same levels (``_wide_move``
+        in the near anchor's space), once per near anchor and set of wide cards: a function of
+        the two anchors' rows and the levels."""
+        near = self._near
+        assert near is not None and near.coef is not None
+        own = near.own
+        target, source = self._columns(own, space, "near")
+        to_own = np.full(space.size, -1)
+        to_own[target] = source
+        cols = to_own[np.asarray(wide, dtype=int)]
+        key = frozenset(int(c) for c in cols[cols >= 0])
+        if not key:
+            return None
+        if key not in near.wide_maps:
+            x, d, mu, var = near.rows
+            var = var.copy()
+            var[sorted(key)] = wide_variance
+            start = near.coef.copy()
+            wide_own = np.array(sorted(key), dtype=int)
+            moved = self._wide_move(own, wide_variance, wide_own, "anchor->near")
+            if moved is not None and np.all(np.isfinite(start + moved)):
+                start = start + moved
+            head = LogisticLaplaceHead(mu, var, (own.shared_size, own.n_context))
+            head.fit(x, d, start=start)
+            near.wide_maps[key] = head.coef_ - near.coef if head.ok_ else None
+        moved = near.wide_maps[key]
+        if moved is None:
+            return None
+        out = np.zeros(space.size)
+        ps = space.shared_size
+        out[:ps] = moved[:ps]
+        out[target] = moved[source]
+        return out
 
 
 INVALIDITY_FITS = ("exact", "laplace_prefix")
 # an anchor's design, 0/1 indicators and prior (mu, v), in the anchor's own space
 _AnchorRows = tuple[np.ndarray | BlockDesign, np.ndarray, np.ndarray, np.ndarray]
+
+
+@dataclass
+class _Near:
+    """The near anchor (``InvalidityFitter._near_start``): its key (width, rows, aliases of
+    its cards), its own space, its MAP (None: the fit failed), its rows, and its rows' MAP's
+    move per set of wide columns of its space (``_near_move``)."""
+
+    key: object
+    own: DesignSpace
+    coef: np.ndarray | None
+    rows: _AnchorRows
+    wide_maps: dict[frozenset[int], np.ndarray | None] = field(default_factory=dict)
 
 
 @dataclass
