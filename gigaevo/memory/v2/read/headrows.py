@@ -342,6 +342,13 @@ class InvalidityFitter:
     MAP on the anchor rows with the anchor's cards among the wide ones at the wide level,
     kept with the anchor per set of wide cards), a function of the same rows.
 
+    On the exact path a fit starts nearer still: from the near anchor (``_near_start``), the
+    MAP on the first ``near_size(n)`` rows (the anchor's rows plus whole steps of
+    max(``NEAR_MIN``, k // ``NEAR_STEP``) rows), Newton from the anchor's MAP mapped into its
+    own space, once per near anchor; its wide-level refit from the near anchor rows' own
+    move (``_near_move``: Newton on those rows from the near anchor's MAP moved by the anchor
+    rows' move). Both are functions of their rows, their cards' aliases and the levels.
+
     ``method="laplace_prefix"`` (``memory.posterior_config.invalidity_fit``; memory-model.md
     "The prefix in Laplace form"): with an anchor, the anchor's rows enter the fit as their
     loss's second-order expansion at the anchor MAP (kept with the anchor; on a wide design,
