@@ -484,7 +484,7 @@ class InvalidityFitter:
         k = anchor_size(table.n)
         if not k:
             return None
-        names = [table.keys[i] for i in sorted(set(table.key[:k].tolist()) - {-1})]
+        names = _names(table, k)
         mapping = tuple((name, alias.get(name, name)) for name in names)
         key = (space.n_context, k, mapping)
         if self._anchor is None or self._anchor[0] != key:
@@ -555,7 +555,7 @@ class InvalidityFitter:
         m = near_size(table.n)
         if m == anchor_size(table.n):
             return None
-        names = [table.keys[i] for i in sorted(set(table.key[:m].tolist()) - {-1})]
+        names = _names(table, m)
         mapping = tuple((name, alias.get(name, name)) for name in names)
         key = (space.n_context, m, mapping)
         if self._near is None or self._near.key != key:
@@ -804,6 +804,12 @@ class _PrefixRows:
         card = Quadratic.of_rows(self._anchor_rows(rows), self.invalid[rows], at)
         self.anchor.cards[(wide, block)] = card
         return card
+
+
+def _names(table: RowTable, rows: int) -> list[str]:
+    """The block keys of the first ``rows`` rows of ``table``, in key order (one pass in C)."""
+    present = np.flatnonzero(np.bincount(table.key[:rows] + 1, minlength=1)[1:])
+    return [table.keys[i] for i in present.tolist()]
 
 
 def _design(
