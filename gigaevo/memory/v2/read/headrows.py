@@ -44,7 +44,7 @@ from gigaevo.memory.v2.causal import (
 )
 from gigaevo.memory.v2.causal import RewardDefinition as CausalReward
 from gigaevo.memory.v2.causal.arrowhead import DENSE_MAX_SIZE, BlockHessian, row_products
-from gigaevo.memory.v2.causal.invalidity import Quadratic, ShiftLevels
+from gigaevo.memory.v2.causal.invalidity import Chord, Precision, Quadratic, ShiftLevels
 from gigaevo.memory.v2.causal.suffstats import GaussianStatistics, RowTerms
 from gigaevo.memory.v2.evidence import LineageRow, Observation, SelectionEvidence
 from gigaevo.memory.v2.settings import PosteriorSettings
@@ -415,14 +415,23 @@ class InvalidityFitter:
         near = None
         if start is not None and self.method == "exact":
             near = self._near_start(table, space, alias, prior)
+        chord = wide_chord = None
         if near is not None:
-            start = near
+            start, chord = near
             if levels is not None:
                 move = functools.partial(self._near_move, space, levels.wide_variance)
+                wide_chord = functools.partial(self._near_chord, space, levels.wide_variance)
         elif start is not None and levels is not None:
             move = functools.partial(self._wide_move, space, levels.wide_variance)
         x = _design(table, block_of, space)
-        return head.fit(x, table.invalid[: table.n], start=start, wide_move=move)
+        return head.fit(
+            x,
+            table.invalid[: table.n],
+            start=start,
+            wide_move=move,
+            chord=chord,
+            wide_chord=wide_chord,
+        )
 
     def _wide_move(
         self, space: DesignSpace, wide_variance: float, wide: np.ndarray, slot: str = "anchor"
@@ -541,7 +550,7 @@ class InvalidityFitter:
         space: DesignSpace,
         alias: dict[str, str],
         prior: Prior,
-    ) -> np.ndarray | None:
+    ) -> tuple[np.ndarray, Chord] | None:
         """The fit's start from the near anchor (None: the near anchor is the anchor, or its
         fit failed; the fit then starts from the anchor).
 
@@ -550,7 +559,9 @@ class InvalidityFitter:
         their prior mean): the rows since the anchor are at most 1/16 of its rows, so a few
         steps, made once per near anchor. A function of those rows, the aliases of their
         cards and the anchor (itself a function of its rows and their aliases), so a resumed
-        run starts every fit where the uninterrupted one did."""
+        run starts every fit where the uninterrupted one did. With the start comes the near
+        anchor's factored F at its MAP and its columns' places in the fit, the first Newton
+        steps' F (a ``Chord``): the fit then factors F at its own MAP only."""
         assert self._anchor is not None
         m = near_size(table.n)
         if m == anchor_size(table.n):
@@ -579,10 +590,10 @@ class InvalidityFitter:
             head = LogisticLaplaceHead(mu, var, (own.shared_size, own.n_context))
             head.fit(x, d, start=start)
             self.near_anchors += 1
-            coef = head.coef_ if head.ok_ else None
-            self._near = _Near(key, own, coef, (x, d, mu, var))
+            coef, precision = (head.coef_, head.precision) if head.ok_ else (None, None)
+            self._near = _Near(key, own, coef, (x, d, mu, var), precision)
         near = self._near
-        if near.coef is None:
+        if near.coef is None or near.precision is None:
             return None
         start, _ = prior(space)
         start = start.copy()
@@ -590,7 +601,28 @@ class InvalidityFitter:
         start[:ps] = near.coef[:ps]
         target, source = self._columns(near.own, space, "near")
         start[target] = near.coef[source]
-        return start
+        return start, (near.precision, np.r_[np.arange(ps), target])
+
+    def _near_chord(
+        self, space: DesignSpace, wide_variance: float, wide: np.ndarray
+    ) -> Chord | None:
+        """The wide-level refit's ``Chord``: the factored F of the near anchor rows' fit with
+        the same cards wide (made by ``_near_move``; None when there is none)."""
+        if self._near_move(space, wide_variance, wide) is None:
+            return None
+        assert self._near is not None
+        precision = self._near.wide_chords[self._near_key(space, wide)]
+        target, _ = self._columns(self._near.own, space, "near")
+        return precision, np.r_[np.arange(space.shared_size), target]
+
+    def _near_key(self, space: DesignSpace, wide: np.ndarray) -> frozenset[int]:
+        """The near anchor's columns among the fit's shift columns ``wide``."""
+        assert self._near is not None
+        target, source = self._columns(self._near.own, space, "near")
+        to_own = np.full(space.size, -1)
+        to_own[target] = source
+        cols = to_own[np.asarray(wide, dtype=int)]
+        return frozenset(int(c) for c in cols[cols >= 0])
 
     def _near_move(
         self, space: DesignSpace, wide_variance: float, wide: np.ndarray
@@ -605,10 +637,7 @@ class InvalidityFitter:
         assert near is not None and near.coef is not None
         own = near.own
         target, source = self._columns(own, space, "near")
-        to_own = np.full(space.size, -1)
-        to_own[target] = source
-        cols = to_own[np.asarray(wide, dtype=int)]
-        key = frozenset(int(c) for c in cols[cols >= 0])
+        key = self._near_key(space, wide)
         if not key:
             return None
         if key not in near.wide_maps:
@@ -623,6 +652,8 @@ class InvalidityFitter:
             head = LogisticLaplaceHead(mu, var, (own.shared_size, own.n_context))
             head.fit(x, d, start=start)
             near.wide_maps[key] = head.coef_ - near.coef if head.ok_ else None
+            if head.ok_:
+                near.wide_chords[key] = head.precision
         moved = near.wide_maps[key]
         if moved is None:
             return None
@@ -641,14 +672,17 @@ _AnchorRows = tuple[np.ndarray | BlockDesign, np.ndarray, np.ndarray, np.ndarray
 @dataclass
 class _Near:
     """The near anchor (``InvalidityFitter._near_start``): its key (width, rows, aliases of
-    its cards), its own space, its MAP (None: the fit failed), its rows, and its rows' MAP's
-    move per set of wide columns of its space (``_near_move``)."""
+    its cards), its own space, its MAP (None: the fit failed), its rows, its factored F at
+    the MAP, and per set of wide columns of its space its rows' MAP's move and factored F
+    there (``_near_move``)."""
 
     key: object
     own: DesignSpace
     coef: np.ndarray | None
     rows: _AnchorRows
+    precision: Precision | None  # its factored F at its MAP (None: the fit failed)
     wide_maps: dict[frozenset[int], np.ndarray | None] = field(default_factory=dict)
+    wide_chords: dict[frozenset[int], Precision] = field(default_factory=dict)
 
 
 @dataclass
