@@ -348,6 +348,8 @@ class InvalidityFitter:
     own space, once per near anchor; its wide-level refit from the near anchor rows' own
     move (``_near_move``: Newton on those rows from the near anchor's MAP moved by the anchor
     rows' move). Both are functions of their rows, their cards' aliases and the levels.
+    The near anchor's factored F at its MAP (and at each of its wide fits') is the first
+    Newton steps' F of the fit (``LogisticLaplaceHead.fit``'s ``chord``).
 
     ``method="laplace_prefix"`` (``memory.posterior_config.invalidity_fit``; memory-model.md
     "The prefix in Laplace form"): with an anchor, the anchor's rows enter the fit as their
