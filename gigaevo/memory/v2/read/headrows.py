@@ -307,8 +307,8 @@ def anchor_size(n: int) -> int:
     return size
 
 
-NEAR_STEP = 128  # near anchors every 1/128 of the anchor's rows past it ...
-NEAR_MIN = 32  # ... and at least this many rows apart
+NEAR_STEP = 256  # near anchors every 1/256 of the anchor's rows past it ...
+NEAR_MIN = 16  # ... and at least this many rows apart
 
 
 def near_size(n: int) -> int:
