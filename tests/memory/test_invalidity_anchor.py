@@ -9,7 +9,7 @@ import pytest
 from gigaevo.memory.v2.causal import DesignSpace, LogisticLaplaceHead, invalidity
 from gigaevo.memory.v2.causal.invalidity import ShiftLevels, card_shift_levels
 from gigaevo.memory.v2.causal.suffstats import RowTerms
-from gigaevo.memory.v2.read.headrows import InvalidityFitter, RowTable, anchor_size
+from gigaevo.memory.v2.read.headrows import InvalidityFitter, RowTable, anchor_size, near_size
 
 C = 4
 UNIT = DesignSpace(C, ("",), kind_contrast=True)
@@ -223,6 +223,7 @@ def test_the_wide_refit_from_the_anchors_move_takes_fewer_passes(
         fitter.fit(table, space, alias, _production_prior)  # the anchor and its wide fits
         if not with_move:
             monkeypatch.setattr(fitter, "_wide_move", lambda *a: None)
+            monkeypatch.setattr(fitter, "_near_move", lambda *a: None)
         count[0] = 0
         head = fitter.fit(table, space, alias, _production_prior)
         assert head.ok_ and len(head.wide_columns_)
@@ -251,3 +252,53 @@ def test_a_resumed_two_level_fitter_gives_the_same_bits() -> None:
     assert np.array_equal(last.coef_, fresh.coef_)
     assert np.array_equal(last.wide_columns_, fresh.wide_columns_)
     assert along.anchors > 1
+
+
+def test_near_anchors_give_a_fresh_fitter_the_same_bits_through_a_merge(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each fit starts from the near anchor (the MAP on the first ``near_size(n)`` rows, Newton
+    from the anchor's MAP) and its wide refit from the near anchor rows' own move: a fitter
+    that fitted along through many near anchors, two anchors and a merge of two cards (every
+    later fit under the new aliases) gives the bits of a fresh one (a resumed run), and the
+    mode of a cold fit driven to a gradient of 1e-9: the same wide cards, means within 1e-5
+    posterior sds, marginal variances and predictor covariances within 1e-5 relative."""
+    rows = _harmful_table(1420, seed=41)
+    space, alias, _, _, _ = _probe()
+    merged = DesignSpace(C, tuple(c for c in CARDS if c != CARDS[5]), kind_contrast=True)
+    along = InvalidityFitter(True, False, shift_levels=_production_levels)
+    grown = RowTable(PS, C)
+    for i in range(rows.n):
+        key = rows.keys[rows.key[i]] if rows.key[i] >= 0 else None
+        part = rows.part[i] if key is not None else None
+        grown.append(RowTerms(rows.shared[i], part, key, 0.0, 0.0), bool(rows.invalid[i]))
+        if i == 1000:  # card 5 is absorbed by card 6: its rows join card 6's block
+            space, alias = merged, {**alias, CARDS[5]: CARDS[6]}
+        if (i % 23 == 0 and i >= 256) or i == rows.n - 1:
+            last = along.fit(grown, space, alias, _production_prior)
+    assert anchor_size(rows.n) < near_size(rows.n) < rows.n
+    assert along.anchors > 20 and along.near_anchors > 10
+    fresh_fitter = InvalidityFitter(True, False, shift_levels=_production_levels)
+    fresh = fresh_fitter.fit(rows, space, alias, _production_prior)
+    assert fresh_fitter.near_anchors == 1 and len(fresh.wide_columns_) >= 2
+    assert np.array_equal(last.coef_, fresh.coef_)
+    assert np.array_equal(last.wide_columns_, fresh.wide_columns_)
+    mu, var = _production_prior(space)
+    block_of = {k: space.lineage_position(alias.get(k, k)) for k in rows.keys}
+    with monkeypatch.context() as m:
+        m.setattr(invalidity, "GRADIENT_TARGET", 1e-9)
+        cold = LogisticLaplaceHead(mu, var, (PS, C), _production_levels(space)).fit(
+            rows.design(block_of, len(space.lineages)), rows.invalid[: rows.n]
+        )
+    assert cold.ok_ and cold.gradient_norm_ <= 1e-9
+    assert np.array_equal(fresh.wide_columns_, cold.wide_columns_)
+    sd = np.sqrt(cold.block_factor.marginal_variance())
+    assert np.max(np.abs(fresh.coef_ - cold.coef_) / sd) < 1e-5
+    np.testing.assert_allclose(fresh.block_factor.marginal_variance(), sd**2, rtol=1e-5, atol=0)
+    x0 = np.r_[1.0, 0.2, 0.5, -0.3]
+    z0 = np.r_[UNIT.row(x0, 0)[:PS], np.zeros(space.size - PS)]
+    z1 = np.array([space.row(x0, 1, c, "insight") for c in space.lineages])
+    m_f, s_f = fresh.linear_predictors(z0, z1)
+    m_c, s_c = cold.linear_predictors(z0, z1)
+    np.testing.assert_allclose(m_f, m_c, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(s_f, s_c, rtol=1e-5, atol=1e-12)

@@ -189,6 +189,7 @@ class LogisticLaplaceHead:
         self._quad: Quadratic | None = None
         self._exact: frozenset[int] = frozenset()
         self._wide_move: Callable[[np.ndarray], np.ndarray | None] | None = None  # ``fit``
+        self._wide_chord: Callable[[np.ndarray], Chord | None] | None = None  # ``fit``
 
     def _xdot(self, g: np.ndarray) -> np.ndarray:
         if isinstance(self._x, BlockDesign):
@@ -267,6 +268,8 @@ class LogisticLaplaceHead:
         d: np.ndarray,
         start: np.ndarray | None = None,
         wide_move: Callable[[np.ndarray], np.ndarray | None] | None = None,
+        chord: Chord | None = None,
+        wide_chord: Callable[[np.ndarray], Chord | None] | None = None,
     ) -> LogisticLaplaceHead:
         """Fit on a design (dense (n, P) or ``BlockDesign``) and invalid indicators d (n,).
 
@@ -277,6 +280,11 @@ class LogisticLaplaceHead:
         ``wide_move(columns)``: how far the MAP of related rows (the anchor's) moves when the
         shift ``columns`` go wide, (P,), or None; the wide-level refit then starts from the
         narrow MAP moved by it, when that start has the lower objective (``_widen``).
+
+        ``chord``: the factored F of a fit of related rows (the near anchor's, at its MAP)
+        and the map of its columns into this fit's, the first Newton steps' F from ``start``
+        (``_MappedPrecision``; refactored here once a step cuts |grad| less than 4-fold);
+        ``wide_chord(columns)``: the same for the wide-level refit with ``columns`` wide.
         """
         from scipy.optimize import minimize
 
@@ -289,6 +297,7 @@ class LogisticLaplaceHead:
         self._d = np.asarray(d, dtype=float).reshape(-1)
         self._gram = self._lik = self._quad = self._prefix = None
         self._wide_move = wide_move
+        self._wide_chord = wide_chord
         if isinstance(self._x, BlockDesign):
             self._rows = _TreatedRows(self._x)
         n = len(self._x.lineage) if isinstance(self._x, BlockDesign) else len(self._x)
@@ -296,7 +305,7 @@ class LogisticLaplaceHead:
             raise DesignError("invalid indicators must be 0/1 and match the design rows")
         gamma = self._mu.copy()
         if n and start is not None:
-            gamma = self._newton(np.asarray(start, dtype=float).copy())
+            gamma = self._newton(np.asarray(start, dtype=float).copy(), self._mapped(chord))
         elif n:
             res = minimize(
                 self._objective, gamma, jac=True, method="L-BFGS-B",
@@ -410,8 +419,23 @@ class LogisticLaplaceHead:
             move = self._wide_move(wide)
             if move is not None:
                 start = self._moved_start(start, move)
-        self._finish(self._newton(start))
+        chord = None
+        if self._prefix is None and self._wide_chord is not None:
+            chord = self._mapped(self._wide_chord(wide))
+        self._finish(self._newton(start, chord))
         self.wide_columns_ = wide
+
+    def _mapped(self, chord: Chord | None) -> _Precision | None:
+        """A ``Chord`` as this fit's first Newton steps' F, under its current prior variances."""
+        if chord is None:
+            return None
+        return _MappedPrecision(chord[0], chord[1], self._v)
+
+    @property
+    def precision(self) -> _Precision:
+        """The factored Laplace precision F at the MAP (a ``Chord`` of related fits)."""
+        self._require_ok()
+        return self._precision
 
     def _moved_start(self, narrow: np.ndarray, move: np.ndarray) -> np.ndarray:
         """The wide-level refit's start: the narrow MAP moved by ``move`` (where the anchor
@@ -470,18 +494,19 @@ class LogisticLaplaceHead:
         if self.ok_ and isinstance(self._precision, _DensePrecision):
             self.coef_cov_ = self._precision.covariance()
 
-    def _newton(self, gamma: np.ndarray) -> np.ndarray:
+    def _newton(self, gamma: np.ndarray, chord: _Precision | None = None) -> np.ndarray:
         """Newton steps with halving line search until ``GRADIENT_TARGET``.
 
         The factored Fisher information is reused for the next step (a chord step, still a
         descent direction: F is positive definite) while each step cuts |grad|_inf by at
         least ``CHORD_RATE``, and refactored at the current point otherwise, so a fit
         from a nearby start factors F about twice instead of once per step. The path is
-        a function of the start and the rows only (the same bits on every replay).
+        a function of the start and the rows only (the same bits on every replay). ``chord``:
+        the first steps' F instead of F at ``gamma`` (kept on the same rule).
         """
         value, grad = self._objective(gamma)
         norm = float(np.max(np.abs(grad)))
-        precision: _Precision | None = None
+        precision: _Precision | None = chord
         for _ in range(NEWTON_STEPS):
             if norm <= GRADIENT_TARGET:
                 break
@@ -624,6 +649,39 @@ class _Precision(Protocol):
     def condition(self) -> float: ...
 
     def log_det(self, prior_var: np.ndarray) -> float: ...
+
+
+# a related fit's factored F and its columns' places in this fit (its column j -> ours [j])
+Precision = _Precision
+Chord = tuple[Precision, np.ndarray]
+
+
+class _MappedPrecision:
+    """Newton's F from a related fit (``LogisticLaplaceHead.fit``'s ``chord``): its factored F
+    on the columns it maps to, diag(1/v) (the prior alone) on the others. Positive definite,
+    so a step with it is a descent direction; only ``solve`` is asked of it."""
+
+    def __init__(self, inner: _Precision, columns: np.ndarray, prior_var: np.ndarray) -> None:
+        self.inner, self.columns, self.prior_var = inner, columns, prior_var
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        out = rhs * self.prior_var
+        out[self.columns] = self.inner.solve(rhs[self.columns])
+        return out
+
+    def arm_quadratics(
+        self, z0: np.ndarray, z1: np.ndarray | BlockDesign
+    ) -> tuple[float, np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def noise(self, xi: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def condition(self) -> float:
+        raise NotImplementedError
+
+    def log_det(self, prior_var: np.ndarray) -> float:
+        raise NotImplementedError
 
 
 class _DensePrecision:

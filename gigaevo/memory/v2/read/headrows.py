@@ -44,7 +44,7 @@ from gigaevo.memory.v2.causal import (
 )
 from gigaevo.memory.v2.causal import RewardDefinition as CausalReward
 from gigaevo.memory.v2.causal.arrowhead import DENSE_MAX_SIZE, BlockHessian, row_products
-from gigaevo.memory.v2.causal.invalidity import Quadratic, ShiftLevels
+from gigaevo.memory.v2.causal.invalidity import Chord, Precision, Quadratic, ShiftLevels
 from gigaevo.memory.v2.causal.suffstats import GaussianStatistics, RowTerms
 from gigaevo.memory.v2.evidence import LineageRow, Observation, SelectionEvidence
 from gigaevo.memory.v2.settings import PosteriorSettings
@@ -307,6 +307,20 @@ def anchor_size(n: int) -> int:
     return size
 
 
+NEAR_STEP = 256  # near anchors every 1/256 of the anchor's rows past it ...
+NEAR_MIN = 16  # ... and at least this many rows apart
+
+
+def near_size(n: int) -> int:
+    """The largest near-anchor point <= n: the anchor ``k = anchor_size(n)`` plus a whole
+    number of steps of max(``NEAR_MIN``, k // ``NEAR_STEP``) rows (0 below ``ANCHOR_MIN``)."""
+    k = anchor_size(n)
+    if not k:
+        return 0
+    step = max(NEAR_MIN, k // NEAR_STEP)
+    return k + (n - k) // step * step
+
+
 Prior = Callable[[DesignSpace], tuple[np.ndarray, np.ndarray]]
 
 
@@ -327,6 +341,15 @@ class InvalidityFitter:
     by the anchor rows' own move between the levels (``_wide_move``: Newton from the anchor
     MAP on the anchor rows with the anchor's cards among the wide ones at the wide level,
     kept with the anchor per set of wide cards), a function of the same rows.
+
+    On the exact path a fit starts nearer still: from the near anchor (``_near_start``), the
+    MAP on the first ``near_size(n)`` rows (the anchor's rows plus whole steps of
+    max(``NEAR_MIN``, k // ``NEAR_STEP``) rows), Newton from the anchor's MAP mapped into its
+    own space, once per near anchor; its wide-level refit from the near anchor rows' own
+    move (``_near_move``: Newton on those rows from the near anchor's MAP moved by the anchor
+    rows' move). Both are functions of their rows, their cards' aliases and the levels.
+    The near anchor's factored F at its MAP (and at each of its wide fits') is the first
+    Newton steps' F of the fit (``LogisticLaplaceHead.fit``'s ``chord``).
 
     ``method="laplace_prefix"`` (``memory.posterior_config.invalidity_fit``; memory-model.md
     "The prefix in Laplace form"): with an anchor, the anchor's rows enter the fit as their
@@ -356,11 +379,14 @@ class InvalidityFitter:
         # MAP's move per set of wide anchor columns (``_wide_move``)
         self._anchor_rows: _AnchorRows | None = None
         self._wide_maps: dict[frozenset[int], np.ndarray | None] = {}
-        # (anchor space, fit space, their lineage columns): see ``_columns``
-        self._mapped: tuple[DesignSpace, DesignSpace, np.ndarray, np.ndarray] | None = None
+        # the near anchor (exact path): see ``_near_start``
+        self._near: _Near | None = None
+        # per anchor kind: (anchor space, fit space, their lineage columns): see ``_columns``
+        self._mapped: dict[str, tuple[DesignSpace, DesignSpace, np.ndarray, np.ndarray]] = {}
         # laplace_prefix: the anchor rows' expansions (``_Expansions``)
         self._expansion: _Expansions | None = None
         self.anchors = 0  # anchor fits so far
+        self.near_anchors = 0  # near-anchor fits so far
         self.prefix_fits = 0  # fits made with the prefix in Laplace form
 
     def fit(
@@ -388,13 +414,29 @@ class InvalidityFitter:
                     return prefixed
         head = LogisticLaplaceHead(mu, var, layout, levels)
         move = None
-        if start is not None and levels is not None:
+        near = None
+        if start is not None and self.method == "exact":
+            near = self._near_start(table, space, alias, prior)
+        chord = wide_chord = None
+        if near is not None:
+            start, chord = near
+            if levels is not None:
+                move = functools.partial(self._near_move, space, levels.wide_variance)
+                wide_chord = functools.partial(self._near_chord, space, levels.wide_variance)
+        elif start is not None and levels is not None:
             move = functools.partial(self._wide_move, space, levels.wide_variance)
         x = _design(table, block_of, space)
-        return head.fit(x, table.invalid[: table.n], start=start, wide_move=move)
+        return head.fit(
+            x,
+            table.invalid[: table.n],
+            start=start,
+            wide_move=move,
+            chord=chord,
+            wide_chord=wide_chord,
+        )
 
     def _wide_move(
-        self, space: DesignSpace, wide_variance: float, wide: np.ndarray
+        self, space: DesignSpace, wide_variance: float, wide: np.ndarray, slot: str = "anchor"
     ) -> np.ndarray | None:
         """How far the anchor rows' MAP moves when the shift columns ``wide`` (of ``space``)
         go wide, in ``space``'s columns (None: none of them is an anchor card's, or the
@@ -403,7 +445,7 @@ class InvalidityFitter:
         function of the anchor's rows and the levels."""
         assert self._anchor is not None and self._anchor_rows is not None
         _, own, gamma = self._anchor
-        target, source = self._columns(own, space)
+        target, source = self._columns(own, space, slot)
         to_own = np.full(space.size, -1)
         to_own[target] = source
         cols = to_own[np.asarray(wide, dtype=int)]
@@ -439,7 +481,7 @@ class InvalidityFitter:
         if kept is None or anchor is None or kept.key != anchor[0]:
             return None
         own = anchor[1]
-        target, _ = self._columns(own, space)
+        target, _ = self._columns(own, space, "anchor")
         ps = space.shared_size
         columns = np.r_[np.arange(ps), target]  # anchor column j -> fit column columns[j]
         blocks = (target[:: space.n_context] - ps) // space.n_context  # anchor -> fit block
@@ -453,7 +495,7 @@ class InvalidityFitter:
         k = anchor_size(table.n)
         if not k:
             return None
-        names = [table.keys[i] for i in sorted(set(table.key[:k].tolist()) - {-1})]
+        names = _names(table, k)
         mapping = tuple((name, alias.get(name, name)) for name in names)
         key = (space.n_context, k, mapping)
         if self._anchor is None or self._anchor[0] != key:
@@ -483,28 +525,166 @@ class InvalidityFitter:
         start = start.copy()
         ps = space.shared_size
         start[:ps] = gamma[:ps]
-        target, source = self._columns(own, space)
+        target, source = self._columns(own, space, "anchor")
         start[target] = gamma[source]
         return start
 
-    def _columns(self, own: DesignSpace, space: DesignSpace) -> tuple[np.ndarray, np.ndarray]:
-        """(columns in ``space``, columns in ``own``) of the anchor's lineage blocks, kept while
-        the anchor's space and the fit's space stand (the reader keeps one space object per
-        layout), instead of a slice per lineage on every fit."""
-        kept = self._mapped
+    def _columns(
+        self, own: DesignSpace, space: DesignSpace, slot: str
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(columns in ``space``, columns in ``own``) of the lineage blocks of an anchor's space
+        ``own`` (its lineages are all in ``space``), kept per ``slot`` (the anchor, the near
+        anchor, the near anchor's space seen from the anchor) while the two spaces stand (the
+        reader keeps one space object per layout), instead of a slice per lineage per fit."""
+        kept = self._mapped.get(slot)
         if kept is not None and kept[0] is own and (kept[1] is space or kept[1] == space):
             return kept[2], kept[3]
         width = np.arange(space.n_context)
         at = np.array([space.lineage_position(lin) for lin in own.lineages], dtype=int)
         target = (space.shared_size + at[:, None] * space.n_context + width).reshape(-1)
         source = own.shared_size + np.arange(len(own.lineages))[:, None] * own.n_context + width
-        self._mapped = (own, space, target, source.reshape(-1))
-        return target, self._mapped[3]
+        self._mapped[slot] = (own, space, target, source.reshape(-1))
+        return target, self._mapped[slot][3]
+
+    def _near_start(
+        self,
+        table: RowTable,
+        space: DesignSpace,
+        alias: dict[str, str],
+        prior: Prior,
+    ) -> tuple[np.ndarray, Chord] | None:
+        """The fit's start from the near anchor (None: the near anchor is the anchor, or its
+        fit failed; the fit then starts from the anchor).
+
+        The near anchor is the MAP on the first ``near_size(n)`` rows in its own space (its
+        rows' lineages), Newton from the anchor's MAP mapped into that space (new blocks at
+        their prior mean): the rows since the anchor are at most 1/16 of its rows, so a few
+        steps, made once per near anchor. A function of those rows, the aliases of their
+        cards and the anchor (itself a function of its rows and their aliases), so a resumed
+        run starts every fit where the uninterrupted one did. With the start comes the near
+        anchor's factored F at its MAP and its columns' places in the fit, the first Newton
+        steps' F (a ``Chord``): the fit then factors F at its own MAP only."""
+        assert self._anchor is not None
+        m = near_size(table.n)
+        if m == anchor_size(table.n):
+            return None
+        names = _names(table, m)
+        mapping = tuple((name, alias.get(name, name)) for name in names)
+        key = (space.n_context, m, mapping)
+        if self._near is None or self._near.key != key:
+            lineages = tuple(sorted({lin for _, lin in mapping}))
+            own = DesignSpace(
+                space.n_context,
+                lineages,
+                kind_contrast=self.kind_contrast,
+                rag_contrast=self.rag_contrast,
+            )
+            mu, var = prior(own)
+            block_of = {name: own.lineage_position(lin) for name, lin in mapping}
+            x = _design(table, block_of, own, rows=m)
+            d = table.invalid[:m].copy()
+            _, anchor_own, gamma = self._anchor
+            start = mu.copy()
+            ps = own.shared_size
+            start[:ps] = gamma[:ps]
+            target, source = self._columns(anchor_own, own, "anchor->near")
+            start[target] = gamma[source]
+            head = LogisticLaplaceHead(mu, var, (own.shared_size, own.n_context))
+            head.fit(x, d, start=start)
+            self.near_anchors += 1
+            coef, precision = (head.coef_, head.precision) if head.ok_ else (None, None)
+            self._near = _Near(key, own, coef, (x, d, mu, var), precision)
+        near = self._near
+        if near.coef is None or near.precision is None:
+            return None
+        start, _ = prior(space)
+        start = start.copy()
+        ps = space.shared_size
+        start[:ps] = near.coef[:ps]
+        target, source = self._columns(near.own, space, "near")
+        start[target] = near.coef[source]
+        return start, (near.precision, np.r_[np.arange(ps), target])
+
+    def _near_chord(
+        self, space: DesignSpace, wide_variance: float, wide: np.ndarray
+    ) -> Chord | None:
+        """The wide-level refit's ``Chord``: the factored F of the near anchor rows' fit with
+        the same cards wide (made by ``_near_move``; None when there is none)."""
+        if self._near_move(space, wide_variance, wide) is None:
+            return None
+        assert self._near is not None
+        precision = self._near.wide_chords[self._near_key(space, wide)]
+        target, _ = self._columns(self._near.own, space, "near")
+        return precision, np.r_[np.arange(space.shared_size), target]
+
+    def _near_key(self, space: DesignSpace, wide: np.ndarray) -> frozenset[int]:
+        """The near anchor's columns among the fit's shift columns ``wide``."""
+        assert self._near is not None
+        target, source = self._columns(self._near.own, space, "near")
+        to_own = np.full(space.size, -1)
+        to_own[target] = source
+        cols = to_own[np.asarray(wide, dtype=int)]
+        return frozenset(int(c) for c in cols[cols >= 0])
+
+    def _near_move(
+        self, space: DesignSpace, wide_variance: float, wide: np.ndarray
+    ) -> np.ndarray | None:
+        """``_wide_move`` of the near anchor: how far the near anchor rows' MAP moves when the
+        shift columns ``wide`` (of ``space``) go wide, in ``space``'s columns (None: none of
+        them is a near-anchor card's, or that fit failed). Newton on the near anchor's rows
+        from its MAP moved by the anchor rows' own move between the same levels (``_wide_move``
+        in the near anchor's space), once per near anchor and set of wide cards: a function of
+        the two anchors' rows and the levels."""
+        near = self._near
+        assert near is not None and near.coef is not None
+        own = near.own
+        target, source = self._columns(own, space, "near")
+        key = self._near_key(space, wide)
+        if not key:
+            return None
+        if key not in near.wide_maps:
+            x, d, mu, var = near.rows
+            var = var.copy()
+            var[sorted(key)] = wide_variance
+            start = near.coef.copy()
+            wide_own = np.array(sorted(key), dtype=int)
+            moved = self._wide_move(own, wide_variance, wide_own, "anchor->near")
+            if moved is not None and np.all(np.isfinite(start + moved)):
+                start = start + moved
+            head = LogisticLaplaceHead(mu, var, (own.shared_size, own.n_context))
+            head.fit(x, d, start=start)
+            near.wide_maps[key] = head.coef_ - near.coef if head.ok_ else None
+            if head.ok_:
+                near.wide_chords[key] = head.precision
+        moved = near.wide_maps[key]
+        if moved is None:
+            return None
+        out = np.zeros(space.size)
+        ps = space.shared_size
+        out[:ps] = moved[:ps]
+        out[target] = moved[source]
+        return out
 
 
 INVALIDITY_FITS = ("exact", "laplace_prefix")
 # an anchor's design, 0/1 indicators and prior (mu, v), in the anchor's own space
 _AnchorRows = tuple[np.ndarray | BlockDesign, np.ndarray, np.ndarray, np.ndarray]
+
+
+@dataclass
+class _Near:
+    """The near anchor (``InvalidityFitter._near_start``): its key (width, rows, aliases of
+    its cards), its own space, its MAP (None: the fit failed), its rows, its factored F at
+    the MAP, and per set of wide columns of its space its rows' MAP's move and factored F
+    there (``_near_move``)."""
+
+    key: object
+    own: DesignSpace
+    coef: np.ndarray | None
+    rows: _AnchorRows
+    precision: Precision | None  # its factored F at its MAP (None: the fit failed)
+    wide_maps: dict[frozenset[int], np.ndarray | None] = field(default_factory=dict)
+    wide_chords: dict[frozenset[int], Precision] = field(default_factory=dict)
 
 
 @dataclass
@@ -660,6 +840,12 @@ class _PrefixRows:
         card = Quadratic.of_rows(self._anchor_rows(rows), self.invalid[rows], at)
         self.anchor.cards[(wide, block)] = card
         return card
+
+
+def _names(table: RowTable, rows: int) -> list[str]:
+    """The block keys of the first ``rows`` rows of ``table``, in key order (one pass in C)."""
+    present = np.flatnonzero(np.bincount(table.key[:rows] + 1, minlength=1)[1:])
+    return [table.keys[i] for i in present.tolist()]
 
 
 def _design(
