@@ -425,7 +425,7 @@ class LogisticLaplaceHead:
         self._finish(self._newton(start, chord))
         self.wide_columns_ = wide
 
-    def _mapped(self, chord: Chord | None) -> _Precision | None:
+    def _mapped(self, chord: Chord | None) -> _Solver | None:
         """A ``Chord`` as this fit's first Newton steps' F, under its current prior variances."""
         if chord is None:
             return None
@@ -494,7 +494,7 @@ class LogisticLaplaceHead:
         if self.ok_ and isinstance(self._precision, _DensePrecision):
             self.coef_cov_ = self._precision.covariance()
 
-    def _newton(self, gamma: np.ndarray, chord: _Precision | None = None) -> np.ndarray:
+    def _newton(self, gamma: np.ndarray, chord: _Solver | None = None) -> np.ndarray:
         """Newton steps with halving line search until ``GRADIENT_TARGET``.
 
         The factored Fisher information is reused for the next step (a chord step, still a
@@ -506,7 +506,7 @@ class LogisticLaplaceHead:
         """
         value, grad = self._objective(gamma)
         norm = float(np.max(np.abs(grad)))
-        precision: _Precision | None = chord
+        precision: _Solver | None = chord
         for _ in range(NEWTON_STEPS):
             if norm <= GRADIENT_TARGET:
                 break
@@ -635,10 +635,14 @@ class _TreatedRows:
         return np.concatenate([self.design.shared.T @ r, blocks])
 
 
-class _Precision(Protocol):
-    """The Laplace precision F in some factored form."""
+class _Solver(Protocol):
+    """F in a form Newton's steps can solve with (all ``_newton`` asks of it)."""
 
     def solve(self, rhs: np.ndarray) -> np.ndarray: ...
+
+
+class _Precision(_Solver, Protocol):
+    """The Laplace precision F in some factored form."""
 
     def arm_quadratics(
         self, z0: np.ndarray, z1: np.ndarray | BlockDesign
@@ -659,29 +663,15 @@ Chord = tuple[Precision, np.ndarray]
 class _MappedPrecision:
     """Newton's F from a related fit (``LogisticLaplaceHead.fit``'s ``chord``): its factored F
     on the columns it maps to, diag(1/v) (the prior alone) on the others. Positive definite,
-    so a step with it is a descent direction; only ``solve`` is asked of it."""
+    so a step with it is a descent direction (a ``_Solver``: Newton's steps only)."""
 
-    def __init__(self, inner: _Precision, columns: np.ndarray, prior_var: np.ndarray) -> None:
+    def __init__(self, inner: _Solver, columns: np.ndarray, prior_var: np.ndarray) -> None:
         self.inner, self.columns, self.prior_var = inner, columns, prior_var
 
     def solve(self, rhs: np.ndarray) -> np.ndarray:
         out = rhs * self.prior_var
         out[self.columns] = self.inner.solve(rhs[self.columns])
         return out
-
-    def arm_quadratics(
-        self, z0: np.ndarray, z1: np.ndarray | BlockDesign
-    ) -> tuple[float, np.ndarray, np.ndarray]:
-        raise NotImplementedError
-
-    def noise(self, xi: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
-
-    def condition(self) -> float:
-        raise NotImplementedError
-
-    def log_det(self, prior_var: np.ndarray) -> float:
-        raise NotImplementedError
 
 
 class _DensePrecision:

@@ -446,10 +446,7 @@ class InvalidityFitter:
         assert self._anchor is not None and self._anchor_rows is not None
         _, own, gamma = self._anchor
         target, source = self._columns(own, space, slot)
-        to_own = np.full(space.size, -1)
-        to_own[target] = source
-        cols = to_own[np.asarray(wide, dtype=int)]
-        key = frozenset(int(c) for c in cols[cols >= 0])
+        key = self._own_key(own, space, wide, slot)
         if not key:
             return None
         if key not in self._wide_maps:
@@ -613,14 +610,17 @@ class InvalidityFitter:
         if self._near_move(space, wide_variance, wide) is None:
             return None
         assert self._near is not None
-        precision = self._near.wide_chords[self._near_key(space, wide)]
+        precision = self._near.wide_chords[self._own_key(self._near.own, space, wide, "near")]
         target, _ = self._columns(self._near.own, space, "near")
         return precision, np.r_[np.arange(space.shared_size), target]
 
-    def _near_key(self, space: DesignSpace, wide: np.ndarray) -> frozenset[int]:
-        """The near anchor's columns among the fit's shift columns ``wide``."""
-        assert self._near is not None
-        target, source = self._columns(self._near.own, space, "near")
+    def _own_key(
+        self, own: DesignSpace, space: DesignSpace, wide: np.ndarray, slot: str
+    ) -> frozenset[int]:
+        """The columns of an anchor's space ``own`` (the anchor's or the near anchor's, kept
+        per ``slot`` as in ``_columns``) among the fit's shift columns ``wide``: the key of
+        that anchor's rows' fit with those cards wide."""
+        target, source = self._columns(own, space, slot)
         to_own = np.full(space.size, -1)
         to_own[target] = source
         cols = to_own[np.asarray(wide, dtype=int)]
@@ -639,7 +639,7 @@ class InvalidityFitter:
         assert near is not None and near.coef is not None
         own = near.own
         target, source = self._columns(own, space, "near")
-        key = self._near_key(space, wide)
+        key = self._own_key(own, space, wide, "near")
         if not key:
             return None
         if key not in near.wide_maps:
