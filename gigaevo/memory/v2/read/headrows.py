@@ -492,20 +492,9 @@ class InvalidityFitter:
         k = anchor_size(table.n)
         if not k:
             return None
-        names = _names(table, k)
-        mapping = tuple((name, alias.get(name, name)) for name in names)
-        key = (space.n_context, k, mapping)
+        key = _rows_key(table, space, alias, k)
         if self._anchor is None or self._anchor[0] != key:
-            lineages = tuple(sorted({lin for _, lin in mapping}))
-            own = DesignSpace(
-                space.n_context,
-                lineages,
-                kind_contrast=self.kind_contrast,
-                rag_contrast=self.rag_contrast,
-            )
-            mu, var = prior(own)
-            block_of = {name: own.lineage_position(lin) for name, lin in mapping}
-            x = _design(table, block_of, own, rows=k)
+            own, x, mu, var = self._own_rows(table, key, prior)
             head = LogisticLaplaceHead(mu, var, (own.shared_size, own.n_context))
             anchor = head.fit(x, table.invalid[:k], start=mu)
             self.anchors += 1
@@ -518,13 +507,34 @@ class InvalidityFitter:
             if self.method == "laplace_prefix":
                 self._expansion = _Expansions(key, anchor.expansion(), (mu, var), own.shared_size)
         _, own, gamma = self._anchor
-        start, _ = prior(space)
-        start = start.copy()
+        return self._carried(gamma, own, space, prior(space)[0], "anchor")
+
+    def _own_rows(
+        self, table: RowTable, key: tuple[int, int, tuple[tuple[str, str], ...]], prior: Prior
+    ) -> tuple[DesignSpace, np.ndarray | BlockDesign, np.ndarray, np.ndarray]:
+        """(own space, design, prior mean, prior variances) of an anchor's rows (``key``: the
+        width, the first ``rows`` rows and their cards' aliases): the space of their own
+        lineages only, as a resumed run builds it again from the same rows."""
+        width, rows, mapping = key
+        lineages = tuple(sorted({lin for _, lin in mapping}))
+        own = DesignSpace(
+            width, lineages, kind_contrast=self.kind_contrast, rag_contrast=self.rag_contrast
+        )
+        mu, var = prior(own)
+        block_of = {name: own.lineage_position(lin) for name, lin in mapping}
+        return own, _design(table, block_of, own, rows=rows), mu, var
+
+    def _carried(
+        self, coef: np.ndarray, own: DesignSpace, space: DesignSpace, base: np.ndarray, slot: str
+    ) -> np.ndarray:
+        """``coef`` of an anchor's space ``own`` carried into ``space``: the shared columns and
+        its lineages' blocks (``_columns`` kept per ``slot``), ``base`` elsewhere."""
+        out = base.copy()
         ps = space.shared_size
-        start[:ps] = gamma[:ps]
-        target, source = self._columns(own, space, "anchor")
-        start[target] = gamma[source]
-        return start
+        out[:ps] = coef[:ps]
+        target, source = self._columns(own, space, slot)
+        out[target] = coef[source]
+        return out
 
     def _columns(
         self, own: DesignSpace, space: DesignSpace, slot: str
@@ -565,27 +575,12 @@ class InvalidityFitter:
         m = near_size(table.n)
         if m == anchor_size(table.n):
             return None
-        names = _names(table, m)
-        mapping = tuple((name, alias.get(name, name)) for name in names)
-        key = (space.n_context, m, mapping)
+        key = _rows_key(table, space, alias, m)
         if self._near is None or self._near.key != key:
-            lineages = tuple(sorted({lin for _, lin in mapping}))
-            own = DesignSpace(
-                space.n_context,
-                lineages,
-                kind_contrast=self.kind_contrast,
-                rag_contrast=self.rag_contrast,
-            )
-            mu, var = prior(own)
-            block_of = {name: own.lineage_position(lin) for name, lin in mapping}
-            x = _design(table, block_of, own, rows=m)
+            own, x, mu, var = self._own_rows(table, key, prior)
             d = table.invalid[:m].copy()
             _, anchor_own, gamma = self._anchor
-            start = mu.copy()
-            ps = own.shared_size
-            start[:ps] = gamma[:ps]
-            target, source = self._columns(anchor_own, own, "anchor->near")
-            start[target] = gamma[source]
+            start = self._carried(gamma, anchor_own, own, mu, "anchor->near")
             head = LogisticLaplaceHead(mu, var, (own.shared_size, own.n_context))
             head.fit(x, d, start=start)
             self.near_anchors += 1
@@ -594,13 +589,9 @@ class InvalidityFitter:
         near = self._near
         if near.coef is None or near.precision is None:
             return None
-        start, _ = prior(space)
-        start = start.copy()
-        ps = space.shared_size
-        start[:ps] = near.coef[:ps]
-        target, source = self._columns(near.own, space, "near")
-        start[target] = near.coef[source]
-        return start, (near.precision, np.r_[np.arange(ps), target])
+        start = self._carried(near.coef, near.own, space, prior(space)[0], "near")
+        target, _ = self._columns(near.own, space, "near")
+        return start, (near.precision, np.r_[np.arange(space.shared_size), target])
 
     def _near_chord(
         self, space: DesignSpace, wide_variance: float, wide: np.ndarray
@@ -840,6 +831,14 @@ class _PrefixRows:
         card = Quadratic.of_rows(self._anchor_rows(rows), self.invalid[rows], at)
         self.anchor.cards[(wide, block)] = card
         return card
+
+
+def _rows_key(
+    table: RowTable, space: DesignSpace, alias: dict[str, str], rows: int
+) -> tuple[int, int, tuple[tuple[str, str], ...]]:
+    """An anchor's key: the width, its first ``rows`` rows and the aliases of their cards."""
+    mapping = tuple((name, alias.get(name, name)) for name in _names(table, rows))
+    return (space.n_context, rows, mapping)
 
 
 def _names(table: RowTable, rows: int) -> list[str]:
