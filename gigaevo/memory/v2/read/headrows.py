@@ -445,7 +445,6 @@ class InvalidityFitter:
         function of the anchor's rows and the levels."""
         assert self._anchor is not None and self._anchor_rows is not None
         _, own, gamma = self._anchor
-        target, source = self._columns(own, space, slot)
         key = self._own_key(own, space, wide, slot)
         if not key:
             return None
@@ -459,11 +458,7 @@ class InvalidityFitter:
         moved = self._wide_maps[key]
         if moved is None:
             return None
-        out = np.zeros(space.size)
-        ps = space.shared_size
-        out[:ps] = moved[:ps]
-        out[target] = moved[source]
-        return out
+        return self._carried(moved, own, space, np.zeros(space.size), slot)
 
     def _prefix(
         self,
@@ -629,7 +624,6 @@ class InvalidityFitter:
         near = self._near
         assert near is not None and near.coef is not None
         own = near.own
-        target, source = self._columns(own, space, "near")
         key = self._own_key(own, space, wide, "near")
         if not key:
             return None
@@ -650,11 +644,7 @@ class InvalidityFitter:
         moved = near.wide_maps[key]
         if moved is None:
             return None
-        out = np.zeros(space.size)
-        ps = space.shared_size
-        out[:ps] = moved[:ps]
-        out[target] = moved[source]
-        return out
+        return self._carried(moved, own, space, np.zeros(space.size), "near")
 
 
 INVALIDITY_FITS = ("exact", "laplace_prefix")
