@@ -49,13 +49,20 @@ def test_run_notebook_on_a_memory_run(memory_run: Path) -> None:
 
 
 def _text(cells: list) -> str:
-    """Everything the cells printed or displayed as text."""
+    """Everything the cells printed or displayed as text. A cell's standard output may come
+    as several stream outputs split anywhere, even inside one ``print`` (the kernel flushes
+    on a timer, so a loaded machine splits more): its chunks are joined as printed, and
+    everything else goes on lines of its own."""
     parts = []
     for cell in cells:
         for out in cell.outputs:
-            parts.append(str(out.get("text", "")))
-            parts.append(str(out.get("data", {}).get("text/plain", "")))
-    return "\n".join(parts)
+            if out.get("output_type") == "stream" and out.get("name") == "stdout":
+                parts.append(str(out.get("text", "")))
+            else:
+                text = str(out.get("text", "")) + str(out.get("data", {}).get("text/plain", ""))
+                parts.append(f"\n{text}\n")
+        parts.append("\n")
+    return "".join(parts)
 
 
 def _line(text: str, marker: str) -> str:
