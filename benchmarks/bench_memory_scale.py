@@ -32,7 +32,8 @@ machine), the fits (decisions that found V or the cards moved) and the heads ref
 process RSS once the ledger is open and fitted, and from that the bytes kept per
 historical decision (RSS slope between ledger lengths). ``--baseline PATH`` measures part 2
 also on the package of another checkout (an export of ``main``, say), each setting in a
-subprocess right after this checkout's, with ``--baseline-measure`` mutants (the old code
+subprocess right after this checkout's (which then runs each setting in a fresh subprocess
+too), with ``--baseline-measure`` mutants (the old code
 can be slow at long ledgers), and prints the ratio of CPU ms per mutant. With part 1,
 ``--baseline`` also runs the real run of that checkout in a subprocess at the same time as
 this one's (the same load on a shared machine) and prints its figures and the ratios of
@@ -710,7 +711,15 @@ def main() -> None:
         for n_cards in args.cards:
             rows = []
             for n_rows in args.rows:
-                r = synthetic(n_cards, n_rows, args.measure)
+                # beside a baseline, this checkout also measures each setting in a fresh
+                # process: run in this one, a later setting carries the earlier ones' objects
+                # (RSS and garbage collections) while the baseline's start clean
+                if args.baseline is not None:
+                    r = _in_checkout(
+                        Path(__file__).resolve().parents[1], n_cards, n_rows, args.measure
+                    )
+                else:
+                    r = synthetic(n_cards, n_rows, args.measure)
                 rows.append((n_rows, r))
                 print(f"  cards {n_cards:>5}  ledger {n_rows:>6}: {_line(r)}", flush=True)
                 if args.components:
