@@ -200,8 +200,8 @@ def test_the_bisection_from_the_rules_just_evaluated_is_the_bisection_from_scrat
 def test_kept_schur_terms_give_the_solves_formed_again() -> None:
     """The one-level pencil keeps, per sigma, z = chol(S)^-1 t with its Schur terms (the log
     evidence's solve, the first of the means' two): after the quadrature's evaluation, the
-    nodes' log evidences and means are those formed with both substitutions again from the
-    kept chol(S) and t, to the bit."""
+    nodes' log evidences and means are those formed again from scratch (chol(S), t and
+    both substitutions), to the bit."""
     from gigaevo.memory.v2.causal.arrowhead import BlockStatistics
     from gigaevo.memory.v2.causal.spectral import (
         NoisePencil,
@@ -221,8 +221,16 @@ def test_kept_schur_terms_give_the_solves_formed_again() -> None:
     first = pencil.log_evidence(evaluated)
     nodes = evaluated[::2][5:40]
     posts, means, _ = pencil.lazy_posteriors(nodes)
-    w, chol, t, fss, logdet, _ = pencil._schur(nodes)
-    z = forward_substitution(chol, t)  # formed again
+    # the evaluated batch formed again (the same batch: the same bits), t and z = chol^-1 t
+    w_all = 1.0 / (evaluated * evaluated + pencil.level)
+    chol, fss, logdet, z = pencil._form(evaluated, w_all)
+    t = (
+        w_all[:, None] * pencil._bs
+        - (w_all * w_all)[:, None] * pencil._block_sums(evaluated, w_all)[1]
+    )
+    assert np.array_equal(z, forward_substitution(chol, t))
+    at = np.arange(len(evaluated))[::2][5:40]
+    w, chol, fss, logdet, z = w_all[at], chol[at], fss[at], logdet[at], z[at]
     assert np.array_equal(means[:, :PS], back_substitution(chol, z))
     log_ev = pencil._log_evidence(nodes, w, chol, fss, logdet, z)
     assert [p.log_evidence for p in posts] == log_ev.tolist() == first[::2][5:40].tolist()

@@ -54,22 +54,25 @@ def forward_substitution(chol: np.ndarray, b: np.ndarray) -> np.ndarray:
     of a pencil's sigma nodes (p = P_s, K in the hundreds) several times cheaper than a
     general batched solve, which factors each L again (LU) in one LAPACK call per matrix;
     backward stable, so it agrees with that solve to rounding (``test_planned_fit``)."""
-    lt = np.ascontiguousarray(chol.transpose(1, 2, 0))  # [i, j, k] = L_k[i, j]
-    rhs = np.ascontiguousarray(b.T)
-    out = np.empty_like(rhs)
-    for i in range(len(rhs)):
-        out[i] = (rhs[i] - np.einsum("jk,jk->k", lt[i, :i], out[:i])) / lt[i, i]
-    return out.T.copy()
+    return _substitution(chol.transpose(1, 2, 0), b, backward=False)  # [i, j, k] = L_k[i, j]
 
 
 def back_substitution(chol: np.ndarray, z: np.ndarray) -> np.ndarray:
     """L^-T z for a stack of lower-triangular L (K, p, p) and z (K, p), (K, p): back
     substitution vectorised over the stack (``forward_substitution``)."""
-    lt = np.ascontiguousarray(chol.transpose(2, 1, 0))  # [i, j, k] = L_k[j, i]
-    rhs = np.ascontiguousarray(z.T)
+    return _substitution(chol.transpose(2, 1, 0), z, backward=True)  # [i, j, k] = L_k[j, i]
+
+
+def _substitution(lt: np.ndarray, b: np.ndarray, backward: bool) -> np.ndarray:
+    """Solve the triangular systems lt[:, :, k] x_k = b_k (lower, or upper when
+    ``backward``) row by row, every k at once."""
+    lt = np.ascontiguousarray(lt)
+    rhs = np.ascontiguousarray(b.T)
     out = np.empty_like(rhs)
-    for i in range(len(rhs) - 1, -1, -1):
-        out[i] = (rhs[i] - np.einsum("jk,jk->k", lt[i, i + 1 :], out[i + 1 :])) / lt[i, i]
+    p = len(rhs)
+    for i in range(p - 1, -1, -1) if backward else range(p):
+        done = slice(i + 1, p) if backward else slice(0, i)
+        out[i] = (rhs[i] - np.einsum("jk,jk->k", lt[i, done], out[done])) / lt[i, i]
     return out.T.copy()
 
 
@@ -183,7 +186,7 @@ class NoisePencil:
         self._s = np.einsum("aci,ac->ai", self._vq, np.asarray(grp["bl"])).reshape(-1)
         self._prior_prec_s = np.diag(1.0 / prior_var[:ps])
         self._logdet_prior_s = float(np.sum(np.log(prior_var[:ps])))
-        # chol(S), t, sum f s^2, sum ln(1 + w e) of the sigmas evaluated so far, batch by
+        # chol(S), sum f s^2, sum ln(1 + w e), z of the sigmas evaluated so far, batch by
         # batch, and sigma -> its row in them (the batches concatenated): see ``_schur``
         self._kept: dict[float, int] = {}
         self._batches: list[tuple[np.ndarray, ...]] = []
@@ -240,10 +243,10 @@ class NoisePencil:
         return rr, fsr, fss, logdet
 
     def _schur(self, sigmas: np.ndarray) -> tuple[np.ndarray, ...]:
-        """(w (K,), chol(S) (K, P_s, P_s), t (K, P_s), sum f s^2 (K,), sum ln(1 + w e) (K,),
-        z = chol(S)^-1 t (K, P_s)) for K residual sds.
+        """(w (K,), chol(S) (K, P_s, P_s), sum f s^2 (K,), sum ln(1 + w e) (K,),
+        z = chol(S)^-1 t (K, P_s)) for K residual sds (t is read only through z).
 
-        These are kept per sigma (``_kept``, P_s^2 + 2 P_s + 2 numbers each, stored a batch
+        These are kept per sigma (``_kept``, P_s^2 + P_s + 2 numbers each, stored a batch
         at a time): the mixture's nodes are points the quadrature already evaluated, so
         building their posteriors forms neither the block sums nor z again (z: the log
         evidence's solve, also the first of the two solves of the means).
@@ -261,32 +264,32 @@ class NoisePencil:
             out = self._form(sigmas, w)
             self._keep(keys, out)
             return (w, *out)
-        chol_s, t, z = np.empty((len(w), ps, ps)), np.empty((len(w), ps)), np.empty((len(w), ps))
+        chol_s, z = np.empty((len(w), ps, ps)), np.empty((len(w), ps))
         fss, logdet = np.empty(len(w)), np.empty(len(w))
         if len(miss):
             formed = self._form(sigmas[miss], w[miss])
-            chol_s[miss], t[miss], fss[miss], logdet[miss], z[miss] = formed
+            chol_s[miss], fss[miss], logdet[miss], z[miss] = formed
             self._keep([keys[i] for i in miss.tolist()], formed)
         hit = np.flatnonzero(at >= 0)
         if len(hit):
             if self._flat is None:
                 self._flat = tuple(np.concatenate(a) for a in zip(*self._batches, strict=True))
             rows = at[hit]
-            flat_chol, flat_t, flat_fss, flat_logdet, flat_z = self._flat
-            chol_s[hit], t[hit], z[hit] = flat_chol[rows], flat_t[rows], flat_z[rows]
+            flat_chol, flat_fss, flat_logdet, flat_z = self._flat
+            chol_s[hit], z[hit] = flat_chol[rows], flat_z[rows]
             fss[hit], logdet[hit] = flat_fss[rows], flat_logdet[rows]
-        return w, chol_s, t, fss, logdet, z
+        return w, chol_s, fss, logdet, z
 
     def _form(self, sigmas: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, ...]:
-        """(chol(S), t, sum f s^2, sum ln(1 + w e), chol(S)^-1 t) of sigmas none of which
-        is kept."""
+        """(chol(S), sum f s^2, sum ln(1 + w e), z = chol(S)^-1 t) of sigmas none of which
+        is kept (t itself is read only through z)."""
         ps = self.p_shared
         rr, fsr, fss, logdet = self._block_sums(sigmas, w)
         s = self._prior_prec_s + w[:, None, None] * self._a
         s -= (w * w)[:, None, None] * _symmetric(rr, self._upper, ps)
         chol_s = np.linalg.cholesky(s)
         t = w[:, None] * self._bs - (w * w)[:, None] * fsr
-        return chol_s, t, fss, logdet, forward_substitution(chol_s, t)
+        return chol_s, fss, logdet, forward_substitution(chol_s, t)
 
     def _keep(self, keys: list[float], formed: tuple[np.ndarray, ...]) -> None:
         """Keep one formed batch (``_form``) under its sigmas ``keys``."""
@@ -314,7 +317,7 @@ class NoisePencil:
     def log_evidence(self, sigmas: np.ndarray) -> np.ndarray:
         """log p(y | sigma) for residual sds of shape (K,), shape (K,)."""
         sigmas = np.asarray(sigmas, dtype=float)
-        w, chol_s, _, fss, logdet, z = self._schur(sigmas)
+        w, chol_s, fss, logdet, z = self._schur(sigmas)
         return self._log_evidence(sigmas, w, chol_s, fss, logdet, z)
 
     def _means(
@@ -345,7 +348,7 @@ class NoisePencil:
     def moving_means(self, sigmas: np.ndarray) -> np.ndarray:
         """``means`` on the ``moving`` columns only, (K, len(moving)): what a mixture that
         keeps no per-node means (the coarse rule of the health check) needs."""
-        w, chol_s, _, _, _, z = self._schur(np.asarray(sigmas, dtype=float))
+        w, chol_s, _, _, z = self._schur(np.asarray(sigmas, dtype=float))
         return self._means(w, self._f(w), chol_s, z, moving_only=True)
 
     @cached_property
@@ -356,7 +359,7 @@ class NoisePencil:
 
     def means(self, sigmas: np.ndarray) -> np.ndarray:
         """Posterior means m(sigma) (centred targets), shape (K, P)."""
-        w, chol_s, _, _, _, z = self._schur(np.asarray(sigmas, dtype=float))
+        w, chol_s, _, _, z = self._schur(np.asarray(sigmas, dtype=float))
         return self._means(w, self._f(w), chol_s, z)
 
     def posteriors(self, sigmas: np.ndarray) -> tuple[list[BlockPosterior], np.ndarray, np.ndarray]:
@@ -375,7 +378,7 @@ class NoisePencil:
         """``posteriors`` with the marginal variances left to a ``NodeVariances``: a mixture
         needs only their weighted sum, and its health check often only a bound of it."""
         sigmas = np.asarray(sigmas, dtype=float)
-        w, chol_s, _, fss, logdet, z = self._schur(sigmas)
+        w, chol_s, fss, logdet, z = self._schur(sigmas)
         log_ev = self._log_evidence(sigmas, w, chol_s, fss, logdet, z)
         f = self._f(w)
         mean = self._means(w, f, chol_s, z)
