@@ -231,6 +231,13 @@ def test_the_wide_refit_from_the_anchors_move_takes_fewer_passes(
     assert passes[True] < passes[False]
 
 
+def _copy_row(rows: RowTable, i: int, into: RowTable) -> None:
+    """Append row ``i`` of ``rows`` to ``into`` (a ledger growing row by row)."""
+    key = rows.keys[rows.key[i]] if rows.key[i] >= 0 else None
+    part = rows.part[i] if key is not None else None
+    into.append(RowTerms(rows.shared[i], part, key, 0.0, 0.0), bool(rows.invalid[i]))
+
+
 def test_a_resumed_two_level_fitter_gives_the_same_bits() -> None:
     """The anchor rows' fits at the wide levels are kept per set of wide cards and per
     anchor: a fresh fitter on the same rows (a resumed run) gives the bits of one that
@@ -241,9 +248,7 @@ def test_a_resumed_two_level_fitter_gives_the_same_bits() -> None:
     along = InvalidityFitter(True, False, shift_levels=_production_levels)
     grown = RowTable(PS, C)
     for i in range(rows.n):
-        key = rows.keys[rows.key[i]] if rows.key[i] >= 0 else None
-        part = rows.part[i] if key is not None else None
-        grown.append(RowTerms(rows.shared[i], part, key, 0.0, 0.0), bool(rows.invalid[i]))
+        _copy_row(rows, i, grown)
         if (i % 53 == 0 and i >= 256) or i == rows.n - 1:
             last = along.fit(grown, space, alias, _production_prior)
     fresh_fitter = InvalidityFitter(True, False, shift_levels=_production_levels)
@@ -269,9 +274,7 @@ def test_near_anchors_give_a_fresh_fitter_the_same_bits_through_a_merge(
     along = InvalidityFitter(True, False, shift_levels=_production_levels)
     grown = RowTable(PS, C)
     for i in range(rows.n):
-        key = rows.keys[rows.key[i]] if rows.key[i] >= 0 else None
-        part = rows.part[i] if key is not None else None
-        grown.append(RowTerms(rows.shared[i], part, key, 0.0, 0.0), bool(rows.invalid[i]))
+        _copy_row(rows, i, grown)
         if i == 1000:  # card 5 is absorbed by card 6: its rows join card 6's block
             space, alias = merged, {**alias, CARDS[5]: CARDS[6]}
         if (i % 23 == 0 and i >= 256) or i == rows.n - 1:
