@@ -145,8 +145,14 @@ class PrefixRows(Protocol):
     ) -> tuple[np.ndarray | BlockDesign, np.ndarray, Quadratic]:
         """(design of the rows fitted exactly: dense, or a ``BlockDesign`` on a wide design
         with the quadratic's Hessian in block form; their 0/1 indicators; the quadratic of
-        the other rows) with the lineage blocks ``exact`` at the wide level (their rows
-        fitted exactly) and the others at the narrow one."""
+        the other rows) with the lineage blocks ``exact`` at the wide level and the others
+        at the narrow one."""
+        ...
+
+    def chord(self, exact: frozenset[int]) -> Chord | None:
+        """The factored F of the other rows' own fit at the same levels (its MAP is the
+        quadratic's point) and its columns' places in the fit: the first Newton steps' F
+        (None: none; ``terms`` of the same levels is asked first)."""
         ...
 
 
@@ -340,7 +346,8 @@ class LogisticLaplaceHead:
         self._v = np.asarray(self.prior_variance, dtype=float)
         self._prefix = rows
         self._load(exact)
-        gamma = self._newton(np.asarray(start, dtype=float).copy())
+        chord = self._mapped(rows.chord(exact))
+        gamma = self._newton(np.asarray(start, dtype=float).copy(), chord)
         self._finish(gamma)
         self.wide_columns_ = np.zeros(0, dtype=int)
         if self.ok_ and self.shift_levels is not None:
@@ -420,7 +427,9 @@ class LogisticLaplaceHead:
             if move is not None:
                 start = self._moved_start(start, move)
         chord = None
-        if self._prefix is None and self._wide_chord is not None:
+        if self._prefix is not None:
+            chord = self._mapped(self._prefix.chord(self._exact))
+        elif self._wide_chord is not None:
             chord = self._mapped(self._wide_chord(wide))
         self._finish(self._newton(start, chord))
         self.wide_columns_ = wide
