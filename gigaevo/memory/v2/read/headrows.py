@@ -359,13 +359,16 @@ class InvalidityFitter:
     Newton steps' F of the fit (``LogisticLaplaceHead.fit``'s ``chord``).
 
     ``method="laplace_prefix"`` (``memory.posterior_config.invalidity_fit``; memory-model.md
-    "The prefix in Laplace form"): with an anchor, the anchor's rows enter the fit as their
-    loss's second-order expansion at the anchor MAP (kept with the anchor; on a wide design,
-    P > ``DENSE_MAX_SIZE``, its Hessian in block-arrowhead form), so Newton passes over the
-    rows since the anchor only (and over the rows of the cards whose level changed,
-    ``LogisticLaplaceHead.fit_prefix``). Fits below ``prefix_min_rows`` rows (1,024: below,
-    the prefix's Fisher information, taken at the anchor point, is off by 5-17 % and the
-    exact fit is cheap) and a prefix fit that fails take the exact fit.
+    "The prefix in Laplace form"): with an anchor, the near anchor's rows enter the fit as
+    their loss's second-order expansion at their MAP under the fit's levels (the near
+    anchor's fit, or its wide fit: kept with it; on a wide design, P > ``DENSE_MAX_SIZE``,
+    its Hessian in block-arrowhead form), so Newton passes over the rows since the near
+    anchor only (and over the near-anchor rows of the wide cards with fewer than
+    ``WIDE_EXACT_ROWS`` of them, ``LogisticLaplaceHead.fit_prefix``), its first steps with
+    the near anchor's factored F at the same levels. Fits below ``prefix_min_rows`` rows
+    (1,024: below, the Fisher information, taken at the near anchor's point, is off by
+    several per cent and the exact fit is cheap) and a prefix fit that fails take the
+    exact fit.
     """
 
     def __init__(
