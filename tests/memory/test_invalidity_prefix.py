@@ -1,12 +1,12 @@
 """``invalidity_fit: laplace_prefix`` (memory-model.md "The prefix in Laplace form"): the rows
-before the anchor enter the invalidity fit as their loss's second-order expansion at the
-anchor MAP.
+before the near anchor enter the invalidity fit as their loss's second-order expansion at the
+near anchor's MAP under the fit's levels.
 
 Ground truth is the exact fit on the same rows (``invalidity_fit: exact``), on ledgers not
 shaped like the model: the invalid rate is a step and a square in correlated contexts, not
 a logistic-linear function; a harmful card (the wide shift level), a protective one, a rare
-one, one arriving at mid-run and one arriving after the anchor. Every fit is made where the
-expansion is oldest (one row short of the next anchor).
+one, one arriving at mid-run and one arriving late. Every fit is made where the expansion is
+oldest (one row short of the next near anchor).
 """
 
 from __future__ import annotations
@@ -21,7 +21,16 @@ from gigaevo.memory.v2.causal import DesignSpace, LogisticLaplaceHead
 from gigaevo.memory.v2.causal.chance import acceptance_probabilities
 from gigaevo.memory.v2.causal.invalidity import ShiftLevels, card_shift_levels
 from gigaevo.memory.v2.causal.suffstats import RowTerms
-from gigaevo.memory.v2.read.headrows import ANCHOR_STEP, InvalidityFitter, RowTable, anchor_size
+from gigaevo.memory.v2.read.headrows import (
+    ANCHOR_STEP,
+    NEAR_MIN,
+    NEAR_STEP,
+    WIDE_EXACT_ROWS,
+    InvalidityFitter,
+    RowTable,
+    anchor_size,
+    near_size,
+)
 from gigaevo.memory.v2.read.heads import HeadFitter
 
 C = 4
@@ -93,9 +102,10 @@ def _ledger(n: int, seed: int, cards: tuple[str, ...] = CARDS, many_from: float 
 
 
 def _oldest(target: int) -> int:
-    """The row count one short of the anchor after ``anchor_size(target)``."""
+    """The row count one short of the near anchor (or anchor) after ``near_size(target)``."""
     k = anchor_size(target)
-    return k + max(1, k // ANCHOR_STEP) - 1
+    step = max(NEAR_MIN, k // NEAR_STEP)
+    return min(near_size(target) + step, k + max(1, k // ANCHOR_STEP)) - 1
 
 
 def _fits(
@@ -205,35 +215,43 @@ def test_the_prefix_fit_matches_the_exact_fit_within_a_small_share_of_a_posterio
         f"n={_oldest(target)}: max |dmean|/sd {worst[0]:.2g}, var {worst[1]:.2g}, "
         f"P_acc {worst[2]:.2g}, corr {worst[3]:.2g}, level flips {flipped}/{len(seeds)}"
     )
-    assert widened  # the harmful card's wide level (its rows fitted exactly) is exercised
+    assert widened  # the harmful card's wide level is exercised
     assert flipped <= max(1, len(seeds) // 5)
-    assert worst[0] <= 0.05, worst
-    assert worst[1] <= 0.05, worst  # the Fisher information at the anchor point
-    assert worst[2] <= 0.01, worst
+    # measured (session 14, near anchors): at 1,106 rows 0.0091 sd, 3.9 %, 3.0e-4; from
+    # 2,011 rows 0.0021 sd, 2.4 %, 7.1e-5 (the Fisher information at the near anchor's point)
+    early = target < 2000
+    assert worst[0] <= (0.015 if early else 0.005), worst
+    assert worst[1] <= (0.05 if early else 0.03), worst
+    assert worst[2] <= (1e-3 if early else 2e-4), worst
 
 
-@pytest.mark.parametrize("many_from", [0.0, 0.97])
+@pytest.mark.parametrize("many_from", [0.0, 0.99])
 def test_the_block_form_is_the_dense_form_of_the_same_expansion(
     many_from: float, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """On a wide design (P = 169) the prefix's Hessian is kept, mapped and merged in block
     form; with the dense path forced (``DENSE_MAX_SIZE`` raised) the same objective is
-    built densely: the same MAP, variances and evidence to rounding. ``many_from`` 0.97:
-    the anchor's design is dense (10 cards) and the fit's wide (the 30 others arrive after
-    the anchor: the dense expansion split into blocks)."""
+    built densely: the same MAP, variances and evidence to rounding. ``many_from`` 0.99:
+    the near anchor's design is dense (10 cards) and the fit's wide (the 30 others arrive
+    after the near anchor: the dense expansion split into blocks)."""
     from gigaevo.memory.v2.causal import arrowhead
     from gigaevo.memory.v2.read import headrows
 
     sizes = (arrowhead.DENSE_MAX_SIZE, 10**6)
     for seed in range(3):
         table = _ledger(_oldest(1100), seed=40 + seed, cards=WIDE, many_from=many_from)
-        heads = []
+        heads, odds = [], []
+        column = WIDE_SPACE.lineage_slice("w03").start  # retirement's other level
         for dense_max in sizes:
             monkeypatch.setattr(arrowhead, "DENSE_MAX_SIZE", dense_max)
             monkeypatch.setattr(headrows, "DENSE_MAX_SIZE", dense_max)
             fitter = InvalidityFitter(True, False, shift_levels=_levels, method="laplace_prefix")
             heads.append(fitter.fit(table, WIDE_SPACE, ALIAS, _prior))
             assert fitter.prefix_fits == 1
+            near = fitter._near
+            assert near is not None and (near.own.size <= 64) == (many_from > 0.0)
+            # the other level's expansion is made on demand, in the form of its setting
+            odds.append(heads[-1].with_level(column, True).log_evidence())
         block, dense = heads
         assert block.block_factor is not None and dense.coef_cov_ is not None
         assert len(block.wide_columns_)  # the wide-level refit (block minus a card's own)
@@ -241,8 +259,6 @@ def test_the_block_form_is_the_dense_form_of_the_same_expansion(
         np.testing.assert_allclose(block.coef_, dense.coef_, rtol=0, atol=1e-12)
         np.testing.assert_allclose(_variance(block), _variance(dense), rtol=1e-10)
         assert abs(block.log_evidence() - dense.log_evidence()) < 1e-8
-        column = WIDE_SPACE.lineage_slice("w03").start  # retirement's other level
-        odds = [h.with_level(column, True).log_evidence() for h in (block, dense)]
         assert abs(odds[0] - odds[1]) < 1e-8
 
 
@@ -318,6 +334,52 @@ def test_a_fresh_fitter_gives_the_same_bits_as_one_that_fitted_all_along(
         assert np.array_equal(last.coef_cov_, fresh.coef_cov_)
     assert np.array_equal(last.wide_columns_, fresh.wide_columns_)
     assert last.log_evidence() == fresh.log_evidence()
+
+
+def _first(rows: RowTable, n: int) -> RowTable:
+    """A new table of the first ``n`` rows of ``rows``."""
+    out = RowTable(PS, C)
+    for i in range(n):
+        key = rows.keys[rows.key[i]] if rows.key[i] >= 0 else None
+        part = rows.part[i] if key is not None else None
+        out.append(RowTerms(rows.shared[i], part, key, 0.0, 0.0), bool(rows.invalid[i]))
+    return out
+
+
+def test_a_prefix_fit_passes_over_the_rows_since_the_near_anchor_and_small_wide_cards() -> None:
+    """The rows fitted exactly are the rows since the near anchor and the near-anchor rows of
+    the wide cards with fewer than ``WIDE_EXACT_ROWS`` of them: a wide card with more (the
+    harmful one) enters through the expansion at the near anchor's MAP with it wide."""
+    n = _oldest(4000)
+    m = near_size(n)
+    table = _ledger(n, seed=21)
+    exact, prefix, _ = _fits(table)
+    wide = {CARDS[(c - PS) // C] for c in prefix.wide_columns_.tolist()}
+    assert HARMFUL in wide and np.array_equal(prefix.wide_columns_, exact.wide_columns_)
+    near_rows = {c: int(np.sum(table.key[:m] == table.keys.index(c))) for c in wide}
+    assert near_rows[HARMFUL] >= WIDE_EXACT_ROWS
+    small = sum(k for k in near_rows.values() if k < WIDE_EXACT_ROWS)
+    assert len(prefix._d) == n - m + small < n - m + near_rows[HARMFUL]
+
+
+def test_an_earlier_head_takes_its_other_level_at_its_own_near_anchor() -> None:
+    """Retirement may ask a head for a card's other level after the fitter has fitted again
+    on more rows (another near anchor): the answer is the one a fresh fitter on the head's
+    own rows gives, bit for bit."""
+    n = _oldest(1100)
+    table = _ledger(n + 40, seed=9)
+    fitter = InvalidityFitter(True, False, shift_levels=_levels, method="laplace_prefix")
+    head = fitter.fit(_first(table, n), SPACE, ALIAS, _prior)
+    fitter.fit(table, SPACE, ALIAS, _prior)  # a later near anchor
+    fresh = InvalidityFitter(True, False, shift_levels=_levels, method="laplace_prefix")
+    again = fresh.fit(_first(table, n), SPACE, ALIAS, _prior)
+    assert fitter.prefix_fits == 2 and fresh.prefix_fits == 1
+    for card in (PROTECTIVE, "c5", MID):
+        column = SPACE.lineage_slice(card).start
+        wide = bool(np.isin(column, head.wide_columns_))
+        late, fresh_level = head.with_level(column, not wide), again.with_level(column, not wide)
+        assert np.array_equal(late.coef_, fresh_level.coef_)
+        assert late.log_evidence() == fresh_level.log_evidence()
 
 
 def test_a_wide_design_below_the_prefix_minimum_takes_the_exact_fit() -> None:

@@ -182,13 +182,14 @@ class PosteriorSettings:
             valued as if it left the rate alone (p_1 - p_0 = +0.008; a flat Beta-binomial
             says +0.21) and kept being delivered (memory-model.md "Card shift levels").
         invalidity_fit: ``exact`` (every fit passes over all the invalidity head's rows) or
-            ``laplace_prefix`` (the rows before the latest anchor enter as their loss's
-            second-order expansion at the anchor MAP: a fit passes over the rows since,
-            memory-model.md "The prefix in Laplace form"; an approximation, off by default).
+            ``laplace_prefix`` (the rows before the near anchor enter as their loss's
+            second-order expansion at its MAP under the fit's levels: a fit passes over the
+            rows since and the rows of small wide cards, memory-model.md "The prefix in
+            Laplace form"; an approximation, off by default).
         invalidity_prefix_min_rows: with ``laplace_prefix``, the fits on fewer rows are
             exact (>= 256, the first anchor): below ~1,000 rows the problem's own invalid
-            logit still moves enough between anchors to put the variances off by 5-17 %,
-            and the exact fit is cheap there.
+            logit still moves enough between near anchors to put the variances off by
+            several per cent (3.9 % at 1,106 rows), and the exact fit is cheap there.
     """
 
     baseline_prior_sd: float = 0.75

@@ -145,8 +145,14 @@ class PrefixRows(Protocol):
     ) -> tuple[np.ndarray | BlockDesign, np.ndarray, Quadratic]:
         """(design of the rows fitted exactly: dense, or a ``BlockDesign`` on a wide design
         with the quadratic's Hessian in block form; their 0/1 indicators; the quadratic of
-        the other rows) with the lineage blocks ``exact`` at the wide level (their rows
-        fitted exactly) and the others at the narrow one."""
+        the other rows) with the lineage blocks ``exact`` at the wide level and the others
+        at the narrow one."""
+        ...
+
+    def chord(self, exact: frozenset[int]) -> Chord | None:
+        """The factored F of the other rows' own fit at the same levels (its MAP is the
+        quadratic's point) and its columns' places in the fit: the first Newton steps' F
+        (None: none; ``terms`` of the same levels is asked first)."""
         ...
 
 
@@ -323,24 +329,25 @@ class LogisticLaplaceHead:
     def fit_prefix(
         self, rows: PrefixRows, start: np.ndarray, exact: frozenset[int] = frozenset()
     ) -> LogisticLaplaceHead:
-        """Fit with the rows before an anchor in Laplace form (``invalidity_fit:
+        """Fit with the rows before the near anchor in Laplace form (``invalidity_fit:
         laplace_prefix``; memory-model.md "The prefix in Laplace form").
 
         J(gamma) = prior + Q(gamma) + the logistic loss of the rows fitted exactly, Q the
-        second-order expansion of the other rows' loss at the anchor rows' MAP under the
-        same shift levels. Newton steps from ``start`` pass over the rows fitted exactly
-        only; the Laplace precision is diag(1/v) + Q's Hessian + their Fisher information,
-        the log evidence takes Q's value. ``exact``: the lineage blocks at the wide level
-        (``rows.terms`` fits all their rows exactly); the wide-level refit and
-        ``with_level`` ask for the blocks of their own levels. On a wide design the rows come
-        as a ``BlockDesign`` and Q's Hessian in block form, merged into their block Gram
-        before the arrowhead is factored.
+        second-order expansion of the other rows' loss at their own MAP under the same shift
+        levels. Newton steps from ``start`` (the first with ``rows.chord``'s F) pass over the
+        rows fitted exactly only; the Laplace precision is diag(1/v) + Q's Hessian + their
+        Fisher information, the log evidence takes Q's value. ``exact``: the lineage blocks
+        at the wide level (``rows.terms`` expands at the MAP with them wide); the wide-level
+        refit and ``with_level`` ask for the blocks of their own levels. On a wide design
+        the rows come as a ``BlockDesign`` and Q's Hessian in block form, merged into their
+        block Gram before the arrowhead is factored.
         """
         self._mu = np.asarray(self.prior_mean, dtype=float)
         self._v = np.asarray(self.prior_variance, dtype=float)
         self._prefix = rows
         self._load(exact)
-        gamma = self._newton(np.asarray(start, dtype=float).copy())
+        chord = self._mapped(rows.chord(exact))
+        gamma = self._newton(np.asarray(start, dtype=float).copy(), chord)
         self._finish(gamma)
         self.wide_columns_ = np.zeros(0, dtype=int)
         if self.ok_ and self.shift_levels is not None:
@@ -372,8 +379,8 @@ class LogisticLaplaceHead:
 
     def expansion(self) -> Quadratic:
         """The rows' loss to second order at the MAP (the prior not included): its value,
-        gradient X'(p - d) and Fisher information X'WX, as the fit computed them (the anchor
-        of a ``laplace_prefix`` fit; in block form on a ``BlockDesign``)."""
+        gradient X'(p - d) and Fisher information X'WX, as the fit computed them (the near
+        anchor of a ``laplace_prefix`` fit; in block form on a ``BlockDesign``)."""
         self._require_ok()
         _, value, grad = self._likelihood(self.coef_)
         hess = self._gram_at(self.coef_)  # X'WX at the MAP: kept by the fit (no pass)
@@ -413,14 +420,16 @@ class LogisticLaplaceHead:
             # start where the prefix rows' own MAP moved when these cards went wide (the
             # expansion points of the two level sets): Newton then takes the few steps it
             # takes from a nearby start, not a long walk of the wide cards' shifts; a
-            # function of rows, anchor and levels, the same MAP to the gradient target
+            # function of rows, near anchor and levels, the same MAP to the gradient target
             start += self._quad.point - narrow
         elif self._wide_move is not None:
             move = self._wide_move(wide)
             if move is not None:
                 start = self._moved_start(start, move)
         chord = None
-        if self._prefix is None and self._wide_chord is not None:
+        if self._prefix is not None:
+            chord = self._mapped(self._prefix.chord(self._exact))
+        elif self._wide_chord is not None:
             chord = self._mapped(self._wide_chord(wide))
         self._finish(self._newton(start, chord))
         self.wide_columns_ = wide

@@ -27,7 +27,6 @@ with the same contrasts, as the batch design did.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from collections import Counter
@@ -85,15 +84,22 @@ class RowTable:
         self.n += 1
 
     def design(
-        self, block_of: dict[str, int], n_lineages: int, rows: int | None = None
+        self,
+        block_of: dict[str, int],
+        n_lineages: int,
+        rows: int | None = None,
+        start: int = 0,
+        index: np.ndarray | None = None,
     ) -> BlockDesign:
-        """The first ``rows`` (all) rows as a ``BlockDesign`` (block key -> lineage position)."""
+        """Rows ``start`` to ``rows`` (all), or the rows ``index``, as a ``BlockDesign`` (block
+        key -> lineage position)."""
         n = self.n if rows is None else rows
+        sel: slice | np.ndarray = slice(start, n) if index is None else index
         to_block = np.array([block_of.get(k, -1) for k in self.keys] + [-1], dtype=int)
-        block = to_block[self.key[:n]]  # key -1 reads the trailing -1
-        part = self.part[:n]
+        block = to_block[self.key[sel]]  # key -1 reads the trailing -1
+        part = self.part[sel]
         block[~np.any(part != 0.0, axis=1)] = -1  # as BlockDesign.from_dense
-        return BlockDesign(self.shared[:n], block, part, n_lineages, self.products[:n])
+        return BlockDesign(self.shared[sel], block, part, n_lineages, self.products[sel])
 
 
 @dataclass
@@ -307,6 +313,7 @@ def anchor_size(n: int) -> int:
     return size
 
 
+WIDE_EXACT_ROWS = 256  # laplace_prefix: a wide card with fewer near-anchor rows is fitted exactly
 NEAR_STEP = 256  # near anchors every 1/256 of the anchor's rows past it ...
 NEAR_MIN = 16  # ... and at least this many rows apart
 
@@ -352,13 +359,16 @@ class InvalidityFitter:
     Newton steps' F of the fit (``LogisticLaplaceHead.fit``'s ``chord``).
 
     ``method="laplace_prefix"`` (``memory.posterior_config.invalidity_fit``; memory-model.md
-    "The prefix in Laplace form"): with an anchor, the anchor's rows enter the fit as their
-    loss's second-order expansion at the anchor MAP (kept with the anchor; on a wide design,
-    P > ``DENSE_MAX_SIZE``, its Hessian in block-arrowhead form), so Newton passes over the
-    rows since the anchor only (and over the rows of the cards whose level changed,
-    ``LogisticLaplaceHead.fit_prefix``). Fits below ``prefix_min_rows`` rows (1,024: below,
-    the prefix's Fisher information, taken at the anchor point, is off by 5-17 % and the
-    exact fit is cheap) and a prefix fit that fails take the exact fit.
+    "The prefix in Laplace form"): with an anchor, the near anchor's rows enter the fit as
+    their loss's second-order expansion at their MAP under the fit's levels (the near
+    anchor's fit, or its wide fit: kept with it; on a wide design, P > ``DENSE_MAX_SIZE``,
+    its Hessian in block-arrowhead form), so Newton passes over the rows since the near
+    anchor only (and over the near-anchor rows of the wide cards with fewer than
+    ``WIDE_EXACT_ROWS`` of them, ``LogisticLaplaceHead.fit_prefix``), its first steps with
+    the near anchor's factored F at the same levels. Fits below ``prefix_min_rows`` rows
+    (1,024: below, the Fisher information, taken at the near anchor's point, is off by
+    several per cent and the exact fit is cheap) and a prefix fit that fails take the
+    exact fit.
     """
 
     def __init__(
@@ -383,8 +393,6 @@ class InvalidityFitter:
         self._near: _Near | None = None
         # per anchor kind: (anchor space, fit space, their lineage columns): see ``_columns``
         self._mapped: dict[str, tuple[DesignSpace, DesignSpace, np.ndarray, np.ndarray]] = {}
-        # laplace_prefix: the anchor rows' expansions (``_Expansions``)
-        self._expansion: _Expansions | None = None
         self.anchors = 0  # anchor fits so far
         self.near_anchors = 0  # near-anchor fits so far
         self.prefix_fits = 0  # fits made with the prefix in Laplace form
@@ -406,9 +414,9 @@ class InvalidityFitter:
             and start is not None
             and table.n >= self.prefix_min_rows
         ):
-            rows = self._prefix(table, space, block_of, start, levels)
+            rows = self._prefix(table, space, alias, prior, block_of, levels)
             if rows is not None:
-                prefixed = LogisticLaplaceHead(mu, var, layout, levels).fit_prefix(rows, start)
+                prefixed = LogisticLaplaceHead(mu, var, layout, levels).fit_prefix(rows, rows.point)
                 if prefixed.ok_:
                     self.prefix_fits += 1
                     return prefixed
@@ -436,50 +444,111 @@ class InvalidityFitter:
         )
 
     def _wide_move(
-        self, space: DesignSpace, wide_variance: float, wide: np.ndarray, slot: str = "anchor"
+        self,
+        space: DesignSpace,
+        wide_variance: float,
+        wide: np.ndarray,
+        slot: str = "anchor",
+        state: _AnchorState | None = None,
     ) -> np.ndarray | None:
         """How far the anchor rows' MAP moves when the shift columns ``wide`` (of ``space``)
         go wide, in ``space``'s columns (None: none of them is an anchor card's, or the
         anchor rows' fit at those levels failed). The anchor rows' fit at each set of wide
         anchor blocks is Newton from the anchor MAP, made once and kept with the anchor: a
-        function of the anchor's rows and the levels."""
-        assert self._anchor is not None and self._anchor_rows is not None
-        _, own, gamma = self._anchor
+        function of the anchor's rows and the levels. ``state``: that anchor (the current
+        one when None)."""
+        if state is None:
+            state = self._anchor_state()
+        (_, own, gamma), (x, d, mu, var), wide_maps = state
         key = self._own_key(own, space, wide, slot)
         if not key:
             return None
-        if key not in self._wide_maps:
-            x, d, mu, var = self._anchor_rows
+        if key not in wide_maps:
             var = var.copy()
             var[sorted(key)] = wide_variance
             head = LogisticLaplaceHead(mu, var, (own.shared_size, own.n_context))
             head.fit(x, d, start=gamma)
-            self._wide_maps[key] = head.coef_ - gamma if head.ok_ else None
-        moved = self._wide_maps[key]
+            wide_maps[key] = head.coef_ - gamma if head.ok_ else None
+        moved = wide_maps[key]
         if moved is None:
             return None
         return self._carried(moved, own, space, np.zeros(space.size), slot)
+
+    def _anchor_state(self) -> _AnchorState:
+        """The current anchor: (key, own space, MAP), its rows, its rows' wide moves."""
+        assert self._anchor is not None and self._anchor_rows is not None
+        return self._anchor, self._anchor_rows, self._wide_maps
 
     def _prefix(
         self,
         table: RowTable,
         space: DesignSpace,
+        alias: dict[str, str],
+        prior: Prior,
         block_of: dict[str, int],
-        start: np.ndarray,
         levels: ShiftLevels | None,
     ) -> _PrefixRows | None:
-        """The rows of a ``laplace_prefix`` fit (None: no expansion of this anchor)."""
-        kept, anchor = self._expansion, self._anchor
-        if kept is None or anchor is None or kept.key != anchor[0]:
+        """The rows of a ``laplace_prefix`` fit: the near anchor's rows in Laplace form at its
+        MAP under the fit's levels, the rows since fitted exactly (None: the near anchor's
+        fit failed)."""
+        near = self._near_anchor(table, space, alias, prior)
+        if near.coef is None or near.expansion is None:
             return None
-        own = anchor[1]
-        target, _ = self._columns(own, space, "anchor")
+        own = near.own
+        target, _ = self._columns(own, space, "near")
         ps = space.shared_size
-        columns = np.r_[np.arange(ps), target]  # anchor column j -> fit column columns[j]
-        blocks = (target[:: space.n_context] - ps) // space.n_context  # anchor -> fit block
-        k = anchor_size(table.n)
+        columns = np.r_[np.arange(ps), target]  # near column j -> fit column columns[j]
+        blocks = (target[:: space.n_context] - ps) // space.n_context  # near -> fit block
+        point = self._carried(near.coef, own, space, prior(space)[0], "near")
         wide = None if levels is None else levels.wide_variance
-        return _PrefixRows(table, space, own, block_of, k, start, columns, blocks, kept, wide)
+        level = functools.partial(self._near_level, near, wide)
+        factor = functools.partial(self._near_factor, near)
+        return _PrefixRows(table, space, own, block_of, len(near.rows[1]), point, columns, blocks,
+                           level, factor)  # fmt: skip
+
+    def _near_factor(self, near: _Near, blocks: frozenset[int]) -> Precision | None:
+        """The near anchor ``near``'s factored F at its MAP with its lineage ``blocks`` wide
+        (made with ``_near_level``'s expansion; None: none)."""
+        if not blocks:
+            return near.precision
+        own = near.own
+        return near.wide_chords.get(frozenset(own.shared_size + j * own.n_context for j in blocks))
+
+    def _near_level(
+        self, near: _Near, wide_variance: float | None, blocks: frozenset[int]
+    ) -> tuple[Quadratic, np.ndarray] | None:
+        """(the near anchor ``near``'s rows' loss to second order at their MAP with its lineage
+        ``blocks`` (of its own space) at the wide level, without the rows of the wide blocks
+        with fewer than ``WIDE_EXACT_ROWS`` near-anchor rows; those rows, which the fit takes
+        exactly) (None: that fit failed). ``near`` is bound when the fit is made: a head's
+        ``with_level`` asked later, after the fitter moved on to another near anchor, still
+        expands at its own."""
+        kept = near.levels.get(blocks)
+        if kept is not None or blocks in near.levels:
+            return kept
+        if not blocks:
+            quad = near.expansion
+        else:
+            assert wide_variance is not None
+            own = near.own
+            key = frozenset(own.shared_size + j * own.n_context for j in blocks)
+            quad = None
+            if self._near_wide(key, wide_variance, near) is not None:
+                quad = near.wide_expansions[key]
+        if quad is None:
+            near.levels[blocks] = None
+            return None
+        lineage = near.lineage
+        counts = np.bincount(lineage[lineage >= 0], minlength=len(near.own.lineages))
+        small = [j for j in sorted(blocks) if counts[j] < WIDE_EXACT_ROWS]
+        rows = np.flatnonzero(np.isin(lineage, small))
+        x, d = near.rows[0], near.rows[1]
+        for j in small:  # that block's own rows at the same point, taken out
+            mine = np.flatnonzero(lineage == j)
+            part = x.take(mine) if isinstance(x, BlockDesign) else x[mine]
+            quad = quad.minus(Quadratic.of_rows(part, d[mine], quad.point))
+        near.levels[blocks] = (quad, rows)
+        return quad, rows
 
     def _start(
         self, table: RowTable, space: DesignSpace, alias: dict[str, str], prior: Prior
@@ -499,8 +568,6 @@ class InvalidityFitter:
                 return None
             self._anchor = (key, own, anchor.coef_)
             self._anchor_rows = (x, table.invalid[:k].copy(), mu, var)
-            if self.method == "laplace_prefix":
-                self._expansion = _Expansions(key, anchor.expansion(), (mu, var), own.shared_size)
         _, own, gamma = self._anchor
         return self._carried(gamma, own, space, prior(space)[0], "anchor")
 
@@ -566,10 +633,24 @@ class InvalidityFitter:
         run starts every fit where the uninterrupted one did. With the start comes the near
         anchor's factored F at its MAP and its columns' places in the fit, the first Newton
         steps' F (a ``Chord``): the fit then factors F at its own MAP only."""
+        if near_size(table.n) == anchor_size(table.n):
+            return None
+        near = self._near_anchor(table, space, alias, prior)
+        if near.coef is None or near.precision is None:
+            return None
+        start = self._carried(near.coef, near.own, space, prior(space)[0], "near")
+        target, _ = self._columns(near.own, space, "near")
+        return start, (near.precision, np.r_[np.arange(space.shared_size), target])
+
+    def _near_anchor(
+        self, table: RowTable, space: DesignSpace, alias: dict[str, str], prior: Prior
+    ) -> _Near:
+        """The near anchor on the first ``near_size(n)`` rows (fitted now unless kept): Newton
+        from the anchor's MAP mapped into its own space (the anchor's own rows when they are
+        the same rows). With ``laplace_prefix`` its rows' loss to second order at its MAP comes
+        with it (the fit's kept likelihood and X'WX: no pass)."""
         assert self._anchor is not None
         m = near_size(table.n)
-        if m == anchor_size(table.n):
-            return None
         key = _rows_key(table, space, alias, m)
         if self._near is None or self._near.key != key:
             own, x, mu, var = self._own_rows(table, key, prior)
@@ -580,13 +661,12 @@ class InvalidityFitter:
             head.fit(x, d, start=start)
             self.near_anchors += 1
             coef, precision = (head.coef_, head.precision) if head.ok_ else (None, None)
-            self._near = _Near(key, own, coef, (x, d, mu, var), precision)
-        near = self._near
-        if near.coef is None or near.precision is None:
-            return None
-        start = self._carried(near.coef, near.own, space, prior(space)[0], "near")
-        target, _ = self._columns(near.own, space, "near")
-        return start, (near.precision, np.r_[np.arange(space.shared_size), target])
+            self._near = _Near(key, own, coef, (x, d, mu, var), precision, self._anchor_state())
+            if head.ok_ and self.method == "laplace_prefix":
+                self._near.expansion = head.expansion()
+                block_of = {name: own.lineage_position(lin) for name, lin in key[2]}
+                self._near.lineage = table.design(block_of, len(own.lineages), m).lineage
+        return self._near
 
     def _near_chord(
         self, space: DesignSpace, wide_variance: float, wide: np.ndarray
@@ -627,13 +707,29 @@ class InvalidityFitter:
         key = self._own_key(own, space, wide, "near")
         if not key:
             return None
+        moved = self._near_wide(key, wide_variance)
+        if moved is None:
+            return None
+        return self._carried(moved, own, space, np.zeros(space.size), "near")
+
+    def _near_wide(
+        self, key: frozenset[int], wide_variance: float, near: _Near | None = None
+    ) -> np.ndarray | None:
+        """The near anchor rows' MAP's move when the columns ``key`` of its own space go wide
+        (None: that fit failed): Newton from its MAP moved by its anchor rows' own move, made
+        once per near anchor and set of wide columns and kept with it (with its factored F,
+        and with ``laplace_prefix`` its rows' loss to second order there). ``near``: that near
+        anchor (the current one when None)."""
+        near = self._near if near is None else near
+        assert near is not None and near.coef is not None
+        own = near.own
         if key not in near.wide_maps:
             x, d, mu, var = near.rows
             var = var.copy()
             var[sorted(key)] = wide_variance
             start = near.coef.copy()
             wide_own = np.array(sorted(key), dtype=int)
-            moved = self._wide_move(own, wide_variance, wide_own, "anchor->near")
+            moved = self._wide_move(own, wide_variance, wide_own, "anchor->near", near.anchor)
             if moved is not None and np.all(np.isfinite(start + moved)):
                 start = start + moved
             head = LogisticLaplaceHead(mu, var, (own.shared_size, own.n_context))
@@ -641,15 +737,18 @@ class InvalidityFitter:
             near.wide_maps[key] = head.coef_ - near.coef if head.ok_ else None
             if head.ok_:
                 near.wide_chords[key] = head.precision
-        moved = near.wide_maps[key]
-        if moved is None:
-            return None
-        return self._carried(moved, own, space, np.zeros(space.size), "near")
+                if self.method == "laplace_prefix":
+                    near.wide_expansions[key] = head.expansion()
+        return near.wide_maps[key]
 
 
 INVALIDITY_FITS = ("exact", "laplace_prefix")
 # an anchor's design, 0/1 indicators and prior (mu, v), in the anchor's own space
 _AnchorRows = tuple[np.ndarray | BlockDesign, np.ndarray, np.ndarray, np.ndarray]
+# an anchor: (key, own space, MAP), its rows, its rows' MAP's move per set of wide columns
+_AnchorState = tuple[
+    tuple[object, DesignSpace, np.ndarray], _AnchorRows, dict[frozenset[int], np.ndarray | None]
+]
 
 
 @dataclass
@@ -664,27 +763,15 @@ class _Near:
     coef: np.ndarray | None
     rows: _AnchorRows
     precision: Precision | None  # its factored F at its MAP (None: the fit failed)
+    anchor: _AnchorState  # the anchor it was fitted from (its wide moves start its wide fits)
     wide_maps: dict[frozenset[int], np.ndarray | None] = field(default_factory=dict)
     wide_chords: dict[frozenset[int], Precision] = field(default_factory=dict)
-
-
-@dataclass
-class _Expansions:
-    """The anchor rows' loss to second order, kept with one anchor (``laplace_prefix``).
-
-    ``narrow``: at the anchor MAP (every card at the narrow level). ``levels``: at the MAP
-    of the same rows with the anchor blocks of the key at the wide level, made when first
-    asked (Newton from the narrow MAP; None when that fit fails). ``cards``: (wide blocks,
-    block) -> that block's own anchor rows at the same point. All in the anchor's space,
-    dense or in block form as the anchor's design (P > ``DENSE_MAX_SIZE``: block form).
-    """
-
-    key: object
-    narrow: Quadratic
-    prior: tuple[np.ndarray, np.ndarray]  # the anchor space's (mu, v), narrow level
-    shared_size: int
-    levels: dict[frozenset[int], Quadratic | None] = field(default_factory=dict)
-    cards: dict[tuple[frozenset[int], int], Quadratic] = field(default_factory=dict)
+    # ``laplace_prefix``: its rows' loss to second order at its MAP, and at each wide fit's
+    expansion: Quadratic | None = None
+    wide_expansions: dict[frozenset[int], Quadratic] = field(default_factory=dict)
+    lineage: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))  # per row
+    # per set of wide blocks: ``InvalidityFitter._near_level``'s expansion and exact rows
+    levels: dict[frozenset[int], tuple[Quadratic, np.ndarray] | None] = field(default_factory=dict)
 
 
 _Terms = tuple[np.ndarray | BlockDesign, np.ndarray, Quadratic]
@@ -693,17 +780,17 @@ _Terms = tuple[np.ndarray | BlockDesign, np.ndarray, Quadratic]
 class _PrefixRows:
     """``invalidity.PrefixRows`` of one ``laplace_prefix`` fit on the first ``table.n`` rows.
 
-    ``terms(wide)``, ``wide`` the lineage blocks at the wide level: the rows since the anchor
-    (``k`` rows) and every row of the wide blocks are fitted exactly; the anchor's other
-    rows are their loss's expansion at the MAP of the anchor rows under the same levels
-    (``_Expansions``: the anchor rows' expansion minus the wide blocks' own), mapped into the
-    fit's space: anchor column j -> ``columns[j]``; a fit column no anchor row touches gets
-    no curvature. A card's level moves the problem's own invalid logit too, so the point
-    must have the fit's levels. When the anchor rows' fit under those levels fails, every
-    row is fitted exactly. On a wide fit space (P > ``DENSE_MAX_SIZE``) the rows come as a
-    ``BlockDesign`` and the quadratic's Hessian as a ``BlockHessian`` (an anchor block j ->
-    fit block ``blocks[j]``). Everything here is a function of the rows and the anchor, so a
-    resumed run fits the same bits.
+    ``terms(wide)``, ``wide`` the lineage blocks at the wide level: the rows since the near
+    anchor (its ``m`` rows) are fitted exactly; the near anchor's rows are their loss's
+    expansion at their own MAP under the same levels (``level``: the near anchor's fit, or
+    its fit with its blocks among ``wide`` wide, kept with it), mapped into the fit's space:
+    near column j -> ``columns[j]``; a fit column no near-anchor row touches gets no
+    curvature. A card's level moves the problem's own invalid logit too, so the point must
+    have the fit's levels. When the near anchor rows' fit under those levels fails, every row
+    is fitted exactly. On a wide fit space (P > ``DENSE_MAX_SIZE``) the rows come as a
+    ``BlockDesign`` and the quadratic's Hessian as a ``BlockHessian`` (a near block j -> fit
+    block ``blocks[j]``). Everything here is a function of the rows, their cards' aliases and
+    the levels, so a resumed run fits the same bits.
     """
 
     def __init__(
@@ -712,115 +799,79 @@ class _PrefixRows:
         space: DesignSpace,
         own: DesignSpace,
         block_of: dict[str, int],
-        k: int,
+        m: int,
         point: np.ndarray,
         columns: np.ndarray,
         blocks: np.ndarray,
-        anchor: _Expansions,
-        wide_variance: float | None,
+        level: Callable[[frozenset[int]], tuple[Quadratic, np.ndarray] | None],
+        factor: Callable[[frozenset[int]], Precision | None],
     ) -> None:
-        self.design = table.design(block_of, len(space.lineages))  # its first table.n rows
-        self.invalid = table.invalid[: table.n]
-        self.k, self.size, self.point = k, space.size, point
-        self.columns, self.anchor, self.wide_variance = columns, anchor, wide_variance
+        self.table, self.block_of, self.lineages = table, block_of, len(space.lineages)
+        self.m, self.size, self.point = m, space.size, point
+        self.columns, self.level, self.factor = columns, level, factor
         self.width = space.n_context
-        self.blocks = blocks  # anchor block j -> fit block blocks[j]
-        # fit block -> anchor block, -1 for none ([-1] reads the trailing -1)
-        to_anchor = np.full(len(space.lineages) + 1, -1)
-        to_anchor[blocks] = np.arange(len(blocks))
-        self.to_anchor, self.anchor_space = to_anchor, own
+        self.blocks = blocks  # near block j -> fit block blocks[j]
+        # fit block -> near block, -1 for none ([-1] reads the trailing -1)
+        to_near = np.full(len(space.lineages) + 1, -1)
+        to_near[blocks] = np.arange(len(blocks))
+        self.to_near, self.near_space = to_near, own
         self._terms: dict[frozenset[int], _Terms] = {}
 
     def terms(self, exact: frozenset[int]) -> _Terms:
         kept = self._terms.get(exact)
         if kept is not None:
             return kept
-        lineage, k = self.design.lineage, self.k
-        own = frozenset(j for j in self.to_anchor[sorted(exact)].tolist() if j >= 0)
-        quad = self._level(own)
-        if quad is None:  # the anchor rows' fit at these levels failed: every row exactly
-            rows = np.arange(len(lineage))
+        table = self.table
+        own = frozenset(j for j in self.to_near[sorted(exact)].tolist() if j >= 0)
+        level = self.level(own)
+        if level is None:  # the near anchor rows' fit at these levels failed: every row exactly
             zero = Quadratic(self.point, 0.0, np.zeros(self.size), self._empty())
-            kept = self._terms[exact] = (self._rows(rows), self.invalid[rows], zero)
+            design = table.design(self.block_of, self.lineages)
+            kept = self._terms[exact] = (self._form(design), table.invalid[: table.n], zero)
             return kept
-        asked = np.array(sorted(exact), dtype=int)
-        rows = np.r_[np.flatnonzero(np.isin(lineage[:k], asked)), np.arange(k, len(lineage))]
-        for block in sorted(own):
-            quad = quad.minus(self._card(own, block, quad.point))
+        quad, small = level
         point = self.point.copy()
         point[self.columns] = quad.point
         grad = np.zeros(self.size)
         grad[self.columns] = quad.grad
         mapped = Quadratic(point, quad.value, grad, self._mapped(quad.hess))
-        kept = self._terms[exact] = (self._rows(rows), self.invalid[rows], mapped)
+        rows = np.r_[small, np.arange(self.m, table.n)]
+        design = table.design(self.block_of, self.lineages, index=rows)
+        kept = (self._form(design), table.invalid[rows], mapped)
+        self._terms[exact] = kept
         return kept
 
+    def chord(self, exact: frozenset[int]) -> Chord | None:
+        """The near anchor rows' factored F at the quadratic's point (its MAP at these levels)
+        and its columns' places in the fit: the Newton steps' first F."""
+        own = frozenset(j for j in self.to_near[sorted(exact)].tolist() if j >= 0)
+        precision = self.factor(own)
+        return None if precision is None else (precision, self.columns)
+
     def _mapped(self, hess: np.ndarray | BlockHessian) -> np.ndarray | BlockHessian:
-        """An anchor-space Hessian in the fit's space and form (a fit column no anchor row
-        touches: no curvature)."""
-        if self.size <= DENSE_MAX_SIZE:  # then the anchor's design is dense too
+        """A near-anchor-space Hessian in the fit's space and form (a fit column no near-anchor
+        row touches: no curvature)."""
+        if self.size <= DENSE_MAX_SIZE:  # then the near anchor's design is dense too
             assert isinstance(hess, np.ndarray)
             out = np.zeros((self.size, self.size))
             out[np.ix_(self.columns, self.columns)] = hess
             return out
         if isinstance(hess, np.ndarray):
-            hess = BlockHessian.of_dense(hess, self.anchor_space.shared_size, self.width)
+            hess = BlockHessian.of_dense(hess, self.near_space.shared_size, self.width)
         return hess.mapped(self.blocks, self.size)
 
     def _empty(self) -> np.ndarray | BlockHessian:
         """A zero Hessian in the fit's form."""
         if self.size <= DENSE_MAX_SIZE:
             return np.zeros((self.size, self.size))
-        ps, c = self.anchor_space.shared_size, self.width
+        ps, c = self.near_space.shared_size, self.width
         none = np.zeros(0, dtype=int)
         return BlockHessian(np.zeros((ps, ps)), none, np.zeros((0, c, c)), np.zeros((0, c, ps)),
                             self.size)  # fmt: skip
 
-    def _rows(self, rows: np.ndarray) -> np.ndarray | BlockDesign:
-        """The design of ``rows`` in the fit's space: a ``BlockDesign`` when wide."""
-        part = self.design.take(rows)
-        return part if self.size > DENSE_MAX_SIZE else part.to_dense()
-
-    def _anchor_rows(self, rows: np.ndarray) -> np.ndarray | BlockDesign:
-        """The design of ``rows`` (anchor rows: their lineages are the anchor's) in the
-        anchor's space: a ``BlockDesign`` when wide."""
-        d = self.design.take(rows)
-        part = dataclasses.replace(
-            d, lineage=self.to_anchor[d.lineage], n_lineages=len(self.blocks)
-        )
-        return part if self.anchor_space.size > DENSE_MAX_SIZE else part.to_dense()
-
-    def _level(self, wide: frozenset[int]) -> Quadratic | None:
-        """The anchor rows' expansion at their MAP with the anchor blocks ``wide`` at the wide
-        level (kept with the anchor)."""
-        kept = self.anchor
-        if not wide:
-            return kept.narrow
-        if wide in kept.levels:
-            return kept.levels[wide]
-        assert self.wide_variance is not None
-        mu, var = kept.prior
-        var = var.copy()
-        var[[kept.shared_size + j * self.width for j in sorted(wide)]] = self.wide_variance
-        x = self._anchor_rows(np.arange(self.k))
-        layout = (kept.shared_size, self.width)
-        head = LogisticLaplaceHead(mu, var, layout).fit(
-            x, self.invalid[: self.k], start=kept.narrow.point
-        )
-        quad = head.expansion() if head.ok_ else None
-        kept.levels[wide] = quad
-        return quad
-
-    def _card(self, wide: frozenset[int], block: int, at: np.ndarray) -> Quadratic:
-        """The expansion of anchor block ``block``'s own anchor rows at ``at`` (the point of
-        the levels ``wide``), in the anchor's space (kept with the anchor)."""
-        kept = self.anchor.cards.get((wide, block))
-        if kept is not None:
-            return kept
-        rows = np.flatnonzero(self.design.lineage[: self.k] == self.blocks[block])
-        card = Quadratic.of_rows(self._anchor_rows(rows), self.invalid[rows], at)
-        self.anchor.cards[(wide, block)] = card
-        return card
+    def _form(self, design: BlockDesign) -> np.ndarray | BlockDesign:
+        """``design`` in the fit's form: a ``BlockDesign`` when wide, else dense."""
+        return design if self.size > DENSE_MAX_SIZE else design.to_dense()
 
 
 def _rows_key(
