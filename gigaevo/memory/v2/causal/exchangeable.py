@@ -260,10 +260,14 @@ def _draw_gains(
             keep[up] = ~in_both | (rng.random(len(up)) < 0.5)
         w = cards.gain(world[rows], xi_i, xi_l)
         keep &= (w > a) & (w <= b)
-        keep_of = keep.reshape(-1, PROPOSALS)
-        got = keep_of.any(axis=1)
-        pick = np.argmax(keep_of, axis=1)
-        out[todo[got]] = w.reshape(-1, PROPOSALS)[got, pick[got]]
+        # a member's draw is its first kept candidate (columns walked from the last, so the
+        # first kept one is written last; no reduction along the short candidate axis)
+        keep_of, w_of = keep.reshape(-1, PROPOSALS), w.reshape(-1, PROPOSALS)
+        got, first_kept = keep_of[:, -1].copy(), w_of[:, -1]
+        for p in range(PROPOSALS - 2, -1, -1):
+            got |= keep_of[:, p]
+            first_kept = np.where(keep_of[:, p], w_of[:, p], first_kept)
+        out[todo[got]] = first_kept[got]
         todo = todo[~got]
     raise RuntimeError("exchangeable cards: the gain draws were rejected too often")
 
@@ -275,8 +279,17 @@ def _law(cards: ExchangeableCards, rows: np.ndarray) -> _Gain:
 
 
 def _tail(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """P(lo < xi <= hi) for a standard normal, accurate in both tails."""
-    return np.where(lo >= 0.0, ndtr(-lo) - ndtr(-hi), ndtr(hi) - ndtr(lo))
+    """P(lo < xi <= hi) for a standard normal, accurate in both tails (each interval's
+    form evaluated only where it is taken)."""
+    out = np.empty(np.broadcast_shapes(lo.shape, hi.shape))
+    lo, hi = np.broadcast_to(lo, out.shape), np.broadcast_to(hi, out.shape)
+    upper = lo >= 0.0
+    if np.any(upper):
+        out[upper] = ndtr(-lo[upper]) - ndtr(-hi[upper])
+    lower = ~upper
+    if np.any(lower):
+        out[lower] = ndtr(hi[lower]) - ndtr(lo[lower])
+    return out
 
 
 @dataclass(frozen=True)
@@ -346,13 +359,37 @@ def _level(
     q0: np.ndarray,
     bounds: tuple[float, float],
 ) -> np.ndarray:
-    """A level per world whose region holds about ``target`` of the members (bisection)."""
+    """A level per world whose region holds about ``target`` of the members (bisection).
+
+    Each step is ``_region_mass(grid, _heights(...)) > target`` with the same floats: what
+    does not move with the level (the cells with room, the worlds' q0 and invalidity
+    centres) is taken once, and ndtr(-b_i) is taken of every cell, then set to ndtr(-inf) = 0
+    where r_i >= 1 and ndtr(inf) = 1 where r_i <= 0 (``_heights``' infinite heights)."""
     lo, hi = bounds
-    low, high = lo - q0[active], hi - q0[active]
-    for _ in range(LEVEL_STEPS):
-        mid = 0.5 * (low + high)
-        big = _region_mass(grid, _heights(block, grid, active, mid, q0, lo)) > target
-        low, high = np.where(big, mid, low), np.where(big, high, mid)
+    q0a = q0[active]
+    low, high = lo - q0a, hi - q0a
+    room, mass = grid.room, grid.mass
+    flat = room <= 0.0  # cells without room: r = +-inf by the sign of num
+    any_flat = bool(np.any(flat))
+    centre, sd = block.centres[1][active, None], block.sds[1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for _ in range(LEVEL_STEPS):
+            mid = 0.5 * (low + high)
+            num = (mid - lo + q0a)[:, None]
+            r = num / room
+            if any_flat:
+                r[flat] = np.broadcast_to(np.where(num >= 0.0, np.inf, -np.inf), r.shape)[flat]
+            b = np.log(r)
+            b -= np.log1p(-r)
+            b += centre
+            b /= sd
+            np.negative(b, out=b)
+            tail = ndtr(b)
+            tail[r >= 1.0] = 0.0
+            tail[r <= 0.0] = 1.0
+            tail *= mass
+            big = np.sum(tail, axis=1) > target
+            low, high = np.where(big, mid, low), np.where(big, high, mid)
     return high
 
 
@@ -408,7 +445,9 @@ def _shell(
     m, k = len(world), pieces.shape[1]
     cum = np.cumsum(pieces, axis=1)[rows]
     pick = rng.random(m) * cum[:, -1]
-    cell = np.minimum(np.sum(pick[:, None] >= cum, axis=1), k - 1)
+    cell = np.zeros(m, dtype=int)  # how many cumulative masses pick reaches, column by column
+    for j in range(k - 1):  # (the last column's count is cut off by the min with k - 1)
+        cell += pick >= cum[:, j]
     at = rows * k + cell
     # zeta's law per (world, cell), then the members' draws from it (same values as per member)
     zeta = _TruncatedLaw(low.reshape(-1), high.reshape(-1)).draw(1.0 - rng.random(m), at)
