@@ -382,6 +382,7 @@ def test_level_and_tail_are_the_former_per_step_formulas_bit_for_bit() -> None:
         grid = full.take(active)
         room = grid.room.copy()
         room[::7, -3:] = 0.0  # cells without room (a valid value clipped at G-)
+        room[5, 0] = np.nan  # not a cell with room either (as ``room > 0`` reads it)
         grid = _Grid(grid.edges, grid.mass, room)
         for target in (24.0 / n, 0.3, 1.0):
             lo, hi = bounds

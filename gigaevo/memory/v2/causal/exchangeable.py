@@ -369,7 +369,7 @@ def _level(
     q0a = q0[active]
     low, high = lo - q0a, hi - q0a
     room, mass = grid.room, grid.mass
-    flat = room <= 0.0  # cells without room: r = +-inf by the sign of num
+    flat = ~(room > 0.0)  # cells without room: r = +-inf by the sign of num
     any_flat = bool(np.any(flat))
     centre, sd = block.centres[1][active, None], block.sds[1]
     with np.errstate(divide="ignore", invalid="ignore"):
