@@ -119,15 +119,24 @@ class ExchangeableCards:
         return out
 
 
-def _bivariate_cdf(x: np.ndarray, y: np.ndarray, rho: float) -> np.ndarray:
-    """P(X <= x, Y <= y) for standard normals of correlation rho (|rho| < 1), by Owen's T."""
+def _bivariate_cdf(
+    x: np.ndarray,
+    y: np.ndarray,
+    rho: float,
+    cdf: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
+    """P(X <= x, Y <= y) for standard normals of correlation rho (|rho| < 1), by Owen's T.
+
+    ``cdf``: (ndtr(x), ndtr(y)) when the caller has them (the same values: ndtr(-0.0) =
+    ndtr(0.0))."""
     r = np.sqrt(1.0 - rho * rho)
     x, y = np.asarray(x) + 0.0, np.asarray(y) + 0.0  # -0.0 -> 0.0: the formula's sign cases
     with np.errstate(divide="ignore", invalid="ignore"):
         ax = (y - rho * x) / (x * r)
         ay = (x - rho * y) / (y * r)
     half = np.where((x * y < 0) | ((x * y == 0) & (x + y < 0)), 0.5, 0.0)
-    out = 0.5 * ndtr(x) + 0.5 * ndtr(y) - owens_t(x, ax) - owens_t(y, ay) - half
+    cdf_x, cdf_y = (ndtr(x), ndtr(y)) if cdf is None else cdf
+    out = 0.5 * cdf_x + 0.5 * cdf_y - owens_t(x, ax) - owens_t(y, ay) - half
     both = (x == 0) & (y == 0)
     return np.where(both, 0.25 + np.arcsin(rho) / (2.0 * np.pi), out)
 
@@ -149,7 +158,8 @@ class _Gain:
         finite = np.isfinite(w)
         wf = np.where(finite, w, 0.0)
         h, k = wf / self.s_i, (wf - self.centre) / sigma
-        out = ndtr(-h) + ndtr(-k) - _bivariate_cdf(-h, -k, self.s_i / sigma)
+        cdf_h, cdf_k = ndtr(-h), ndtr(-k)
+        out = cdf_h + cdf_k - _bivariate_cdf(-h, -k, self.s_i / sigma, (cdf_h, cdf_k))
         return np.where(finite, np.clip(out, 0.0, 1.0), np.where(w > 0, 0.0, 1.0))
 
     def mass(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
