@@ -358,9 +358,10 @@ def test_truncated_law_kept_for_subsets_draws_the_per_member_values() -> None:
 def test_level_and_tail_are_the_former_per_step_formulas_bit_for_bit() -> None:
     """``_level``'s bisection takes what does not move with the level once and sets the
     tails of infinite heights directly; ``_tail`` evaluates each interval's form only where
-    it is taken: the same floats as the former ``_region_mass(grid, _heights(...))`` steps
-    and the two-sided ``np.where`` (cells without room, levels below and above every cell,
-    unbounded heights and tails included)."""
+    it is taken (reading the cdfs when given): the same floats as the former
+    ``_region_mass(grid, _heights(...))`` steps and the two-sided ``np.where`` (cells
+    without room, levels below and above every cell, unbounded heights and tails
+    included)."""
     from scipy.special import ndtr
 
     from gigaevo.memory.v2.causal.exchangeable import (
@@ -398,3 +399,4 @@ def test_level_and_tail_are_the_former_per_step_formulas_bit_for_bit() -> None:
             for a, b in ((heights, tp), (np.full_like(tp, -np.inf), tp)):
                 want = np.where(a >= 0.0, ndtr(-a) - ndtr(-b), ndtr(b) - ndtr(a))
                 assert np.array_equal(_tail(a, b), want, equal_nan=True)
+                assert np.array_equal(_tail(a, b, (ndtr(a), ndtr(b))), want, equal_nan=True)

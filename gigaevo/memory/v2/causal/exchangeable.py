@@ -288,9 +288,14 @@ def _law(cards: ExchangeableCards, rows: np.ndarray) -> _Gain:
     return _Gain(cards.sds[0], cards.sds[2], cards.centres[2][rows])
 
 
-def _tail(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def _tail(
+    lo: np.ndarray,
+    hi: np.ndarray,
+    cdf: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
     """P(lo < xi <= hi) for a standard normal, accurate in both tails (each interval's
-    form evaluated only where it is taken)."""
+    form evaluated only where it is taken; ``cdf``: (ndtr(lo), ndtr(hi)) when the caller
+    has them, read for the lower form)."""
     out = np.empty(np.broadcast_shapes(lo.shape, hi.shape))
     lo, hi = np.broadcast_to(lo, out.shape), np.broadcast_to(hi, out.shape)
     upper = lo >= 0.0
@@ -298,7 +303,11 @@ def _tail(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         out[upper] = ndtr(-lo[upper]) - ndtr(-hi[upper])
     lower = ~upper
     if np.any(lower):
-        out[lower] = ndtr(hi[lower]) - ndtr(lo[lower])
+        if cdf is None:
+            out[lower] = ndtr(hi[lower]) - ndtr(lo[lower])
+        else:
+            cdf_lo, cdf_hi = (np.broadcast_to(c, out.shape) for c in cdf)
+            out[lower] = cdf_hi[lower] - cdf_lo[lower]
     return out
 
 
@@ -487,6 +496,7 @@ def exchangeable_top_two(
     full = _Grid.build(cards, _law(cards, np.arange(s)), bounds)
     k = full.mass.shape[1]
     prev = np.full((s, k), np.inf)  # heights of the lower set not drawn yet
+    prev_cdf = np.ones((s, k))  # their ndtr (ndtr(inf) = 1), kept from the round that set them
     remaining = np.full(s, n)
     best = np.full((s, 2), -np.inf)
     active = np.arange(s)
@@ -495,7 +505,7 @@ def exchangeable_top_two(
     stopped = np.ones(s, dtype=bool)  # best two drawn above every member left
     floored = np.zeros(s, dtype=bool)  # every member left sits at the floor
     for r in range(ROUNDS + 1):
-        grid, tp = full.take(active), prev[active]
+        grid, tp, cdf_tp = full.take(active), prev[active], prev_cdf[active]
         if r == ROUNDS:
             heights = np.full_like(tp, -np.inf)
         else:
@@ -506,10 +516,11 @@ def exchangeable_top_two(
             lift = np.sum(np.where(grid.room > 0.0, grid.mass, 0.0), axis=1) <= target
             heights[lift] = np.where(grid.room[lift] > 0.0, -np.inf, np.inf)
             heights = np.minimum(heights, tp)
-        pieces = grid.mass * _tail(heights, tp)
+        cdf_h = ndtr(heights)
+        pieces = grid.mass * _tail(heights, tp, (cdf_h, cdf_tp))
         left = remaining[active]
-        below = np.sum(grid.mass * ndtr(tp), axis=1)
-        empty = np.sum(grid.mass * ndtr(heights), axis=1) <= 0.0  # none left below: draw all
+        below = np.sum(grid.mass * cdf_tp, axis=1)
+        empty = np.sum(grid.mass * cdf_h, axis=1) <= 0.0  # none left below: draw all
         share = np.divide(pieces.sum(axis=1), below, out=np.ones_like(below), where=below > 0)
         counts = rng.binomial(left, np.where(empty, 1.0, np.clip(share, 0.0, 1.0)))
         rows = np.repeat(np.arange(len(active)), counts)
@@ -522,7 +533,7 @@ def exchangeable_top_two(
         merged.sort(axis=1)
         best[active] = merged[:, :-3:-1]
         remaining[active] = left - counts
-        prev[active] = heights
+        prev[active], prev_cdf[active] = heights, cdf_h
         if r == ROUNDS:
             stopped[active] = False
             break
