@@ -353,3 +353,50 @@ def test_truncated_law_kept_for_subsets_draws_the_per_member_values() -> None:
     assert np.array_equal(law.draw(u, rows), want)
     assert np.array_equal(_TruncatedLaw(lo_m, h).draw(u), want)
     assert np.all((want > lo_m) & (want <= h))
+
+
+def test_level_and_tail_are_the_former_per_step_formulas_bit_for_bit() -> None:
+    """``_level``'s bisection takes what does not move with the level once and sets the
+    tails of infinite heights directly; ``_tail`` evaluates each interval's form only where
+    it is taken (reading the cdfs when given): the same floats as the former
+    ``_region_mass(grid, _heights(...))`` steps and the two-sided ``np.where`` (cells
+    without room, levels below and above every cell, unbounded heights and tails
+    included)."""
+    from scipy.special import ndtr
+
+    from gigaevo.memory.v2.causal.exchangeable import (
+        LEVEL_STEPS,
+        _Grid,
+        _heights,
+        _law,
+        _level,
+        _region_mass,
+        _tail,
+    )
+
+    rng = np.random.default_rng(11)
+    for regime, n in (("typical", 900), ("floor", 300), ("clipped", 5000), ("no-lineage", 64)):
+        cards, control, bounds = _block(512, n, regime, rng)
+        q0 = _q0(control, bounds)
+        full = _Grid.build(cards, _law(cards, np.arange(512)), bounds)
+        active = np.sort(rng.choice(512, 300, replace=False))
+        grid = full.take(active)
+        room = grid.room.copy()
+        room[::7, -3:] = 0.0  # cells without room (a valid value clipped at G-)
+        room[5, 0] = np.nan  # not a cell with room either (as ``room > 0`` reads it)
+        grid = _Grid(grid.edges, grid.mass, room)
+        for target in (24.0 / n, 0.3, 1.0):
+            lo, hi = bounds
+            low, high = lo - q0[active], hi - q0[active]
+            for _ in range(LEVEL_STEPS):  # the former bisection, step by step
+                mid = 0.5 * (low + high)
+                big = _region_mass(grid, _heights(cards, grid, active, mid, q0, lo)) > target
+                low, high = np.where(big, mid, low), np.where(big, high, mid)
+            assert np.array_equal(_level(cards, grid, active, target, q0, bounds), high)
+            heights = _heights(cards, grid, active, high, q0, lo)
+            tp = np.maximum(heights, rng.normal(0.5, 1.0, heights.shape))
+            tp[::5, ::2] = np.inf
+            for a, b in ((heights, tp), (np.full_like(tp, -np.inf), tp)):
+                want = np.where(a >= 0.0, ndtr(-a) - ndtr(-b), ndtr(b) - ndtr(a))
+                assert np.array_equal(_tail(a, b), want, equal_nan=True)
+                assert np.array_equal(_tail(a, b, (ndtr(a), ndtr(b))), want, equal_nan=True)

@@ -381,12 +381,15 @@ def test_pencil_moments_equal_the_projected_covariances() -> None:
 
 
 @pytest.mark.parametrize("shared_blocks", [False, True])
-def test_world_draws_share_one_card_layout_with_the_same_draws(shared_blocks: bool) -> None:
-    """``world_draws`` finds the rows' ``CardLayout`` once for every head: the same draws as
-    each head finding it itself (cards alone in their block, and cards sharing blocks)."""
+def test_world_draws_share_one_card_layout_with_the_same_draws(
+    shared_blocks: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``world_draws`` and ``world_latents`` find the rows' ``CardLayout`` once for every
+    head: the same draws as each head finding it itself (cards alone in their block, and
+    cards sharing blocks)."""
     from gigaevo.memory.v2.causal.policy import rng_stream
     from gigaevo.memory.v2.causal.projection import head_worlds
-    from gigaevo.memory.v2.causal.selection import world_draws
+    from gigaevo.memory.v2.causal.selection import world_draws, world_latents
 
     space = DesignSpace(4, tuple(f"L{i:02d}" for i in range(20)))
     imm, inv, _ = _heads(space, 2)
@@ -402,3 +405,13 @@ def test_world_draws_share_one_card_layout_with_the_same_draws(shared_blocks: bo
         want = head_worlds(head, z0, z1, 64, rng_stream("d-key", "worlds", i))
         for a, b in zip(drawn, want, strict=True):
             np.testing.assert_array_equal(a, b)
+    # ``world_latents`` (no exchangeable block) shares it as well, serial and threaded
+    from gigaevo.memory.v2.causal import selection
+
+    monkeypatch.setattr(selection, "THREADED_DRAWS", 0)  # thread even this small problem
+    for threads in (1, 2):
+        latents = world_latents("d-key", heads, z0, z1, 64, threads=threads)
+        for i, (head, drawn) in enumerate(zip(heads, latents, strict=True)):
+            want = head_latents(head, z0, z1, 64, rng_stream("d-key", "worlds", i))
+            for a, b in zip(drawn, want, strict=True):
+                np.testing.assert_array_equal(a, b)

@@ -119,15 +119,24 @@ class ExchangeableCards:
         return out
 
 
-def _bivariate_cdf(x: np.ndarray, y: np.ndarray, rho: float) -> np.ndarray:
-    """P(X <= x, Y <= y) for standard normals of correlation rho (|rho| < 1), by Owen's T."""
+def _bivariate_cdf(
+    x: np.ndarray,
+    y: np.ndarray,
+    rho: float,
+    cdf: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
+    """P(X <= x, Y <= y) for standard normals of correlation rho (|rho| < 1), by Owen's T.
+
+    ``cdf``: (ndtr(x), ndtr(y)) when the caller has them (the same values: ndtr(-0.0) =
+    ndtr(0.0))."""
     r = np.sqrt(1.0 - rho * rho)
     x, y = np.asarray(x) + 0.0, np.asarray(y) + 0.0  # -0.0 -> 0.0: the formula's sign cases
     with np.errstate(divide="ignore", invalid="ignore"):
         ax = (y - rho * x) / (x * r)
         ay = (x - rho * y) / (y * r)
     half = np.where((x * y < 0) | ((x * y == 0) & (x + y < 0)), 0.5, 0.0)
-    out = 0.5 * ndtr(x) + 0.5 * ndtr(y) - owens_t(x, ax) - owens_t(y, ay) - half
+    cdf_x, cdf_y = (ndtr(x), ndtr(y)) if cdf is None else cdf
+    out = 0.5 * cdf_x + 0.5 * cdf_y - owens_t(x, ax) - owens_t(y, ay) - half
     both = (x == 0) & (y == 0)
     return np.where(both, 0.25 + np.arcsin(rho) / (2.0 * np.pi), out)
 
@@ -149,7 +158,8 @@ class _Gain:
         finite = np.isfinite(w)
         wf = np.where(finite, w, 0.0)
         h, k = wf / self.s_i, (wf - self.centre) / sigma
-        out = ndtr(-h) + ndtr(-k) - _bivariate_cdf(-h, -k, self.s_i / sigma)
+        cdf_h, cdf_k = ndtr(-h), ndtr(-k)
+        out = cdf_h + cdf_k - _bivariate_cdf(-h, -k, self.s_i / sigma, (cdf_h, cdf_k))
         return np.where(finite, np.clip(out, 0.0, 1.0), np.where(w > 0, 0.0, 1.0))
 
     def mass(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -260,10 +270,14 @@ def _draw_gains(
             keep[up] = ~in_both | (rng.random(len(up)) < 0.5)
         w = cards.gain(world[rows], xi_i, xi_l)
         keep &= (w > a) & (w <= b)
-        keep_of = keep.reshape(-1, PROPOSALS)
-        got = keep_of.any(axis=1)
-        pick = np.argmax(keep_of, axis=1)
-        out[todo[got]] = w.reshape(-1, PROPOSALS)[got, pick[got]]
+        # a member's draw is its first kept candidate (columns walked from the last, so the
+        # first kept one is written last; no reduction along the short candidate axis)
+        keep_of, w_of = keep.reshape(-1, PROPOSALS), w.reshape(-1, PROPOSALS)
+        got, first_kept = keep_of[:, -1].copy(), w_of[:, -1]
+        for p in range(PROPOSALS - 2, -1, -1):
+            got |= keep_of[:, p]
+            first_kept = np.where(keep_of[:, p], w_of[:, p], first_kept)
+        out[todo[got]] = first_kept[got]
         todo = todo[~got]
     raise RuntimeError("exchangeable cards: the gain draws were rejected too often")
 
@@ -274,9 +288,27 @@ def _law(cards: ExchangeableCards, rows: np.ndarray) -> _Gain:
     return _Gain(cards.sds[0], cards.sds[2], cards.centres[2][rows])
 
 
-def _tail(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """P(lo < xi <= hi) for a standard normal, accurate in both tails."""
-    return np.where(lo >= 0.0, ndtr(-lo) - ndtr(-hi), ndtr(hi) - ndtr(lo))
+def _tail(
+    lo: np.ndarray,
+    hi: np.ndarray,
+    cdf: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
+    """P(lo < xi <= hi) for a standard normal, accurate in both tails (each interval's
+    form evaluated only where it is taken; ``cdf``: (ndtr(lo), ndtr(hi)) when the caller
+    has them, read for the lower form)."""
+    out = np.empty(np.broadcast_shapes(lo.shape, hi.shape))
+    lo, hi = np.broadcast_to(lo, out.shape), np.broadcast_to(hi, out.shape)
+    upper = lo >= 0.0
+    if np.any(upper):
+        out[upper] = ndtr(-lo[upper]) - ndtr(-hi[upper])
+    lower = ~upper
+    if np.any(lower):
+        if cdf is None:
+            out[lower] = ndtr(hi[lower]) - ndtr(lo[lower])
+        else:
+            cdf_lo, cdf_hi = (np.broadcast_to(c, out.shape) for c in cdf)
+            out[lower] = cdf_hi[lower] - cdf_lo[lower]
+    return out
 
 
 @dataclass(frozen=True)
@@ -346,13 +378,37 @@ def _level(
     q0: np.ndarray,
     bounds: tuple[float, float],
 ) -> np.ndarray:
-    """A level per world whose region holds about ``target`` of the members (bisection)."""
+    """A level per world whose region holds about ``target`` of the members (bisection).
+
+    Each step is ``_region_mass(grid, _heights(...)) > target`` with the same floats: what
+    does not move with the level (the cells with room, the worlds' q0 and invalidity
+    centres) is taken once, and ndtr(-b_i) is taken of every cell, then set to ndtr(-inf) = 0
+    where r_i >= 1 and ndtr(inf) = 1 where r_i <= 0 (``_heights``' infinite heights)."""
     lo, hi = bounds
-    low, high = lo - q0[active], hi - q0[active]
-    for _ in range(LEVEL_STEPS):
-        mid = 0.5 * (low + high)
-        big = _region_mass(grid, _heights(block, grid, active, mid, q0, lo)) > target
-        low, high = np.where(big, mid, low), np.where(big, high, mid)
+    q0a = q0[active]
+    low, high = lo - q0a, hi - q0a
+    room, mass = grid.room, grid.mass
+    flat = ~(room > 0.0)  # cells without room: r = +-inf by the sign of num
+    any_flat = bool(np.any(flat))
+    centre, sd = block.centres[1][active, None], block.sds[1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for _ in range(LEVEL_STEPS):
+            mid = 0.5 * (low + high)
+            num = (mid - lo + q0a)[:, None]
+            r = num / room
+            if any_flat:
+                r[flat] = np.broadcast_to(np.where(num >= 0.0, np.inf, -np.inf), r.shape)[flat]
+            b = np.log(r)
+            b -= np.log1p(-r)
+            b += centre
+            b /= sd
+            np.negative(b, out=b)
+            tail = ndtr(b)
+            tail[r >= 1.0] = 0.0
+            tail[r <= 0.0] = 1.0
+            tail *= mass
+            big = np.sum(tail, axis=1) > target
+            low, high = np.where(big, mid, low), np.where(big, high, mid)
     return high
 
 
@@ -408,7 +464,9 @@ def _shell(
     m, k = len(world), pieces.shape[1]
     cum = np.cumsum(pieces, axis=1)[rows]
     pick = rng.random(m) * cum[:, -1]
-    cell = np.minimum(np.sum(pick[:, None] >= cum, axis=1), k - 1)
+    cell = np.zeros(m, dtype=int)  # how many cumulative masses pick reaches, column by column
+    for j in range(k - 1):  # (the last column's count is cut off by the min with k - 1)
+        cell += pick >= cum[:, j]
     at = rows * k + cell
     # zeta's law per (world, cell), then the members' draws from it (same values as per member)
     zeta = _TruncatedLaw(low.reshape(-1), high.reshape(-1)).draw(1.0 - rng.random(m), at)
@@ -438,6 +496,7 @@ def exchangeable_top_two(
     full = _Grid.build(cards, _law(cards, np.arange(s)), bounds)
     k = full.mass.shape[1]
     prev = np.full((s, k), np.inf)  # heights of the lower set not drawn yet
+    prev_cdf = np.ones((s, k))  # their ndtr (ndtr(inf) = 1), kept from the round that set them
     remaining = np.full(s, n)
     best = np.full((s, 2), -np.inf)
     active = np.arange(s)
@@ -446,7 +505,7 @@ def exchangeable_top_two(
     stopped = np.ones(s, dtype=bool)  # best two drawn above every member left
     floored = np.zeros(s, dtype=bool)  # every member left sits at the floor
     for r in range(ROUNDS + 1):
-        grid, tp = full.take(active), prev[active]
+        grid, tp, cdf_tp = full.take(active), prev[active], prev_cdf[active]
         if r == ROUNDS:
             heights = np.full_like(tp, -np.inf)
         else:
@@ -457,10 +516,11 @@ def exchangeable_top_two(
             lift = np.sum(np.where(grid.room > 0.0, grid.mass, 0.0), axis=1) <= target
             heights[lift] = np.where(grid.room[lift] > 0.0, -np.inf, np.inf)
             heights = np.minimum(heights, tp)
-        pieces = grid.mass * _tail(heights, tp)
+        cdf_h = ndtr(heights)
+        pieces = grid.mass * _tail(heights, tp, (cdf_h, cdf_tp))
         left = remaining[active]
-        below = np.sum(grid.mass * ndtr(tp), axis=1)
-        empty = np.sum(grid.mass * ndtr(heights), axis=1) <= 0.0  # none left below: draw all
+        below = np.sum(grid.mass * cdf_tp, axis=1)
+        empty = np.sum(grid.mass * cdf_h, axis=1) <= 0.0  # none left below: draw all
         share = np.divide(pieces.sum(axis=1), below, out=np.ones_like(below), where=below > 0)
         counts = rng.binomial(left, np.where(empty, 1.0, np.clip(share, 0.0, 1.0)))
         rows = np.repeat(np.arange(len(active)), counts)
@@ -473,7 +533,7 @@ def exchangeable_top_two(
         merged.sort(axis=1)
         best[active] = merged[:, :-3:-1]
         remaining[active] = left - counts
-        prev[active] = heights
+        prev[active], prev_cdf[active] = heights, cdf_h
         if r == ROUNDS:
             stopped[active] = False
             break

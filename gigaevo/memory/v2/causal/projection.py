@@ -399,9 +399,10 @@ def block_arm_latents(
     z1: BlockDesign,
     n: int,
     rng: np.random.Generator,
+    layout: CardLayout | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """n coherent world draws of (z_0'theta (n,), z_1j'theta (n, J)) (``block_worlds``)."""
-    eta0, eta1, _ = block_worlds(stack, z0, z1, n, rng)
+    eta0, eta1, _ = block_worlds(stack, z0, z1, n, rng, layout)
     return eta0, eta1
 
 
@@ -711,17 +712,19 @@ def head_latents(
     z1: np.ndarray | BlockDesign,
     n: int,
     rng: np.random.Generator,
+    layout: CardLayout | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """n posterior world draws of (z_0'theta (n,), z_1j'theta (n, J)) of a fitted head.
 
     A block-arrowhead fit with block rows draws only what the rows touch
-    (``block_arm_latents`` on the head's cached ``block_stack``); a dense fit (at most
-    ``DENSE_MAX_SIZE`` columns, cheap) draws full coefficient vectors, the reference path.
+    (``block_arm_latents`` on the head's cached ``block_stack``; ``layout``: z1's
+    ``CardLayout`` when already found); a dense fit (at most ``DENSE_MAX_SIZE`` columns,
+    cheap) draws full coefficient vectors, the reference path.
     """
     if isinstance(z1, BlockDesign):
         stack = block_stack(head)
         if stack is not None:
-            return block_arm_latents(stack, z0, z1, n, rng)
+            return block_arm_latents(stack, z0, z1, n, rng, layout)
     coef = head.sample(n, rng)
     if isinstance(head, LogisticLaplaceHead):
         return coef @ z0, _rows_dot(z1, coef)

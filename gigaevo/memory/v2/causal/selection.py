@@ -473,13 +473,19 @@ def world_latents(
     GIL in the heavy parts).
     """
     streams = [rng_stream(decision_key, "worlds", i) for i in range(len(heads))]
-    for head in heads:  # per-fit factors built here, only read by the workers
-        block_stack(head)
+    # per-fit factors built here, only read by the workers; block rows: how they fall in
+    # lineage blocks found once for every head (``CardLayout``), as ``world_draws`` does
+    stacks = [block_stack(head) for head in heads]
+    layout = None
+    if isinstance(z1, BlockDesign) and any(st is not None for st in stacks):
+        layout = CardLayout.of(z1)
     n_cards = len(z1.lineage) if isinstance(z1, BlockDesign) else len(z1)
     if threads <= 1 or len(heads) < 2 or n_cards * n < THREADED_DRAWS:
-        return [head_latents(h, z0, z1, n, rng) for h, rng in zip(heads, streams, strict=True)]
+        return [
+            head_latents(h, z0, z1, n, rng, layout) for h, rng in zip(heads, streams, strict=True)
+        ]
     jobs = [
-        _draw_pool(threads).submit(head_latents, h, z0, z1, n, rng)
+        _draw_pool(threads).submit(head_latents, h, z0, z1, n, rng, layout)
         for h, rng in zip(heads, streams, strict=True)
     ]
     return [job.result() for job in jobs]
