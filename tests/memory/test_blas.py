@@ -36,7 +36,7 @@ def _threads() -> list[int]:
     """Thread counts of the process-wide BLAS libraries (not OpenBLAS on OpenMP, such as
     faiss's, whose count belongs to each thread)."""
     libs = ThreadpoolController().select(user_api="blas").lib_controllers
-    return [lib.num_threads for lib in libs if lib.threading_layer != "openmp"]
+    return [lib.num_threads for lib in libs if getattr(lib, "threading_layer", "") != "openmp"]
 
 
 @pytest.fixture
