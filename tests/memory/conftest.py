@@ -15,10 +15,10 @@ from tests.memory.helpers import librarian, open_store
 
 @pytest.fixture(autouse=True)
 def _one_blas_thread() -> Iterator[None]:
-    """BLAS limited to one thread in every memory test, as the provider limits it around
-    its own calls (``one_blas_thread``). Tests that fit heads, draw worlds or run the reader
-    outside the provider would otherwise run the heads' tiny products (tens of
-    coefficients) on multithreaded OpenBLAS, which spends most of its time handing work
+    """BLAS limited to one thread in every memory test, as a provider holds it from its
+    construction to its close (``blas.one_blas_thread``). Tests that fit heads, draw
+    worlds or run the reader outside a provider would otherwise run the heads' tiny products
+    (tens of coefficients) on multithreaded OpenBLAS, which spends most of its time handing work
     between threads: about 40x the CPU of one thread on a 15-coefficient fit (0.15 s against
     4 ms per fit on 2 cores), and 200 such fits reached the 300 s test timeout under load.
     Only this process is limited (subprocesses such as run.py keep their own settings)."""

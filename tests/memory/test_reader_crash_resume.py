@@ -206,6 +206,12 @@ ARGS = [
     "memory=v2",
     "pipeline=memory_guided",
     "memory.causal.lineage_budget=4",  # so that lineage rows mature within the run
+    # rastrigin's 2 s wall-clock limit per evaluation is a clock in the history: an
+    # evaluation (~6 ms) starved past it on a loaded machine turns valid into invalid
+    # (program ids unchanged, one terminal and edge differ: the signature of the prefix
+    # fit's kill test's one failure under load); no program of these runs loops, so a far
+    # limit costs nothing
+    "evaluator.timeout_s=60",
 ]
 
 

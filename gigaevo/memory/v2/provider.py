@@ -22,24 +22,23 @@ bank whose ``cards.json`` or ``selection_leases.json`` could not be written.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import functools
 import hashlib
 import json
 import logging
+import weakref
 from pathlib import Path
 from typing import Any
 
-from threadpoolctl import ThreadpoolController
-
 from gigaevo.llm.base import LLMClient
 from gigaevo.memory.base import Decision, MemoryRuntime, MutationContext, MutationResult
+from gigaevo.memory.v2 import blas
 from gigaevo.memory.v2.bank.cards import KINDS, bounded_context
 from gigaevo.memory.v2.bank.embed import Embedder
 from gigaevo.memory.v2.bank.recordjournal import RUN_COMPACT_FROM_BYTES, RUN_JOURNAL_FROM_BYTES
 from gigaevo.memory.v2.bank.store import LocalMemoryStore
 from gigaevo.memory.v2.bank.tombstones import Tombstones
+from gigaevo.memory.v2.blas import one_blas_thread
 from gigaevo.memory.v2.errors import (
     BankLockTimeout,
     CorruptBankError,
@@ -226,6 +225,9 @@ class CardBankMemory:
             self.stamper = TrialStamper(self.store, self.reader.evidence)
             self.stamper.recover()  # a resumed run stamps what a kill left unstamped
         self.evictor = self._evictor(EvictorSettings.parse(evictor))
+        # one BLAS thread in the process until close (``blas``); released if never closed
+        blas.hold()
+        self._blas = weakref.finalize(self, blas.release)
 
     def _evictor(self, settings: EvictorSettings) -> CausalEvictor | None:
         """``memory/evictor=causal``: needs the causal ledger and a writing cadence."""
@@ -365,8 +367,11 @@ class CardBankMemory:
         if self._closed:
             return
         self._closed = True
-        with one_blas_thread():
-            self._close(final=True)
+        try:
+            with one_blas_thread():
+                self._close(final=True)
+        finally:
+            self._blas()  # this provider's hold (``blas``), once
 
     def suspend(self) -> None:
         """Close a run that stopped before its end and will be resumed (Ctrl-C, a lost
@@ -384,8 +389,11 @@ class CardBankMemory:
         if self._closed:
             return
         self._closed = True
-        with one_blas_thread():
-            self._close(final=False)
+        try:
+            with one_blas_thread():
+                self._close(final=False)
+        finally:
+            self._blas()
 
     def _close(self, *, final: bool) -> None:
         try:
@@ -534,20 +542,3 @@ def _earlier_stats(path: Path, run_id: str) -> dict[str, Any] | None:
         log.warning("%s: unreadable (%s); session totals start again", path, exc)
         return None
     return earlier if isinstance(earlier, dict) and earlier.get("run_id") == run_id else None
-
-
-@functools.cache
-def _blas() -> ThreadpoolController:
-    return ThreadpoolController()
-
-
-def one_blas_thread() -> contextlib.AbstractContextManager[Any]:
-    """BLAS limited to one thread while the memory works (about 12 us to enter).
-
-    The heads' matrices are small (tens to a few thousand columns), where
-    OpenBLAS threads cost more in start-up and contention with the sandbox
-    workers than they save: a memory=v2 rastrigin run used 14 s of CPU instead
-    of 29 s, and fits in the card-world bench ran about 18x faster under load.
-    Only this process's libraries are limited, only for the call.
-    """
-    return _blas().limit(limits=1, user_api="blas")
