@@ -67,6 +67,7 @@ def test_programs_imports_nothing_of_the_project() -> None:
 MEMORY_RANK = {
     "errors": 0,
     "records": 0,
+    "blas": 0,
     "causal": 1,
     "evidence": 2,
     "settings": 3,

@@ -4,6 +4,7 @@ Map of the package (imports point down this list only; ``tests/test_layering.py`
 checks it):
 
 - ``errors``, ``records``: named error conditions; strict record <-> JSON conversion.
+- ``blas``: one BLAS thread while a provider is open (a counted, process-wide limit).
 - ``causal/``: the pure statistics (no I/O): context features and designs, the
   utility, lineage and invalidity heads, the chance constraint, the policy and
   its propensities, OPE, retirement, multitask transfer.
