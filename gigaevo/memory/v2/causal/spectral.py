@@ -70,9 +70,17 @@ def _substitution(lt: np.ndarray, b: np.ndarray, backward: bool) -> np.ndarray:
     rhs = np.ascontiguousarray(b.T)
     out = np.empty_like(rhs)
     p = len(rhs)
-    for i in range(p - 1, -1, -1) if backward else range(p):
+    if not p:
+        return out.T.copy()
+    # the first row solved has nothing to subtract (rhs - 0 is rhs); every other row is
+    # (rhs_i - sum_j L_ij x_j) / L_ii written into its row of ``out`` in place
+    first = p - 1 if backward else 0
+    np.divide(rhs[first], lt[first, first], out=out[first])
+    for i in range(p - 2, -1, -1) if backward else range(1, p):
         done = slice(i + 1, p) if backward else slice(0, i)
-        out[i] = (rhs[i] - np.einsum("jk,jk->k", lt[i, done], out[done])) / lt[i, i]
+        row = out[i]
+        np.subtract(rhs[i], np.einsum("jk,jk->k", lt[i, done], out[done]), out=row)
+        row /= lt[i, i]
     return out.T.copy()
 
 
@@ -84,12 +92,29 @@ def _upper_indices(p: int) -> tuple[np.ndarray, np.ndarray]:
     return rows, cols
 
 
-def _symmetric(upper: np.ndarray, index: tuple[np.ndarray, np.ndarray], p: int) -> np.ndarray:
-    """(K, p, p) symmetric matrices from their entries on and above the diagonal (K, .)."""
-    out = np.empty((len(upper), p, p))
-    out[:, index[0], index[1]] = upper
-    out[:, index[1], index[0]] = upper
+@functools.cache
+def _full_index(p: int) -> np.ndarray:
+    """For each entry (i, j) of a p x p matrix (row-major), the position of (min(i, j),
+    max(i, j)) among ``_upper_indices(p)``, formed once per p (read only)."""
+    rows, cols = _upper_indices(p)
+    at = np.empty((p, p), dtype=np.intp)
+    at[rows, cols] = at[cols, rows] = np.arange(len(rows))
+    out = at.reshape(-1)
+    out.flags.writeable = False
     return out
+
+
+def _symmetric(upper: np.ndarray, p: int) -> np.ndarray:
+    """(K, p, p) symmetric matrices from their entries on and above the diagonal (K, .)
+    (in the order of ``_upper_indices(p)``): one gather."""
+    return np.take(upper, _full_index(p), axis=1).reshape(len(upper), p, p)
+
+
+def _weighted_sum(weights: np.ndarray, part: np.ndarray) -> np.ndarray:
+    """sum_k weights_k part[k], (part.shape[1:]): the product np.tensordot(weights, part,
+    axes=1) forms ((1, K) x (K, .)), without its axis bookkeeping."""
+    k = len(weights)
+    return np.dot(weights.reshape(1, k), part.reshape(k, -1)).reshape(part.shape[1:])
 
 
 CHUNK_BLOCKS = 32  # lineage blocks per chunk of the block sums, at least (``chunk_size``)
@@ -285,8 +310,12 @@ class NoisePencil:
         is kept (t itself is read only through z)."""
         ps = self.p_shared
         rr, fsr, fss, logdet = self._block_sums(sigmas, w)
-        s = self._prior_prec_s + w[:, None, None] * self._a
-        s -= (w * w)[:, None, None] * _symmetric(rr, self._upper, ps)
+        # diag(1/v_s) + w A - w^2 sum f R R' (each product formed once, in place)
+        s = w[:, None, None] * self._a
+        s += self._prior_prec_s
+        fr = _symmetric(rr, ps)
+        fr *= (w * w)[:, None, None]
+        s -= fr
         chol_s = np.linalg.cholesky(s)
         t = w[:, None] * self._bs - (w * w)[:, None] * fsr
         return chol_s, fss, logdet, forward_substitution(chol_s, t)
@@ -462,7 +491,7 @@ class NodeVariances:
         if len(self.active):
             every = np.arange(len(self.active))
             part = self._block_diag_inverse(every) + self._block_yy(every)
-            out[self.cols] = np.tensordot(weights, part, axes=1)
+            out[self.cols] = _weighted_sum(weights, part)
         return out
 
     def weighted_lower(self, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -473,7 +502,7 @@ class NodeVariances:
         out[:ps] = weights @ np.sum(self._inv_s * self._inv_s, axis=1)
         if len(self.active):
             d_inv = self._block_diag_inverse(np.arange(len(self.active)))  # (K, A, C)
-            out[self.cols] = np.tensordot(weights, d_inv, axes=1)
+            out[self.cols] = _weighted_sum(weights, d_inv)
             exact[self.cols] = False
         return out, exact
 
@@ -488,7 +517,7 @@ class NodeVariances:
     def weighted_blocks(self, weights: np.ndarray, pos: np.ndarray) -> np.ndarray:
         """sum_k weights_k diag(Lambda_k^-1) on the active blocks at ``pos``, (len(pos), C)."""
         part = self._block_diag_inverse(pos) + self._block_yy(pos)
-        return np.tensordot(weights, part, axes=1)
+        return _weighted_sum(weights, part)
 
 
 class DensePencil:
