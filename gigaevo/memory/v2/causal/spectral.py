@@ -289,20 +289,25 @@ class NoisePencil:
             out = self._form(sigmas, w)
             self._keep(keys, out)
             return (w, *out)
+        if self._flat is None:  # the kept batches as one (a single batch as it is)
+            batches = self._batches
+            self._flat = (
+                batches[0]
+                if len(batches) == 1
+                else tuple(np.concatenate(a) for a in zip(*batches, strict=True))
+            )
+        flat_chol, flat_fss, flat_logdet, flat_z = self._flat
+        if not len(miss):  # every sigma kept (a mixture's nodes): gathered
+            return w, flat_chol[at], flat_fss[at], flat_logdet[at], flat_z[at]
         chol_s, z = np.empty((len(w), ps, ps)), np.empty((len(w), ps))
         fss, logdet = np.empty(len(w)), np.empty(len(w))
-        if len(miss):
-            formed = self._form(sigmas[miss], w[miss])
-            chol_s[miss], fss[miss], logdet[miss], z[miss] = formed
-            self._keep([keys[i] for i in miss.tolist()], formed)
         hit = np.flatnonzero(at >= 0)
-        if len(hit):
-            if self._flat is None:
-                self._flat = tuple(np.concatenate(a) for a in zip(*self._batches, strict=True))
-            rows = at[hit]
-            flat_chol, flat_fss, flat_logdet, flat_z = self._flat
-            chol_s[hit], z[hit] = flat_chol[rows], flat_z[rows]
-            fss[hit], logdet[hit] = flat_fss[rows], flat_logdet[rows]
+        rows = at[hit]
+        chol_s[hit], z[hit] = flat_chol[rows], flat_z[rows]
+        fss[hit], logdet[hit] = flat_fss[rows], flat_logdet[rows]
+        formed = self._form(sigmas[miss], w[miss])
+        chol_s[miss], fss[miss], logdet[miss], z[miss] = formed
+        self._keep([keys[i] for i in miss.tolist()], formed)
         return w, chol_s, fss, logdet, z
 
     def _form(self, sigmas: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, ...]:
