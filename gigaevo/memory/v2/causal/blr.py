@@ -122,6 +122,42 @@ class FitHealth:
     mean_shift: float
 
 
+class _PendingShift(FitHealth):
+    """A ``FitHealth`` whose ``mean_shift`` is formed when first read (then kept): ``_health``
+    settles ``ok`` from an upper bound of it when the bound clears the gate, and a fit's
+    consumers read only the flags. The value read is the one ``_mean_shift`` gives."""
+
+    def __init__(self, flags: FitHealth, shift: Callable[[], float]) -> None:
+        state = vars(self)
+        state.update(vars(flags))
+        del state["mean_shift"]
+        state["_shift"] = shift
+
+    def __getattr__(self, name: str) -> float:
+        if name != "mean_shift":
+            raise AttributeError(name)
+        shift = vars(self).pop("_shift")
+        value = shift()
+        object.__setattr__(self, "mean_shift", value)
+        return value
+
+    def plain(self) -> FitHealth:
+        """The ``FitHealth`` of these flags (the shift formed)."""
+        return FitHealth(*(getattr(self, name) for name in FitHealth.__dataclass_fields__))
+
+    def __reduce__(self) -> tuple[object, ...]:  # copied and pickled as its plain flags
+        return (FitHealth, tuple(getattr(self, name) for name in FitHealth.__dataclass_fields__))
+
+    def __eq__(self, other: object) -> bool:
+        return self.plain() == (other.plain() if isinstance(other, _PendingShift) else other)
+
+    def __hash__(self) -> int:
+        return hash(self.plain())
+
+    def __repr__(self) -> str:
+        return repr(self.plain())
+
+
 class _Statistics:
     """Sufficient statistics of centred data, grouped by distinct omega when few."""
 
@@ -687,6 +723,17 @@ def _mixture(
     return _Mixture(taus, w, posts, means, mean, node_var, spread, cov_terms, sigma2, log_mass)
 
 
+def _shift_bound(fine: _Mixture, coarse: _Mixture) -> float | None:
+    """An upper bound of ``_mean_shift`` from the lower bound of the variances
+    (``NodeVariances.weighted_lower``), or None without one (the maximum is formed then)."""
+    nv = fine.node_var
+    diff = np.abs(coarse.mean - fine.mean)
+    if not len(diff) or not isinstance(nv, NodeVariances):
+        return None
+    low, _ = nv.weighted_lower(fine.weights)
+    return float(np.max(diff / np.sqrt(low + fine.spread)))  # NaN: not a bound
+
+
 def _mean_shift(fine: _Mixture, coarse: _Mixture) -> float:
     """max_i |coarse mean_i - fine mean_i| / sd_i, sd from the fine mixture.
 
@@ -723,10 +770,14 @@ def _health(
     m_hi = float(np.sum(fine.weights[fine.taus >= hi - edge]))
     mass_err = abs(math.expm1(coarse.log_mass - fine.log_mass))
     var_err = abs(coarse.sigma2 - fine.sigma2) / fine.sigma2
-    shift = _mean_shift(fine, coarse)
-    ok = converged and not depth_hit and mass_err <= 1e-5 and var_err <= 1e-3 and shift <= 1e-3
-    return FitHealth(
-        ok=bool(ok),
+    rest = converged and not depth_hit and mass_err <= 1e-5 and var_err <= 1e-3
+    # the shift's exact maximum forms the variances of the lineage blocks its bound cannot
+    # settle; when the other checks fail, or the bound already clears the gate, ``ok`` does
+    # not depend on it, and it is formed only if read (the same value)
+    bound = _shift_bound(fine, coarse) if rest else None
+    shift = None if not rest or (bound is not None and bound <= 1e-3) else _mean_shift(fine, coarse)
+    health = FitHealth(
+        ok=bool(rest and (shift is None or shift <= 1e-3)),
         at_boundary=m_hi >= 1e-4,
         mass_lower=m_lo,
         mass_upper=m_hi,
@@ -734,5 +785,8 @@ def _health(
         depth_limit_hit=depth_hit,
         mass_error=mass_err,
         variance_error=var_err,
-        mean_shift=shift,
+        mean_shift=math.nan if shift is None else shift,
     )
+    if shift is None:
+        return _PendingShift(health, lambda: _mean_shift(fine, coarse))
+    return health
