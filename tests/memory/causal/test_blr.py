@@ -218,8 +218,9 @@ def test_dense_head_with_one_noise_level_matches_the_node_by_node_fit() -> None:
 def test_a_health_check_settled_by_the_shift_bound_gives_the_exact_shift_when_read(
     seed: int,
 ) -> None:
-    """When the other checks pass and the bound of the shift (variances bounded below)
-    clears its gate, ``ok`` is settled without the shift's exact maximum: the flags are
+    """When the other checks pass and a bound of the shift (variances bounded below: by
+    1 / diag of each node's precision, else by the lineage blocks' diag(D^-1) part) clears
+    its gate, ``ok`` is settled without the shift's exact maximum: the flags are
     those of the check that forms it (``_mean_shift``), the shift read afterwards is that
     maximum, and the health copies, pickles and compares as those plain flags. A shift the
     bound cannot settle is formed at once and decides ``ok``."""
@@ -237,6 +238,10 @@ def test_a_health_check_settled_by_the_shift_bound_gives_the_exact_shift_when_re
     head = BayesianLinearHead(space.utility_prior_variance()).fit(design, y, np.full(len(y), 0.15))
     fine = head._fine
     full = fine.weights @ fine.node_var.per_node() + fine.spread
+    # the cheap variance floor (1 / diag of each node's precision) is below the variance
+    moving = fine.node_var.moving
+    floor = fine.node_var.weighted_floor(fine.weights) + fine.spread[moving]
+    assert np.all(floor <= full[moving]) and np.all(floor > 0.0)
     for scale, settled in ((1e-6, True), (2e-3, False), (5e-4, None)):
         coarse = replace(fine, mean=fine.mean + scale * np.sqrt(full))
         bound = _shift_bound(fine, coarse)

@@ -723,13 +723,21 @@ def _mixture(
     return _Mixture(taus, w, posts, means, mean, node_var, spread, cov_terms, sigma2, log_mass)
 
 
-def _shift_bound(fine: _Mixture, coarse: _Mixture) -> float | None:
-    """An upper bound of ``_mean_shift`` from the lower bound of the variances
-    (``NodeVariances.weighted_lower``), or None without one (the maximum is formed then)."""
+def _shift_bound(fine: _Mixture, coarse: _Mixture, gate: float = 1e-3) -> float | None:
+    """An upper bound of ``_mean_shift`` from a lower bound of the variances, or None
+    without one (the maximum is formed then). First the cheap one (``weighted_floor``: the
+    coarse and fine means differ only on the moving columns), then, when it exceeds
+    ``gate``, the tighter one of ``NodeVariances.weighted_lower``."""
     nv = fine.node_var
     diff = np.abs(coarse.mean - fine.mean)
     if not len(diff) or not isinstance(nv, NodeVariances):
         return None
+    floor, moving = nv.weighted_floor(fine.weights), nv.moving
+    rest = np.delete(diff, moving)
+    if not np.any(rest):  # NaN or a shift outside the moving columns: not settled here
+        bound = float(np.max(diff[moving] / np.sqrt(floor + fine.spread[moving])))
+        if bound <= gate:
+            return bound
     low, _ = nv.weighted_lower(fine.weights)
     return float(np.max(diff / np.sqrt(low + fine.spread)))  # NaN: not a bound
 

@@ -443,6 +443,18 @@ class NodeVariances:
         self.cols, self.prior_var = pencil.cols, pencil.prior_var
         self._r, self._vq = pencil._r, pencil._vq
         self._w, self._f, self._inv_s = w, f, inv_s
+        # the moving columns (``NoisePencil.moving``) and diag(H) on them
+        self.moving = pencil.moving
+        self._gram_diag = np.concatenate(
+            (np.diagonal(pencil._a), np.diagonal(pencil._gram_d, axis1=1, axis2=2).reshape(-1))
+        )
+
+    def weighted_floor(self, weights: np.ndarray) -> np.ndarray:
+        """A lower bound of ``weighted`` on the ``moving`` columns: per node
+        diag(Lambda_k^-1)_i >= 1 / (Lambda_k)_ii (Lambda_k positive definite), with
+        diag(Lambda_k) = 1/v + w_k diag(H): O(K len(moving)), no factor of Lambda_k."""
+        precision = 1.0 / self.prior_var[self.moving] + self._w[:, None] * self._gram_diag
+        return weights @ (1.0 / precision)
 
     def per_node(self) -> np.ndarray:
         """diag(Lambda_k^-1) per node, (K, P).
