@@ -401,8 +401,7 @@ class BayesianLinearHead:
                 solver.drop_terms()
             nodes = adaptive_gauss_legendre(kernel, lo, hi, h_batch=batch)
         self.quadrature_ = nodes
-        fine = _mixture(nodes.fine_nodes, nodes.fine_log_weights, solver, full=True)
-        coarse = _mixture(nodes.coarse_nodes, nodes.coarse_log_weights, solver, full=False)
+        fine, coarse = _mixtures(nodes, solver)
         self.log_sd_nodes_, self.weights_ = fine.taus, fine.weights
         self.component_means_ = fine.means
         self._components = fine.components
@@ -601,7 +600,7 @@ class _PencilSolver(_BatchEvidence):
         """(components, centred means (K, P), marginal variances (K, P) when ``full``: for
         one noise level a ``NodeVariances``, formed as far as the mixture asks)."""
         if not full:
-            if isinstance(self._block, NoisePencil):  # (K, len(moving)): see ``_mixture``
+            if isinstance(self._block, NoisePencil):  # (K, len(moving)): see ``_moments``
                 return [], self._block.moving_means(np.exp(taus)), None
             return [], self._block.means(np.exp(taus)), None
         if isinstance(self._block, NoisePencil):
@@ -675,21 +674,51 @@ class _Mixture:
         return self.weights @ self.node_var + self.spread
 
 
-def _mixture(
-    taus: np.ndarray,
-    log_w: np.ndarray,
-    solver: _NodeSolver | _PencilSolver | _DenseSolver,
-    full: bool,
-) -> _Mixture:
-    """The sigma mixture of the nodes; variances and covariance only when ``full``."""
+def _node_weights(taus: np.ndarray, log_w: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """(the nodes kept, in order of tau; their normalised weights; the log mass): weights
+    below 1e-12 of the largest dropped."""
     top = float(np.max(log_w))
     w = np.exp(log_w - top)
     log_mass = top + math.log(float(np.sum(w)))
     keep = w >= 1e-12 * float(np.max(w))
     order = np.argsort(taus[keep])
     taus, w = taus[keep][order], w[keep][order]
-    w = w / np.sum(w)
-    posts, centred, node_var = solver.nodes(taus, full)
+    return taus, w / np.sum(w), log_mass
+
+
+def _mixtures(
+    nodes: QuadratureNodes, solver: _NodeSolver | _PencilSolver | _DenseSolver
+) -> tuple[_Mixture, _Mixture]:
+    """The fine (16-node) sigma mixture, built in full, and the coarse (8-node) one of the
+    health check (no variances). On a one-level pencil both sets of nodes are formed in one
+    batch (``NoisePencil.node_pair``)."""
+    fine = _node_weights(nodes.fine_nodes, nodes.fine_log_weights)
+    coarse = _node_weights(nodes.coarse_nodes, nodes.coarse_log_weights)
+    pencil = solver._block if isinstance(solver, _PencilSolver) else None
+    if isinstance(pencil, NoisePencil):
+        posts, means, lazy, moving = pencil.node_pair(np.exp(fine[0]), np.exp(coarse[0]))
+        return (
+            _moments(*fine, solver, list(posts), means, lazy, True),
+            _moments(*coarse, solver, [], moving, None, False),
+        )
+    return (
+        _moments(*fine, solver, *solver.nodes(fine[0], True), True),
+        _moments(*coarse, solver, *solver.nodes(coarse[0], False), False),
+    )
+
+
+def _moments(
+    taus: np.ndarray,
+    w: np.ndarray,
+    log_mass: float,
+    solver: _NodeSolver | _PencilSolver | _DenseSolver,
+    posts: list[_Component],
+    centred: np.ndarray,
+    node_var: np.ndarray | NodeVariances | None,
+    full: bool,
+) -> _Mixture:
+    """The mixture of kept nodes ``taus`` with weights ``w`` from the solver's components,
+    centred means and (when ``full``) marginal variances of those nodes."""
     mu0 = solver.mu0
     shifted = bool(np.any(mu0))
     moving = getattr(solver, "moving", None)

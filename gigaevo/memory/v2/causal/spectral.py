@@ -421,6 +421,28 @@ class NoisePencil:
         posts = PencilPosterior.of_nodes(mean, log_ev, chol_s, self.active, self.prior_var, nodes)
         return posts, mean, NodeVariances(self, w, f, inv_s)
 
+    def node_pair(
+        self, sigmas: np.ndarray, coarse: np.ndarray
+    ) -> tuple[list[BlockPosterior], np.ndarray, NodeVariances, np.ndarray]:
+        """``lazy_posteriors(sigmas)`` and ``moving_means(coarse)`` in one pass: the two
+        sets of nodes (a mixture's fine and coarse rules, every sigma kept) are gathered,
+        and their means formed, as one batch. The same numbers to rounding (a batched
+        product's rounding depends on its row count), the log evidences, factors and
+        variances of ``sigmas`` to the bit."""
+        k = len(sigmas)
+        both = np.concatenate((np.asarray(sigmas, dtype=float), np.asarray(coarse, dtype=float)))
+        w_all, chol_all, fss, logdet, z_all = self._schur(both)
+        f_all = self._f(w_all)
+        moving = self._means(w_all, f_all, chol_all, z_all, moving_only=True)
+        w, f, chol_s = w_all[:k], f_all[:k], chol_all[:k]
+        log_ev = self._log_evidence(both[:k], w, chol_s, fss[:k], logdet[:k], z_all[:k])
+        mean = np.zeros((k, len(self.prior_var)))
+        mean[:, self.moving] = moving[:k]
+        inv_s = lower_inverse(chol_s)  # (K, P_s, P_s), S^-1 = inv_s' inv_s
+        nodes = PencilNodes(self, w, f, inv_s)
+        posts = PencilPosterior.of_nodes(mean, log_ev, chol_s, self.active, self.prior_var, nodes)
+        return posts, mean, NodeVariances(self, w, f, inv_s), moving[k:]
+
     def _variances(self, w: np.ndarray, f: np.ndarray, inv_s: np.ndarray) -> np.ndarray:
         """diag(Lambda^-1) per sigma, (K, P) (``NodeVariances.per_node``)."""
         return NodeVariances(self, w, f, inv_s).per_node()
