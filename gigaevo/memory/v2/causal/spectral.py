@@ -244,9 +244,8 @@ class NoisePencil:
         "Incremental fits").
         """
         k, ps = len(w), self.p_shared
-        rr, fsr = np.zeros((k, len(self._upper[0]))), np.zeros((k, ps))
-        fss, logdet = np.zeros(k), np.zeros(k)
         kept = self.terms.chunks(self.level, sigmas) if self.terms is not None else None
+        sums: list[ChunkSums] = []
         for chunk, (lo, hi) in zip(self._chunk_ids, self._chunk_rows, strict=True):
             e, r, s_ = self._e[lo:hi], self._r[lo:hi], self._s[lo:hi]
             part = kept.get(chunk) if kept is not None else None
@@ -261,6 +260,12 @@ class NoisePencil:
                     self.terms.formed += 1  # type: ignore[union-attr]
             elif self.terms is not None:
                 self.terms.reused += 1
+            sums.append(part)
+        if len(sums) == 1:  # one chunk: its sums are the totals (read only from here on)
+            return sums[0].rr, sums[0].fsr, sums[0].fss, sums[0].logdet
+        rr, fsr = np.zeros((k, len(self._upper[0]))), np.zeros((k, ps))
+        fss, logdet = np.zeros(k), np.zeros(k)
+        for part in sums:  # added in lineage order
             rr += part.rr
             fsr += part.fsr
             fss += part.fss
