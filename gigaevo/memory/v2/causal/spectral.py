@@ -145,6 +145,78 @@ class ChunkSums:
         return np.array_equal(self.e, e) and np.array_equal(self.r, r) and np.array_equal(self.s, s)
 
 
+@dataclass(frozen=True, eq=False)
+class BlockEigen:
+    """The eigen-terms of a pencil's active lineage blocks (per block: e clipped at 0,
+    V^1/2 Q, R, the products r r' on and above the diagonal, s) with the inputs they were
+    formed from (prior sds, unweighted C x C, C x P_s and C sums), block by block."""
+
+    root: np.ndarray  # (A, C)
+    gram_d: np.ndarray  # (A, C, C)
+    gram_g: np.ndarray  # (A, C, P_s)
+    bl: np.ndarray  # (A, C)
+    e: np.ndarray  # (A, C)
+    vq: np.ndarray  # (A, C, C)
+    r: np.ndarray  # (A, C, P_s)
+    rr: np.ndarray  # (A, C, P_s (P_s + 1) / 2)
+    s: np.ndarray  # (A, C)
+    formed: int = 0  # blocks decomposed for these terms (not taken as kept)
+
+    @classmethod
+    def of(
+        cls,
+        root: np.ndarray,
+        gram_d: np.ndarray,
+        gram_g: np.ndarray,
+        bl: np.ndarray,
+        last: BlockEigen | None = None,
+    ) -> BlockEigen:
+        """The terms of these blocks; a block equal to the bit, at the same position, to one
+        of ``last`` (an earlier fit's) takes its terms, which are the numbers this forms for
+        it (each block is decomposed and multiplied on its own), so only the blocks that
+        moved are formed."""
+        todo = np.arange(len(root))
+        if last is not None and last.gram_g.shape == gram_g.shape:
+            same = (
+                np.all(last.gram_d == gram_d, axis=(1, 2))
+                & np.all(last.gram_g == gram_g, axis=(1, 2))
+                & np.all(last.bl == bl, axis=1)
+                & np.all(last.root == root, axis=1)
+            )
+            todo = np.flatnonzero(~same)
+        else:
+            last = None
+        if last is None or len(todo) == len(root):
+            e, vq, r, rr, s = _eigen_terms(root, gram_d, gram_g, bl)
+            return cls(root, gram_d, gram_g, bl, e, vq, r, rr, s, formed=len(root))
+        # copied in their own memory layout: a product's rounding depends on its operands'
+        # (r r' is column-major as ``_eigen_terms`` forms it)
+        e, vq, r, rr, s = (
+            np.copy(a, order="K") for a in (last.e, last.vq, last.r, last.rr, last.s)
+        )
+        if len(todo):
+            formed = _eigen_terms(root[todo], gram_d[todo], gram_g[todo], bl[todo])
+            e[todo], vq[todo], r[todo], rr[todo], s[todo] = formed
+        return cls(root, gram_d, gram_g, bl, e, vq, r, rr, s, formed=len(todo))
+
+
+def _eigen_terms(
+    root: np.ndarray, gram_d: np.ndarray, gram_g: np.ndarray, bl: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(e, V^1/2 Q, R, r r' on and above the diagonal, s) of the blocks, (A, ...) each."""
+    a, c, ps = gram_g.shape
+    e, q = np.linalg.eigh(root[:, :, None] * gram_d * root[:, None, :])
+    e = np.clip(e, 0.0, None)  # H_l is PSD: clip rounding negatives
+    vq = root[:, :, None] * q  # V^1/2 Q, (A, C, C)
+    r = np.einsum("aci,acp->aip", vq, gram_g).reshape(-1, ps)
+    # the products r r' of each row on and above the diagonal only (S is symmetric): the
+    # (K, N) x (N, .) product of every evaluation reads half the memory
+    upper = _upper_indices(ps)
+    rr = r[:, upper[0]] * r[:, upper[1]]
+    s = np.einsum("aci,ac->ai", vq, bl)
+    return e, vq, r.reshape(a, c, ps), rr.reshape(a, c, len(upper[0])), s
+
+
 class BlockTerms:
     """A Gaussian head's per-chunk block sums kept from one fit to the next (memory-model.md
     "Incremental fits").
@@ -156,6 +228,13 @@ class BlockTerms:
     ``blr``); a chunk is reused only when its eigen-terms are equal to the bit, so a fit
     with these terms is the same numbers as a fit without them.
     """
+
+    # the last pencil's blocks (``BlockEigen``), blocks decomposed for the pencils made with
+    # these terms (the others' eigen-terms taken as kept), and their blocks (class defaults:
+    # a BlockTerms pickled before it kept them reads these)
+    eigen: BlockEigen | None = None
+    blocks_formed = 0
+    blocks = 0
 
     def __init__(self, keep: int = 1) -> None:
         self.keep = keep
@@ -200,15 +279,23 @@ class NoisePencil:
         self._bs = np.asarray(grp["bs"])
         self._yty = float(grp["yty"])
         root = np.sqrt(prior_var[self.cols])  # (A, C)
-        e, q = np.linalg.eigh(root[:, :, None] * self._gram_d * root[:, None, :])
-        self._e = np.clip(e, 0.0, None).reshape(-1)  # H_l is PSD: clip rounding negatives
-        self._vq = root[:, :, None] * q  # V^1/2 Q, (A, C, C)
-        self._r = np.einsum("aci,acp->aip", self._vq, self._gram_g).reshape(-1, ps)
-        # the products r r' of each row on and above the diagonal only (S is symmetric):
-        # the (K, N) x (N, .) product of every evaluation reads half the memory
+        # each block's eigen-terms, those of the blocks that did not move since the
+        # caller's last fit taken as kept (``BlockEigen``: the same numbers)
+        eigen = BlockEigen.of(
+            root,
+            self._gram_d,
+            self._gram_g,
+            np.asarray(grp["bl"]),
+            terms.eigen if terms is not None else None,
+        )
+        if terms is not None:
+            terms.eigen = eigen
+            terms.blocks_formed += eigen.formed
+            terms.blocks += len(root)
         self._upper = _upper_indices(ps)
-        self._rr = self._r[:, self._upper[0]] * self._r[:, self._upper[1]]
-        self._s = np.einsum("aci,ac->ai", self._vq, np.asarray(grp["bl"])).reshape(-1)
+        self._e, self._vq = eigen.e.reshape(-1), eigen.vq
+        self._r, self._s = eigen.r.reshape(-1, ps), eigen.s.reshape(-1)
+        self._rr = eigen.rr.reshape(len(self._r), len(self._upper[0]))
         self._prior_prec_s = np.diag(1.0 / prior_var[:ps])
         self._logdet_prior_s = float(np.sum(np.log(prior_var[:ps])))
         # chol(S), sum f s^2, sum ln(1 + w e), z of the sigmas evaluated so far, batch by
