@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from scipy.stats import multivariate_normal
@@ -210,3 +212,53 @@ def test_dense_head_with_one_noise_level_matches_the_node_by_node_fit() -> None:
         np.testing.assert_allclose(fast.coef_cov_, slow.coef_cov_, rtol=0, atol=1e-10)
         assert fast.residual_variance_ == pytest.approx(slow.residual_variance_, rel=1e-9)
         assert fast.log_marginal_ == pytest.approx(slow.log_marginal_, rel=1e-10)
+
+
+@pytest.mark.parametrize("seed", [13, 14])
+def test_a_health_check_settled_by_the_shift_bound_gives_the_exact_shift_when_read(
+    seed: int,
+) -> None:
+    """When the other checks pass and a bound of the shift (variances bounded below: by
+    1 / diag of each node's precision, else by the lineage blocks' diag(D^-1) part) clears
+    its gate, ``ok`` is settled without the shift's exact maximum: the flags are
+    those of the check that forms it (``_mean_shift``), the shift read afterwards is that
+    maximum, and the health copies, pickles and compares as those plain flags. A shift the
+    bound cannot settle is formed at once and decides ``ok``."""
+    import copy
+    import pickle
+    from dataclasses import replace
+
+    from gigaevo.memory.v2.causal import FitHealth
+    from gigaevo.memory.v2.causal.arrowhead import BlockDesign
+    from gigaevo.memory.v2.causal.blr import _health, _mean_shift, _PendingShift, _shift_bound
+    from tests.memory.causal.test_arrowhead import _random_design
+
+    space, x, y, _ = _random_design(300, 40, 25, seed=seed)
+    design = BlockDesign.from_dense(x, space.shared_size, space.n_context)
+    head = BayesianLinearHead(space.utility_prior_variance()).fit(design, y, np.full(len(y), 0.15))
+    fine = head._fine
+    full = fine.weights @ fine.node_var.per_node() + fine.spread
+    # the cheap variance floor (1 / diag of each node's precision) is below the variance
+    moving = fine.node_var.moving
+    floor = fine.node_var.weighted_floor(fine.weights) + fine.spread[moving]
+    assert np.all(floor <= full[moving]) and np.all(floor > 0.0)
+    for scale, settled in ((1e-6, True), (2e-3, False), (5e-4, None)):
+        coarse = replace(fine, mean=fine.mean + scale * np.sqrt(full))
+        bound = _shift_bound(fine, coarse)
+        assert bound is not None and bound >= _mean_shift(fine, coarse)
+        got = _health(fine, coarse, True, False, math.log(0.01), math.log(5.0))
+        exact = _mean_shift(fine, coarse)
+        assert exact == pytest.approx(scale, rel=1e-9)
+        if settled is not None:
+            assert isinstance(got, _PendingShift) == settled
+        assert got.ok == (exact <= 1e-3)
+        assert got.mean_shift == exact  # formed when read, or at once: the same value
+        plain = FitHealth(
+            got.ok, got.at_boundary, got.mass_lower, got.mass_upper, got.modes_converged,
+            got.depth_limit_hit, got.mass_error, got.variance_error, exact,
+        )  # fmt: skip
+        for other in (got, copy.deepcopy(got), pickle.loads(pickle.dumps(got))):
+            assert other == plain and plain == other and hash(other) == hash(plain)
+            assert type(copy.deepcopy(other)) is FitHealth or other is got
+    failing = _health(fine, replace(fine, mean=fine.mean), False, False, -4.6, 1.6)
+    assert not failing.ok and failing.mean_shift == 0.0  # other checks failed: never formed

@@ -11,6 +11,8 @@ uninterrupted one.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -234,6 +236,71 @@ def test_kept_schur_terms_give_the_solves_formed_again() -> None:
     assert np.array_equal(means[:, :PS], back_substitution(chol, z))
     log_ev = pencil._log_evidence(nodes, w, chol, fss, logdet, z)
     assert [p.log_evidence for p in posts] == log_ev.tolist() == first[::2][5:40].tolist()
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_fine_and_coarse_nodes_formed_in_one_batch_agree_with_each_alone(seed: int) -> None:
+    """A fit forms its fine mixture's posteriors and its coarse mixture's means in one batch
+    (``NoisePencil.node_pair``): the fine nodes' log evidences, Schur factors, inverse
+    factors and variances are those of the fine nodes alone to the bit, and the means of
+    both (a batched product rounds by its row count) to rounding, 1e-13 of the posterior
+    sd. A head fitted so equals one whose two mixtures are formed apart to 1e-13 sd."""
+    from gigaevo.memory.v2.causal import blr
+    from gigaevo.memory.v2.causal.arrowhead import BlockStatistics
+    from gigaevo.memory.v2.causal.spectral import NoisePencil
+
+    rng = np.random.default_rng(seed)
+    cards = [f"card-{i:02d}" for i in range(20)]
+    space = DesignSpace(C, tuple(cards), kind_contrast=True)
+    stats = GaussianStatistics(PS, C)
+    for row in _rows(rng, 512, cards, 0.1, 0.0):
+        stats.add(row)
+    view = stats.fit_view({c: space.lineage_position(c) for c in cards}, len(cards))
+    prior = space.utility_prior_variance()
+
+    def pencil() -> NoisePencil:
+        out = NoisePencil(BlockStatistics.from_fit(view), prior)
+        out.log_evidence(np.exp(np.linspace(-4.0, 1.0, 96)))  # the quadrature's batch
+        return out
+
+    evaluated = np.exp(np.linspace(-4.0, 1.0, 96))
+    fine, coarse = evaluated[1::2][4:41], evaluated[::2][9:30]
+    posts, means, lazy, moving = pencil().node_pair(fine, coarse)
+    alone = pencil()
+    want_posts, want_means, want_lazy = alone.lazy_posteriors(fine)
+    want_moving = alone.moving_means(coarse)
+    assert [p.log_evidence for p in posts] == [p.log_evidence for p in want_posts]
+    for got, want in zip(posts, want_posts, strict=True):
+        assert np.array_equal(got.chol_s, want.chol_s)
+    nodes, want_nodes = posts[0].nodes, want_posts[0].nodes
+    for name in ("w", "f", "inv_s"):
+        assert np.array_equal(getattr(nodes, name), getattr(want_nodes, name))
+    assert np.array_equal(lazy.per_node(), want_lazy.per_node())
+    sd = np.sqrt(want_lazy.per_node())
+    assert np.max(np.abs(means - want_means) / sd) <= 1e-13
+    assert np.max(np.abs(moving - want_moving) / sd[0][alone.moving]) <= 1e-13
+
+    # whole fits: the one-batch mixtures against the two formed apart
+    def apart(nodes: Any, solver: Any) -> tuple[Any, Any]:
+        full = blr._node_weights(nodes.fine_nodes, nodes.fine_log_weights)
+        part = blr._node_weights(nodes.coarse_nodes, nodes.coarse_log_weights)
+        return (
+            blr._moments(*full, solver, *solver.nodes(full[0], True), True),
+            blr._moments(*part, solver, *solver.nodes(part[0], False), False),
+        )
+
+    head = BayesianLinearHead(prior).fit_statistics(view)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(blr, "_mixtures", apart)
+        want = BayesianLinearHead(prior).fit_statistics(view)
+    sd = np.sqrt(want.coef_var_)
+    assert np.max(np.abs(head.coef_mean_ - want.coef_mean_) / sd) <= 1e-13
+    assert np.max(np.abs(head.component_means_ - want.component_means_) / sd) <= 1e-13
+    np.testing.assert_allclose(head.coef_var_, want.coef_var_, rtol=1e-13)
+    assert np.array_equal(head.weights_, want.weights_)
+    assert head.log_marginal_ == want.log_marginal_
+    assert head.health_.ok == want.health_.ok
+    assert head.health_.mean_shift == pytest.approx(want.health_.mean_shift, rel=1e-6, abs=1e-14)
 
 
 @pytest.mark.parametrize("p", [1, 2, 11, 23])

@@ -122,6 +122,42 @@ class FitHealth:
     mean_shift: float
 
 
+class _PendingShift(FitHealth):
+    """A ``FitHealth`` whose ``mean_shift`` is formed when first read (then kept): ``_health``
+    settles ``ok`` from an upper bound of it when the bound clears the gate, and a fit's
+    consumers read only the flags. The value read is the one ``_mean_shift`` gives."""
+
+    def __init__(self, flags: FitHealth, shift: Callable[[], float]) -> None:
+        state = vars(self)
+        state.update(vars(flags))
+        del state["mean_shift"]
+        state["_shift"] = shift
+
+    def __getattr__(self, name: str) -> float:
+        if name != "mean_shift":
+            raise AttributeError(name)
+        shift = vars(self).pop("_shift")
+        value = shift()
+        object.__setattr__(self, "mean_shift", value)
+        return value
+
+    def plain(self) -> FitHealth:
+        """The ``FitHealth`` of these flags (the shift formed)."""
+        return FitHealth(*(getattr(self, name) for name in FitHealth.__dataclass_fields__))
+
+    def __reduce__(self) -> tuple[object, ...]:  # copied and pickled as its plain flags
+        return (FitHealth, tuple(getattr(self, name) for name in FitHealth.__dataclass_fields__))
+
+    def __eq__(self, other: object) -> bool:
+        return self.plain() == (other.plain() if isinstance(other, _PendingShift) else other)
+
+    def __hash__(self) -> int:
+        return hash(self.plain())
+
+    def __repr__(self) -> str:
+        return repr(self.plain())
+
+
 class _Statistics:
     """Sufficient statistics of centred data, grouped by distinct omega when few."""
 
@@ -365,8 +401,7 @@ class BayesianLinearHead:
                 solver.drop_terms()
             nodes = adaptive_gauss_legendre(kernel, lo, hi, h_batch=batch)
         self.quadrature_ = nodes
-        fine = _mixture(nodes.fine_nodes, nodes.fine_log_weights, solver, full=True)
-        coarse = _mixture(nodes.coarse_nodes, nodes.coarse_log_weights, solver, full=False)
+        fine, coarse = _mixtures(nodes, solver)
         self.log_sd_nodes_, self.weights_ = fine.taus, fine.weights
         self.component_means_ = fine.means
         self._components = fine.components
@@ -565,7 +600,7 @@ class _PencilSolver(_BatchEvidence):
         """(components, centred means (K, P), marginal variances (K, P) when ``full``: for
         one noise level a ``NodeVariances``, formed as far as the mixture asks)."""
         if not full:
-            if isinstance(self._block, NoisePencil):  # (K, len(moving)): see ``_mixture``
+            if isinstance(self._block, NoisePencil):  # (K, len(moving)): see ``_moments``
                 return [], self._block.moving_means(np.exp(taus)), None
             return [], self._block.means(np.exp(taus)), None
         if isinstance(self._block, NoisePencil):
@@ -639,21 +674,51 @@ class _Mixture:
         return self.weights @ self.node_var + self.spread
 
 
-def _mixture(
-    taus: np.ndarray,
-    log_w: np.ndarray,
-    solver: _NodeSolver | _PencilSolver | _DenseSolver,
-    full: bool,
-) -> _Mixture:
-    """The sigma mixture of the nodes; variances and covariance only when ``full``."""
+def _node_weights(taus: np.ndarray, log_w: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """(the nodes kept, in order of tau; their normalised weights; the log mass): weights
+    below 1e-12 of the largest dropped."""
     top = float(np.max(log_w))
     w = np.exp(log_w - top)
     log_mass = top + math.log(float(np.sum(w)))
     keep = w >= 1e-12 * float(np.max(w))
     order = np.argsort(taus[keep])
     taus, w = taus[keep][order], w[keep][order]
-    w = w / np.sum(w)
-    posts, centred, node_var = solver.nodes(taus, full)
+    return taus, w / np.sum(w), log_mass
+
+
+def _mixtures(
+    nodes: QuadratureNodes, solver: _NodeSolver | _PencilSolver | _DenseSolver
+) -> tuple[_Mixture, _Mixture]:
+    """The fine (16-node) sigma mixture, built in full, and the coarse (8-node) one of the
+    health check (no variances). On a one-level pencil both sets of nodes are formed in one
+    batch (``NoisePencil.node_pair``)."""
+    fine = _node_weights(nodes.fine_nodes, nodes.fine_log_weights)
+    coarse = _node_weights(nodes.coarse_nodes, nodes.coarse_log_weights)
+    pencil = solver._block if isinstance(solver, _PencilSolver) else None
+    if isinstance(pencil, NoisePencil):
+        posts, means, lazy, moving = pencil.node_pair(np.exp(fine[0]), np.exp(coarse[0]))
+        return (
+            _moments(*fine, solver, list(posts), means, lazy, True),
+            _moments(*coarse, solver, [], moving, None, False),
+        )
+    return (
+        _moments(*fine, solver, *solver.nodes(fine[0], True), True),
+        _moments(*coarse, solver, *solver.nodes(coarse[0], False), False),
+    )
+
+
+def _moments(
+    taus: np.ndarray,
+    w: np.ndarray,
+    log_mass: float,
+    solver: _NodeSolver | _PencilSolver | _DenseSolver,
+    posts: list[_Component],
+    centred: np.ndarray,
+    node_var: np.ndarray | NodeVariances | None,
+    full: bool,
+) -> _Mixture:
+    """The mixture of kept nodes ``taus`` with weights ``w`` from the solver's components,
+    centred means and (when ``full``) marginal variances of those nodes."""
     mu0 = solver.mu0
     shifted = bool(np.any(mu0))
     moving = getattr(solver, "moving", None)
@@ -685,6 +750,25 @@ def _mixture(
         spread[moving] = w @ (dev * dev)
     sigma2 = float(w @ np.exp(2.0 * taus))
     return _Mixture(taus, w, posts, means, mean, node_var, spread, cov_terms, sigma2, log_mass)
+
+
+def _shift_bound(fine: _Mixture, coarse: _Mixture, gate: float = 1e-3) -> float | None:
+    """An upper bound of ``_mean_shift`` from a lower bound of the variances, or None
+    without one (the maximum is formed then). First the cheap one (``weighted_floor``: the
+    coarse and fine means differ only on the moving columns), then, when it exceeds
+    ``gate``, the tighter one of ``NodeVariances.weighted_lower``."""
+    nv = fine.node_var
+    diff = np.abs(coarse.mean - fine.mean)
+    if not len(diff) or not isinstance(nv, NodeVariances):
+        return None
+    floor, moving = nv.weighted_floor(fine.weights), nv.moving
+    rest = np.delete(diff, moving)
+    if not np.any(rest):  # NaN or a shift outside the moving columns: not settled here
+        bound = float(np.max(diff[moving] / np.sqrt(floor + fine.spread[moving])))
+        if bound <= gate:
+            return bound
+    low, _ = nv.weighted_lower(fine.weights)
+    return float(np.max(diff / np.sqrt(low + fine.spread)))  # NaN: not a bound
 
 
 def _mean_shift(fine: _Mixture, coarse: _Mixture) -> float:
@@ -723,10 +807,14 @@ def _health(
     m_hi = float(np.sum(fine.weights[fine.taus >= hi - edge]))
     mass_err = abs(math.expm1(coarse.log_mass - fine.log_mass))
     var_err = abs(coarse.sigma2 - fine.sigma2) / fine.sigma2
-    shift = _mean_shift(fine, coarse)
-    ok = converged and not depth_hit and mass_err <= 1e-5 and var_err <= 1e-3 and shift <= 1e-3
-    return FitHealth(
-        ok=bool(ok),
+    rest = converged and not depth_hit and mass_err <= 1e-5 and var_err <= 1e-3
+    # the shift's exact maximum forms the variances of the lineage blocks its bound cannot
+    # settle; when the other checks fail, or the bound already clears the gate, ``ok`` does
+    # not depend on it, and it is formed only if read (the same value)
+    bound = _shift_bound(fine, coarse) if rest else None
+    shift = None if not rest or (bound is not None and bound <= 1e-3) else _mean_shift(fine, coarse)
+    health = FitHealth(
+        ok=bool(rest and (shift is None or shift <= 1e-3)),
         at_boundary=m_hi >= 1e-4,
         mass_lower=m_lo,
         mass_upper=m_hi,
@@ -734,5 +822,8 @@ def _health(
         depth_limit_hit=depth_hit,
         mass_error=mass_err,
         variance_error=var_err,
-        mean_shift=shift,
+        mean_shift=math.nan if shift is None else shift,
     )
+    if shift is None:
+        return _PendingShift(health, lambda: _mean_shift(fine, coarse))
+    return health

@@ -345,16 +345,22 @@ def _piece_rules(
                 nxt += [(a, mid), (mid, b)]
         level, depth = nxt, 1
     while level:
-        nodes = [(_rule(a, b, _X16, _W16), _rule(a, b, _X8, _W8)) for a, b in level]
-        values = _evaluate(h, h_batch, np.concatenate([np.r_[n16[0], n8[0]] for n16, n8 in nodes]))
+        # every piece of this depth at once (the numbers ``_rule`` forms for each, row i
+        # its 16 then 8 nodes): one batch, masses and their test per row
+        ends = np.array(level, dtype=float)
+        lo, half = ends[:, :1], 0.5 * (ends[:, 1:] - ends[:, :1])
+        t16, lw16 = lo + half * (_X16 + 1.0), np.log(half * _W16)
+        t8, lw8 = lo + half * (_X8 + 1.0), np.log(half * _W8)
+        values = _evaluate(h, h_batch, np.concatenate([t16, t8], axis=1).ravel())
+        values = values.reshape(len(level), 24)
+        h16, h8 = values[:, :16], values[:, 16:]
+        m16 = np.sum(np.exp(lw16 + h16 - top), axis=1)
+        m8 = np.sum(np.exp(lw8 + h8 - top), axis=1)
+        agree = (np.abs(m16 - m8) <= 1e-10 + 1e-6 * m16).tolist()
         nxt = []
-        for i, ((a, b), ((t16, lw16), (t8, lw8))) in enumerate(zip(level, nodes, strict=True)):
-            h16, h8 = values[24 * i : 24 * i + 16], values[24 * i + 16 : 24 * (i + 1)]
-            m16 = float(np.sum(np.exp(lw16 + h16 - top)))
-            m8 = float(np.sum(np.exp(lw8 + h8 - top)))
-            agree = abs(m16 - m8) <= 1e-10 + 1e-6 * m16
-            out[(a, b, depth)] = (t16, lw16, h16, t8, lw8, h8, agree)
-            if not agree and depth < MAX_DEPTH:
+        for i, (a, b) in enumerate(level):
+            out[(a, b, depth)] = (t16[i], lw16[i], h16[i], t8[i], lw8[i], h8[i], agree[i])
+            if not agree[i] and depth < MAX_DEPTH:
                 mid = 0.5 * (a + b)
                 nxt += [(a, mid), (mid, b)]
         level, depth = nxt, depth + 1

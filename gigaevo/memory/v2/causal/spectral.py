@@ -70,9 +70,17 @@ def _substitution(lt: np.ndarray, b: np.ndarray, backward: bool) -> np.ndarray:
     rhs = np.ascontiguousarray(b.T)
     out = np.empty_like(rhs)
     p = len(rhs)
-    for i in range(p - 1, -1, -1) if backward else range(p):
+    if not p:
+        return out.T.copy()
+    # the first row solved has nothing to subtract (rhs - 0 is rhs); every other row is
+    # (rhs_i - sum_j L_ij x_j) / L_ii written into its row of ``out`` in place
+    first = p - 1 if backward else 0
+    np.divide(rhs[first], lt[first, first], out=out[first])
+    for i in range(p - 2, -1, -1) if backward else range(1, p):
         done = slice(i + 1, p) if backward else slice(0, i)
-        out[i] = (rhs[i] - np.einsum("jk,jk->k", lt[i, done], out[done])) / lt[i, i]
+        row = out[i]
+        np.subtract(rhs[i], np.einsum("jk,jk->k", lt[i, done], out[done]), out=row)
+        row /= lt[i, i]
     return out.T.copy()
 
 
@@ -84,12 +92,29 @@ def _upper_indices(p: int) -> tuple[np.ndarray, np.ndarray]:
     return rows, cols
 
 
-def _symmetric(upper: np.ndarray, index: tuple[np.ndarray, np.ndarray], p: int) -> np.ndarray:
-    """(K, p, p) symmetric matrices from their entries on and above the diagonal (K, .)."""
-    out = np.empty((len(upper), p, p))
-    out[:, index[0], index[1]] = upper
-    out[:, index[1], index[0]] = upper
+@functools.cache
+def _full_index(p: int) -> np.ndarray:
+    """For each entry (i, j) of a p x p matrix (row-major), the position of (min(i, j),
+    max(i, j)) among ``_upper_indices(p)``, formed once per p (read only)."""
+    rows, cols = _upper_indices(p)
+    at = np.empty((p, p), dtype=np.intp)
+    at[rows, cols] = at[cols, rows] = np.arange(len(rows))
+    out = at.reshape(-1)
+    out.flags.writeable = False
     return out
+
+
+def _symmetric(upper: np.ndarray, p: int) -> np.ndarray:
+    """(K, p, p) symmetric matrices from their entries on and above the diagonal (K, .)
+    (in the order of ``_upper_indices(p)``): one gather."""
+    return np.take(upper, _full_index(p), axis=1).reshape(len(upper), p, p)
+
+
+def _weighted_sum(weights: np.ndarray, part: np.ndarray) -> np.ndarray:
+    """sum_k weights_k part[k], (part.shape[1:]): the product np.tensordot(weights, part,
+    axes=1) forms ((1, K) x (K, .)), without its axis bookkeeping."""
+    k = len(weights)
+    return np.dot(weights.reshape(1, k), part.reshape(k, -1)).reshape(part.shape[1:])
 
 
 CHUNK_BLOCKS = 32  # lineage blocks per chunk of the block sums, at least (``chunk_size``)
@@ -120,6 +145,78 @@ class ChunkSums:
         return np.array_equal(self.e, e) and np.array_equal(self.r, r) and np.array_equal(self.s, s)
 
 
+@dataclass(frozen=True, eq=False)
+class BlockEigen:
+    """The eigen-terms of a pencil's active lineage blocks (per block: e clipped at 0,
+    V^1/2 Q, R, the products r r' on and above the diagonal, s) with the inputs they were
+    formed from (prior sds, unweighted C x C, C x P_s and C sums), block by block."""
+
+    root: np.ndarray  # (A, C)
+    gram_d: np.ndarray  # (A, C, C)
+    gram_g: np.ndarray  # (A, C, P_s)
+    bl: np.ndarray  # (A, C)
+    e: np.ndarray  # (A, C)
+    vq: np.ndarray  # (A, C, C)
+    r: np.ndarray  # (A, C, P_s)
+    rr: np.ndarray  # (A, C, P_s (P_s + 1) / 2)
+    s: np.ndarray  # (A, C)
+    formed: int = 0  # blocks decomposed for these terms (not taken as kept)
+
+    @classmethod
+    def of(
+        cls,
+        root: np.ndarray,
+        gram_d: np.ndarray,
+        gram_g: np.ndarray,
+        bl: np.ndarray,
+        last: BlockEigen | None = None,
+    ) -> BlockEigen:
+        """The terms of these blocks; a block equal to the bit, at the same position, to one
+        of ``last`` (an earlier fit's) takes its terms, which are the numbers this forms for
+        it (each block is decomposed and multiplied on its own), so only the blocks that
+        moved are formed."""
+        todo = np.arange(len(root))
+        if last is not None and last.gram_g.shape == gram_g.shape:
+            same = (
+                np.all(last.gram_d == gram_d, axis=(1, 2))
+                & np.all(last.gram_g == gram_g, axis=(1, 2))
+                & np.all(last.bl == bl, axis=1)
+                & np.all(last.root == root, axis=1)
+            )
+            todo = np.flatnonzero(~same)
+        else:
+            last = None
+        if last is None or len(todo) == len(root):
+            e, vq, r, rr, s = _eigen_terms(root, gram_d, gram_g, bl)
+            return cls(root, gram_d, gram_g, bl, e, vq, r, rr, s, formed=len(root))
+        # copied in their own memory layout: a product's rounding depends on its operands'
+        # (r r' is column-major as ``_eigen_terms`` forms it)
+        e, vq, r, rr, s = (
+            np.copy(a, order="K") for a in (last.e, last.vq, last.r, last.rr, last.s)
+        )
+        if len(todo):
+            formed = _eigen_terms(root[todo], gram_d[todo], gram_g[todo], bl[todo])
+            e[todo], vq[todo], r[todo], rr[todo], s[todo] = formed
+        return cls(root, gram_d, gram_g, bl, e, vq, r, rr, s, formed=len(todo))
+
+
+def _eigen_terms(
+    root: np.ndarray, gram_d: np.ndarray, gram_g: np.ndarray, bl: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(e, V^1/2 Q, R, r r' on and above the diagonal, s) of the blocks, (A, ...) each."""
+    a, c, ps = gram_g.shape
+    e, q = np.linalg.eigh(root[:, :, None] * gram_d * root[:, None, :])
+    e = np.clip(e, 0.0, None)  # H_l is PSD: clip rounding negatives
+    vq = root[:, :, None] * q  # V^1/2 Q, (A, C, C)
+    r = np.einsum("aci,acp->aip", vq, gram_g).reshape(-1, ps)
+    # the products r r' of each row on and above the diagonal only (S is symmetric): the
+    # (K, N) x (N, .) product of every evaluation reads half the memory
+    upper = _upper_indices(ps)
+    rr = r[:, upper[0]] * r[:, upper[1]]
+    s = np.einsum("aci,ac->ai", vq, bl)
+    return e, vq, r.reshape(a, c, ps), rr.reshape(a, c, len(upper[0])), s
+
+
 class BlockTerms:
     """A Gaussian head's per-chunk block sums kept from one fit to the next (memory-model.md
     "Incremental fits").
@@ -131,6 +228,13 @@ class BlockTerms:
     ``blr``); a chunk is reused only when its eigen-terms are equal to the bit, so a fit
     with these terms is the same numbers as a fit without them.
     """
+
+    # the last pencil's blocks (``BlockEigen``), blocks decomposed for the pencils made with
+    # these terms (the others' eigen-terms taken as kept), and their blocks (class defaults:
+    # a BlockTerms pickled before it kept them reads these)
+    eigen: BlockEigen | None = None
+    blocks_formed = 0
+    blocks = 0
 
     def __init__(self, keep: int = 1) -> None:
         self.keep = keep
@@ -175,15 +279,23 @@ class NoisePencil:
         self._bs = np.asarray(grp["bs"])
         self._yty = float(grp["yty"])
         root = np.sqrt(prior_var[self.cols])  # (A, C)
-        e, q = np.linalg.eigh(root[:, :, None] * self._gram_d * root[:, None, :])
-        self._e = np.clip(e, 0.0, None).reshape(-1)  # H_l is PSD: clip rounding negatives
-        self._vq = root[:, :, None] * q  # V^1/2 Q, (A, C, C)
-        self._r = np.einsum("aci,acp->aip", self._vq, self._gram_g).reshape(-1, ps)
-        # the products r r' of each row on and above the diagonal only (S is symmetric):
-        # the (K, N) x (N, .) product of every evaluation reads half the memory
+        # each block's eigen-terms, those of the blocks that did not move since the
+        # caller's last fit taken as kept (``BlockEigen``: the same numbers)
+        eigen = BlockEigen.of(
+            root,
+            self._gram_d,
+            self._gram_g,
+            np.asarray(grp["bl"]),
+            terms.eigen if terms is not None else None,
+        )
+        if terms is not None:
+            terms.eigen = eigen
+            terms.blocks_formed += eigen.formed
+            terms.blocks += len(root)
         self._upper = _upper_indices(ps)
-        self._rr = self._r[:, self._upper[0]] * self._r[:, self._upper[1]]
-        self._s = np.einsum("aci,ac->ai", self._vq, np.asarray(grp["bl"])).reshape(-1)
+        self._e, self._vq = eigen.e.reshape(-1), eigen.vq
+        self._r, self._s = eigen.r.reshape(-1, ps), eigen.s.reshape(-1)
+        self._rr = eigen.rr.reshape(len(self._r), len(self._upper[0]))
         self._prior_prec_s = np.diag(1.0 / prior_var[:ps])
         self._logdet_prior_s = float(np.sum(np.log(prior_var[:ps])))
         # chol(S), sum f s^2, sum ln(1 + w e), z of the sigmas evaluated so far, batch by
@@ -219,9 +331,8 @@ class NoisePencil:
         "Incremental fits").
         """
         k, ps = len(w), self.p_shared
-        rr, fsr = np.zeros((k, len(self._upper[0]))), np.zeros((k, ps))
-        fss, logdet = np.zeros(k), np.zeros(k)
         kept = self.terms.chunks(self.level, sigmas) if self.terms is not None else None
+        sums: list[ChunkSums] = []
         for chunk, (lo, hi) in zip(self._chunk_ids, self._chunk_rows, strict=True):
             e, r, s_ = self._e[lo:hi], self._r[lo:hi], self._s[lo:hi]
             part = kept.get(chunk) if kept is not None else None
@@ -236,6 +347,12 @@ class NoisePencil:
                     self.terms.formed += 1  # type: ignore[union-attr]
             elif self.terms is not None:
                 self.terms.reused += 1
+            sums.append(part)
+        if len(sums) == 1:  # one chunk: its sums are the totals (read only from here on)
+            return sums[0].rr, sums[0].fsr, sums[0].fss, sums[0].logdet
+        rr, fsr = np.zeros((k, len(self._upper[0]))), np.zeros((k, ps))
+        fss, logdet = np.zeros(k), np.zeros(k)
+        for part in sums:  # added in lineage order
             rr += part.rr
             fsr += part.fsr
             fss += part.fss
@@ -264,20 +381,25 @@ class NoisePencil:
             out = self._form(sigmas, w)
             self._keep(keys, out)
             return (w, *out)
+        if self._flat is None:  # the kept batches as one (a single batch as it is)
+            batches = self._batches
+            self._flat = (
+                batches[0]
+                if len(batches) == 1
+                else tuple(np.concatenate(a) for a in zip(*batches, strict=True))
+            )
+        flat_chol, flat_fss, flat_logdet, flat_z = self._flat
+        if not len(miss):  # every sigma kept (a mixture's nodes): gathered
+            return w, flat_chol[at], flat_fss[at], flat_logdet[at], flat_z[at]
         chol_s, z = np.empty((len(w), ps, ps)), np.empty((len(w), ps))
         fss, logdet = np.empty(len(w)), np.empty(len(w))
-        if len(miss):
-            formed = self._form(sigmas[miss], w[miss])
-            chol_s[miss], fss[miss], logdet[miss], z[miss] = formed
-            self._keep([keys[i] for i in miss.tolist()], formed)
         hit = np.flatnonzero(at >= 0)
-        if len(hit):
-            if self._flat is None:
-                self._flat = tuple(np.concatenate(a) for a in zip(*self._batches, strict=True))
-            rows = at[hit]
-            flat_chol, flat_fss, flat_logdet, flat_z = self._flat
-            chol_s[hit], z[hit] = flat_chol[rows], flat_z[rows]
-            fss[hit], logdet[hit] = flat_fss[rows], flat_logdet[rows]
+        rows = at[hit]
+        chol_s[hit], z[hit] = flat_chol[rows], flat_z[rows]
+        fss[hit], logdet[hit] = flat_fss[rows], flat_logdet[rows]
+        formed = self._form(sigmas[miss], w[miss])
+        chol_s[miss], fss[miss], logdet[miss], z[miss] = formed
+        self._keep([keys[i] for i in miss.tolist()], formed)
         return w, chol_s, fss, logdet, z
 
     def _form(self, sigmas: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -285,8 +407,12 @@ class NoisePencil:
         is kept (t itself is read only through z)."""
         ps = self.p_shared
         rr, fsr, fss, logdet = self._block_sums(sigmas, w)
-        s = self._prior_prec_s + w[:, None, None] * self._a
-        s -= (w * w)[:, None, None] * _symmetric(rr, self._upper, ps)
+        # diag(1/v_s) + w A - w^2 sum f R R' (each product formed once, in place)
+        s = w[:, None, None] * self._a
+        s += self._prior_prec_s
+        fr = _symmetric(rr, ps)
+        fr *= (w * w)[:, None, None]
+        s -= fr
         chol_s = np.linalg.cholesky(s)
         t = w[:, None] * self._bs - (w * w)[:, None] * fsr
         return chol_s, fss, logdet, forward_substitution(chol_s, t)
@@ -387,6 +513,28 @@ class NoisePencil:
         posts = PencilPosterior.of_nodes(mean, log_ev, chol_s, self.active, self.prior_var, nodes)
         return posts, mean, NodeVariances(self, w, f, inv_s)
 
+    def node_pair(
+        self, sigmas: np.ndarray, coarse: np.ndarray
+    ) -> tuple[list[BlockPosterior], np.ndarray, NodeVariances, np.ndarray]:
+        """``lazy_posteriors(sigmas)`` and ``moving_means(coarse)`` in one pass: the two
+        sets of nodes (a mixture's fine and coarse rules, every sigma kept) are gathered,
+        and their means formed, as one batch. The same numbers to rounding (a batched
+        product's rounding depends on its row count), the log evidences, factors and
+        variances of ``sigmas`` to the bit."""
+        k = len(sigmas)
+        both = np.concatenate((np.asarray(sigmas, dtype=float), np.asarray(coarse, dtype=float)))
+        w_all, chol_all, fss, logdet, z_all = self._schur(both)
+        f_all = self._f(w_all)
+        moving = self._means(w_all, f_all, chol_all, z_all, moving_only=True)
+        w, f, chol_s = w_all[:k], f_all[:k], chol_all[:k]
+        log_ev = self._log_evidence(both[:k], w, chol_s, fss[:k], logdet[:k], z_all[:k])
+        mean = np.zeros((k, len(self.prior_var)))
+        mean[:, self.moving] = moving[:k]
+        inv_s = lower_inverse(chol_s)  # (K, P_s, P_s), S^-1 = inv_s' inv_s
+        nodes = PencilNodes(self, w, f, inv_s)
+        posts = PencilPosterior.of_nodes(mean, log_ev, chol_s, self.active, self.prior_var, nodes)
+        return posts, mean, NodeVariances(self, w, f, inv_s), moving[k:]
+
     def _variances(self, w: np.ndarray, f: np.ndarray, inv_s: np.ndarray) -> np.ndarray:
         """diag(Lambda^-1) per sigma, (K, P) (``NodeVariances.per_node``)."""
         return NodeVariances(self, w, f, inv_s).per_node()
@@ -409,6 +557,18 @@ class NodeVariances:
         self.cols, self.prior_var = pencil.cols, pencil.prior_var
         self._r, self._vq = pencil._r, pencil._vq
         self._w, self._f, self._inv_s = w, f, inv_s
+        # the moving columns (``NoisePencil.moving``) and diag(H) on them
+        self.moving = pencil.moving
+        self._gram_diag = np.concatenate(
+            (np.diagonal(pencil._a), np.diagonal(pencil._gram_d, axis1=1, axis2=2).reshape(-1))
+        )
+
+    def weighted_floor(self, weights: np.ndarray) -> np.ndarray:
+        """A lower bound of ``weighted`` on the ``moving`` columns: per node
+        diag(Lambda_k^-1)_i >= 1 / (Lambda_k)_ii (Lambda_k positive definite), with
+        diag(Lambda_k) = 1/v + w_k diag(H): O(K len(moving)), no factor of Lambda_k."""
+        precision = 1.0 / self.prior_var[self.moving] + self._w[:, None] * self._gram_diag
+        return weights @ (1.0 / precision)
 
     def per_node(self) -> np.ndarray:
         """diag(Lambda_k^-1) per node, (K, P).
@@ -462,7 +622,7 @@ class NodeVariances:
         if len(self.active):
             every = np.arange(len(self.active))
             part = self._block_diag_inverse(every) + self._block_yy(every)
-            out[self.cols] = np.tensordot(weights, part, axes=1)
+            out[self.cols] = _weighted_sum(weights, part)
         return out
 
     def weighted_lower(self, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -473,7 +633,7 @@ class NodeVariances:
         out[:ps] = weights @ np.sum(self._inv_s * self._inv_s, axis=1)
         if len(self.active):
             d_inv = self._block_diag_inverse(np.arange(len(self.active)))  # (K, A, C)
-            out[self.cols] = np.tensordot(weights, d_inv, axes=1)
+            out[self.cols] = _weighted_sum(weights, d_inv)
             exact[self.cols] = False
         return out, exact
 
@@ -488,7 +648,7 @@ class NodeVariances:
     def weighted_blocks(self, weights: np.ndarray, pos: np.ndarray) -> np.ndarray:
         """sum_k weights_k diag(Lambda_k^-1) on the active blocks at ``pos``, (len(pos), C)."""
         part = self._block_diag_inverse(pos) + self._block_yy(pos)
-        return np.tensordot(weights, part, axes=1)
+        return _weighted_sum(weights, part)
 
 
 class DensePencil:
