@@ -364,13 +364,18 @@ def test_a_prefix_fit_passes_over_the_rows_since_the_near_anchor_and_small_wide_
 
 def test_an_earlier_head_takes_its_other_level_at_its_own_near_anchor() -> None:
     """Retirement may ask a head for a card's other level after the fitter has fitted again
-    on more rows (another near anchor): the answer is the one a fresh fitter on the head's
-    own rows gives, bit for bit."""
+    on more rows of the same growing table (another near anchor): the answer is the one a
+    fresh fitter on the head's own rows gives, bit for bit."""
     n = _oldest(1100)
     table = _ledger(n + 40, seed=9)
+    grown = _first(table, n)
     fitter = InvalidityFitter(True, False, shift_levels=_levels, method="laplace_prefix")
-    head = fitter.fit(_first(table, n), SPACE, ALIAS, _prior)
-    fitter.fit(table, SPACE, ALIAS, _prior)  # a later near anchor
+    head = fitter.fit(grown, SPACE, ALIAS, _prior)
+    for i in range(n, table.n):  # the same table grows on
+        key = table.keys[table.key[i]] if table.key[i] >= 0 else None
+        part = table.part[i] if key is not None else None
+        grown.append(RowTerms(table.shared[i], part, key, 0.0, 0.0), bool(table.invalid[i]))
+    fitter.fit(grown, SPACE, ALIAS, _prior)  # a later near anchor
     fresh = InvalidityFitter(True, False, shift_levels=_levels, method="laplace_prefix")
     again = fresh.fit(_first(table, n), SPACE, ALIAS, _prior)
     assert fitter.prefix_fits == 2 and fresh.prefix_fits == 1

@@ -807,6 +807,7 @@ class _PrefixRows:
         factor: Callable[[frozenset[int]], Precision | None],
     ) -> None:
         self.table, self.block_of, self.lineages = table, block_of, len(space.lineages)
+        self.n = table.n  # the table grows on; a later ``with_level`` asks for these rows
         self.m, self.size, self.point = m, space.size, point
         self.columns, self.level, self.factor = columns, level, factor
         self.width = space.n_context
@@ -826,8 +827,8 @@ class _PrefixRows:
         level = self.level(own)
         if level is None:  # the near anchor rows' fit at these levels failed: every row exactly
             zero = Quadratic(self.point, 0.0, np.zeros(self.size), self._empty())
-            design = table.design(self.block_of, self.lineages)
-            kept = self._terms[exact] = (self._form(design), table.invalid[: table.n], zero)
+            design = table.design(self.block_of, self.lineages, self.n)
+            kept = self._terms[exact] = (self._form(design), table.invalid[: self.n], zero)
             return kept
         quad, small = level
         point = self.point.copy()
@@ -835,7 +836,7 @@ class _PrefixRows:
         grad = np.zeros(self.size)
         grad[self.columns] = quad.grad
         mapped = Quadratic(point, quad.value, grad, self._mapped(quad.hess))
-        rows = np.r_[small, np.arange(self.m, table.n)]
+        rows = np.r_[small, np.arange(self.m, self.n)]
         design = table.design(self.block_of, self.lineages, index=rows)
         kept = (self._form(design), table.invalid[rows], mapped)
         self._terms[exact] = kept
