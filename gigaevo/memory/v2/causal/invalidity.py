@@ -89,6 +89,81 @@ def card_shift_levels(
 
 
 @dataclass(frozen=True)
+class Cubic:
+    """The third-order term of a sum of logistic losses around a point (memory-model.md "The
+    prefix in Laplace form"): T[r, r, r] / 6, T = sum_i c_i x_i (x) x_i (x) x_i with
+    c_i = p_i (1 - p_i) (1 - 2 p_i) at the point, kept per row group (the control rows, and
+    each lineage's rows): K_g = sum_{i in g} c_i z_i (x) z_i (x) z_i, z_i = (s_i, u_i) its
+    shared part and lineage part, (P_s + C)^3 numbers a group. Its Hessian along r,
+    T[r] = sum_i c_i (x_i'r) x_i x_i', comes in block-arrowhead form.
+
+    Attributes:
+        shared_size: P_s. width: C. control: (q, q, q), q = P_s + C. lineages: (K,) sorted.
+        blocks: (K, q, q, q). size: P of the space.
+    """
+
+    shared_size: int
+    width: int
+    control: np.ndarray
+    lineages: np.ndarray
+    blocks: np.ndarray
+    size: int
+
+    @classmethod
+    def of_rows(cls, x: BlockDesign, at: np.ndarray) -> Cubic:
+        """The third-order term of rows ``x`` at ``at``: one pass and one product per group."""
+        from scipy.special import expit
+
+        p = expit(x.dot(at))
+        c = p * (1.0 - p) * (1.0 - 2.0 * p)
+        ps, width = x.shared.shape[1], x.lineage_part.shape[1]
+        q = ps + width
+        z = np.concatenate([x.shared, x.lineage_part], axis=1)
+        order = np.argsort(x.lineage, kind="stable")
+        groups, starts = np.unique(x.lineage[order], return_index=True)
+        ends = np.r_[starts[1:], len(order)]
+
+        def summed(rows: np.ndarray, k: int) -> np.ndarray:
+            """sum_i c_i z_i z_i z_i over ``rows``, z's first ``k`` columns."""
+            upper_a, upper_b = np.triu_indices(k)  # z z' is symmetric: its upper triangle
+            zr = z[rows, :k]
+            half = (c[rows, None] * zr).T @ (zr[:, upper_a] * zr[:, upper_b])  # (k, pairs)
+            out = np.empty((k, k, k))
+            out[:, upper_a, upper_b] = half
+            out[:, upper_b, upper_a] = half
+            return out
+
+        control = np.zeros((q, q, q))
+        lineages, blocks = [], []
+        for group, lo, hi in zip(groups.tolist(), starts.tolist(), ends.tolist(), strict=True):
+            if group < 0:  # control rows: their lineage part is zero, only the shared cube
+                control[:ps, :ps, :ps] = summed(order[lo:hi], ps)
+            else:
+                lineages.append(group)
+                blocks.append(summed(order[lo:hi], q))
+        stacked = np.stack(blocks) if blocks else np.zeros((0, q, q, q))
+        return cls(ps, width, control, np.array(lineages, dtype=int), stacked, x.size)
+
+    def mapped(self, blocks: np.ndarray, size: int) -> Cubic:
+        """The same groups in another space: lineage j -> ``blocks[j]``, P = ``size``."""
+        target = np.asarray(blocks, dtype=int)[self.lineages]
+        order = np.argsort(target, kind="stable")
+        return Cubic(self.shared_size, self.width, self.control, target[order],
+                     self.blocks[order], size)  # fmt: skip
+
+    def hessian(self, r: np.ndarray) -> BlockHessian:
+        """T[r] = sum_i c_i (x_i'r) x_i x_i' in block-arrowhead form."""
+        ps, width = self.shared_size, self.width
+        q = ps + width
+        a = (r[:ps] @ self.control[:ps, :ps, :ps].reshape(ps, ps * ps)).reshape(ps, ps)
+        cols = (ps + self.lineages[:, None] * width + np.arange(width)).astype(int)
+        rho = np.concatenate([np.broadcast_to(r[:ps], (len(cols), ps)), r[cols]], axis=1)
+        m = np.matmul(rho[:, None, :], self.blocks.reshape(-1, q, q * q)).reshape(-1, q, q)
+        a = a + m[:, :ps, :ps].sum(axis=0)
+        return BlockHessian(a, self.lineages, m[:, ps:, ps:], m[:, ps:, :ps], self.size)
+
+
+@dataclass(frozen=True)
 class Quadratic:
     """A sum of logistic losses to second order around ``point`` (memory-model.md "Invalidity
     head and chance constraint", "The prefix in Laplace form"): value + grad'r + r'H r / 2,
@@ -106,6 +181,7 @@ class Quadratic:
     value: float
     grad: np.ndarray
     hess: np.ndarray | BlockHessian
+    cubic: Cubic | None = None  # the third-order term (``laplace_prefix``), or none
 
     @classmethod
     def of_rows(cls, x: np.ndarray | BlockDesign, d: np.ndarray, at: np.ndarray) -> Quadratic:
@@ -123,15 +199,25 @@ class Quadratic:
             return cls(at, value, x.rdot(p - d), BlockHessian.of_gram(gram, x.size))
         return cls(at, value, x.T @ (p - d), x.T @ (w[:, None] * x))
 
-    def at(self, g: np.ndarray) -> tuple[float, np.ndarray]:
-        """(value, gradient) of the quadratic at g."""
+    def at(self, g: np.ndarray, third: BlockHessian | None = None) -> tuple[float, np.ndarray]:
+        """(value, gradient) of the expansion at g (with its third-order term, if any;
+        ``third``: its ``cubic_hessian(g)``, when already made)."""
         r = g - self.point
         hr = self.hess @ r
-        return self.value + float(self.grad @ r) + 0.5 * float(r @ hr), self.grad + hr
+        value, grad = self.value + float(self.grad @ r) + 0.5 * float(r @ hr), self.grad + hr
+        if self.cubic is not None:
+            mr = (self.cubic.hessian(r) if third is None else third) @ r
+            value, grad = value + float(r @ mr) / 6.0, grad + 0.5 * mr
+        return value, grad
+
+    def cubic_hessian(self, g: np.ndarray) -> BlockHessian | None:
+        """The third-order term's part of the Hessian at g (None: no such term)."""
+        return None if self.cubic is None else self.cubic.hessian(g - self.point)
 
     def minus(self, other: Quadratic) -> Quadratic:
         """This expansion without ``other``'s rows (an expansion at the same point, in the
-        same form)."""
+        same form; neither with a third-order term)."""
+        assert self.cubic is None and other.cubic is None
         hess = self.hess - other.hess  # same form: dense, or blocks (``BlockHessian.__sub__``)
         return Quadratic(self.point, self.value - other.value, self.grad - other.grad, hess)
 
@@ -196,6 +282,8 @@ class LogisticLaplaceHead:
         self._exact: frozenset[int] = frozenset()
         self._wide_move: Callable[[np.ndarray], np.ndarray | None] | None = None  # ``fit``
         self._wide_chord: Callable[[np.ndarray], Chord | None] | None = None  # ``fit``
+        # (g's bits, the expansion's third-order Hessian term at g): see ``_likelihood``
+        self._third: tuple[bytes, BlockHessian | None] | None = None
 
     def _xdot(self, g: np.ndarray) -> np.ndarray:
         if isinstance(self._x, BlockDesign):
@@ -223,7 +311,9 @@ class LogisticLaplaceHead:
             value = np.sum(np.logaddexp(0.0, eta) - self._d * eta)
             grad = self._xtdot(expit(eta) - self._d)
             if self._quad is not None:  # ``fit_prefix``: the rows the quadratic stands for
-                q_value, q_grad = self._quad.at(g)
+                third = self._quad.cubic_hessian(g)
+                self._third = (key, third)
+                q_value, q_grad = self._quad.at(g, third)
                 value, grad = value + q_value, grad + q_grad
             kept = self._lik = (key, eta, value, grad)
         return kept[1], kept[2], kept[3]
@@ -247,15 +337,29 @@ class LogisticLaplaceHead:
                 if self._quad is not None:  # merged before factoring: one arrowhead
                     assert isinstance(self._quad.hess, BlockHessian)
                     gram = self._quad.hess.added_to(gram)
+                    third = self._third_at(g)
+                    if third is not None:
+                        gram = third.added_to(gram)
                 data: object = gram
             else:
                 dense = self._x.T @ (w[:, None] * self._x)
                 if self._quad is not None:
                     assert isinstance(self._quad.hess, np.ndarray)
                     dense = dense + self._quad.hess
+                    third = self._third_at(g)
+                    if third is not None:
+                        dense = dense + third.to_dense()
                 data = dense
             self._gram = (key, data)
         return self._gram[1]
+
+    def _third_at(self, g: np.ndarray) -> BlockHessian | None:
+        """The expansion's third-order Hessian term at g (kept by ``_likelihood``)."""
+        assert self._quad is not None
+        kept = self._third
+        if kept is not None and kept[0] == g.tobytes():
+            return kept[1]
+        return self._quad.cubic_hessian(g)
 
     def _fisher(self, g: np.ndarray) -> _Precision:
         """F at g, factored. X'WX depends on g only, not on the prior: the last one is kept
@@ -301,7 +405,7 @@ class LogisticLaplaceHead:
         if isinstance(self._x, np.ndarray):
             self._x = self._x.reshape(-1, len(self._mu))
         self._d = np.asarray(d, dtype=float).reshape(-1)
-        self._gram = self._lik = self._quad = self._prefix = None
+        self._gram = self._lik = self._quad = self._prefix = self._third = None
         self._wide_move = wide_move
         self._wide_chord = wide_chord
         if isinstance(self._x, BlockDesign):
@@ -368,7 +472,7 @@ class LogisticLaplaceHead:
         if len(self._d) != n or not np.all(np.isin(self._d, (0.0, 1.0))):
             raise DesignError("invalid indicators must be 0/1 and match the design rows")
         self._quad, self._exact = quad, exact
-        self._gram = self._lik = None
+        self._gram = self._lik = self._third = None
 
     def _blocks(self, columns: np.ndarray) -> frozenset[int]:
         """The lineage blocks of lineage columns (the block layout's)."""
