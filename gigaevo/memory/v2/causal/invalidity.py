@@ -124,14 +124,12 @@ class Cubic:
         ends = np.r_[starts[1:], len(order)]
 
         def summed(rows: np.ndarray, k: int) -> np.ndarray:
-            """sum_i c_i z_i z_i z_i over ``rows``, z's first ``k`` columns."""
-            upper_a, upper_b = np.triu_indices(k)  # z z' is symmetric: its upper triangle
+            """sum_i c_i z_i z_i z_i over ``rows``, z's first ``k`` columns: one product
+            (k, n_g) @ (n_g, k k) (the full z z', a broadcast; gathering its upper triangle
+            cost 3.6x more at n_g = 4,500, k = 16)."""
             zr = z[rows, :k]
-            half = (c[rows, None] * zr).T @ (zr[:, upper_a] * zr[:, upper_b])  # (k, pairs)
-            out = np.empty((k, k, k))
-            out[:, upper_a, upper_b] = half
-            out[:, upper_b, upper_a] = half
-            return out
+            outer = (zr[:, :, None] * zr[:, None, :]).reshape(len(rows), k * k)
+            return ((c[rows, None] * zr).T @ outer).reshape(k, k, k)
 
         control = np.zeros((q, q, q))
         lineages, blocks = [], []
