@@ -183,7 +183,7 @@ class PosteriorSettings:
             says +0.21) and kept being delivered (memory-model.md "Card shift levels").
         invalidity_fit: ``exact`` (every fit passes over all the invalidity head's rows) or
             ``laplace_prefix`` (the rows before the near anchor enter as their loss's
-            second-order expansion at its MAP under the fit's levels: a fit passes over the
+            third-order expansion at its MAP under the fit's levels: a fit passes over the
             rows since and the rows of small wide cards, memory-model.md "The prefix in
             Laplace form"; an approximation, off by default).
         invalidity_prefix_min_rows: with ``laplace_prefix``, the fits on fewer rows are

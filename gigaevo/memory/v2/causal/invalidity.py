@@ -165,7 +165,8 @@ class Cubic:
 class Quadratic:
     """A sum of logistic losses to second order around ``point`` (memory-model.md "Invalidity
     head and chance constraint", "The prefix in Laplace form"): value + grad'r + r'H r / 2,
-    r = gamma - point. The prior is not in it.
+    r = gamma - point, plus ``cubic``'s T[r, r, r] / 6 when it has one. The prior is not in
+    it.
 
     Attributes:
         point: the expansion point, (P,).
@@ -435,10 +436,11 @@ class LogisticLaplaceHead:
         laplace_prefix``; memory-model.md "The prefix in Laplace form").
 
         J(gamma) = prior + Q(gamma) + the logistic loss of the rows fitted exactly, Q the
-        second-order expansion of the other rows' loss at their own MAP under the same shift
+        third-order expansion of the other rows' loss at their own MAP under the same shift
         levels. Newton steps from ``start`` (the first with ``rows.chord``'s F) pass over the
-        rows fitted exactly only; the Laplace precision is diag(1/v) + Q's Hessian + their
-        Fisher information, the log evidence takes Q's value. ``exact``: the lineage blocks
+        rows fitted exactly only; the Laplace precision is diag(1/v) + Q's Hessian (with
+        its third-order term's T[r]) + their Fisher information, the log evidence takes Q's
+        value. ``exact``: the lineage blocks
         at the wide level (``rows.terms`` expands at the MAP with them wide); the wide-level
         refit and ``with_level`` ask for the blocks of their own levels. On a wide design
         the rows come as a ``BlockDesign`` and Q's Hessian in block form, merged into their

@@ -361,7 +361,7 @@ class InvalidityFitter:
 
     ``method="laplace_prefix"`` (``memory.posterior_config.invalidity_fit``; memory-model.md
     "The prefix in Laplace form"): with an anchor, the near anchor's rows enter the fit as
-    their loss's second-order expansion at their MAP under the fit's levels (the near
+    their loss's third-order expansion at their MAP under the fit's levels (the near
     anchor's fit, or its wide fit: kept with it; on a wide design, P > ``DENSE_MAX_SIZE``,
     its Hessian in block-arrowhead form), so Newton passes over the rows since the near
     anchor only (and over the near-anchor rows of the wide cards with fewer than
@@ -518,7 +518,7 @@ class InvalidityFitter:
     def _near_level(
         self, near: _Near, wide_variance: float | None, blocks: frozenset[int]
     ) -> tuple[Quadratic, np.ndarray] | None:
-        """(the near anchor ``near``'s rows' loss to second order at their MAP with its lineage
+        """(the near anchor ``near``'s rows' loss to third order at their MAP with its lineage
         ``blocks`` (of its own space) at the wide level, without the rows of the wide blocks
         with fewer than ``WIDE_EXACT_ROWS`` near-anchor rows; those rows, which the fit takes
         exactly) (None: that fit failed). ``near`` is bound when the fit is made: a head's
