@@ -149,6 +149,23 @@ class Cubic:
         return Cubic(self.shared_size, self.width, self.control, target[order],
                      self.blocks[order], size)  # fmt: skip
 
+    def along(self, r: np.ndarray) -> np.ndarray:
+        """T[r, r] = sum_i c_i (x_i'r)^2 x_i, (P,): Q's gradient's term, without making T[r]
+        (a Newton step's line search asks for many gradients and one Hessian)."""
+        ps, width = self.shared_size, self.width
+        q = ps + width
+        rs = r[:ps]
+        out = np.zeros(self.size)
+        out[:ps] = np.outer(rs, rs).reshape(-1) @ self.control[:ps, :ps, :ps].reshape(-1, ps)
+        if len(self.lineages):
+            cols = (ps + self.lineages[:, None] * width + np.arange(width)).astype(int)
+            rho = np.concatenate([np.broadcast_to(rs, (len(cols), ps)), r[cols]], axis=1)
+            pairs = (rho[:, :, None] * rho[:, None, :]).reshape(-1, 1, q * q)
+            m = np.matmul(pairs, self.blocks.reshape(-1, q * q, q)).reshape(-1, q)
+            out[:ps] += m[:, :ps].sum(axis=0)
+            out[cols] = m[:, ps:]
+        return out
+
     def hessian(self, r: np.ndarray) -> BlockHessian:
         """T[r] = sum_i c_i (x_i'r) x_i x_i' in block-arrowhead form."""
         ps, width = self.shared_size, self.width
@@ -198,14 +215,13 @@ class Quadratic:
             return cls(at, value, x.rdot(p - d), BlockHessian.of_gram(gram, x.size))
         return cls(at, value, x.T @ (p - d), x.T @ (w[:, None] * x))
 
-    def at(self, g: np.ndarray, third: BlockHessian | None = None) -> tuple[float, np.ndarray]:
-        """(value, gradient) of the expansion at g (with its third-order term, if any;
-        ``third``: its ``cubic_hessian(g)``, when already made)."""
+    def at(self, g: np.ndarray) -> tuple[float, np.ndarray]:
+        """(value, gradient) of the expansion at g (with its third-order term, if any)."""
         r = g - self.point
         hr = self.hess @ r
         value, grad = self.value + float(self.grad @ r) + 0.5 * float(r @ hr), self.grad + hr
         if self.cubic is not None:
-            mr = (self.cubic.hessian(r) if third is None else third) @ r
+            mr = self.cubic.along(r)
             value, grad = value + float(r @ mr) / 6.0, grad + 0.5 * mr
         return value, grad
 
@@ -281,8 +297,6 @@ class LogisticLaplaceHead:
         self._exact: frozenset[int] = frozenset()
         self._wide_move: Callable[[np.ndarray], np.ndarray | None] | None = None  # ``fit``
         self._wide_chord: Callable[[np.ndarray], Chord | None] | None = None  # ``fit``
-        # (g's bits, the expansion's third-order Hessian term at g): see ``_likelihood``
-        self._third: tuple[bytes, BlockHessian | None] | None = None
 
     def _xdot(self, g: np.ndarray) -> np.ndarray:
         if isinstance(self._x, BlockDesign):
@@ -310,9 +324,7 @@ class LogisticLaplaceHead:
             value = np.sum(np.logaddexp(0.0, eta) - self._d * eta)
             grad = self._xtdot(expit(eta) - self._d)
             if self._quad is not None:  # ``fit_prefix``: the rows the quadratic stands for
-                third = self._quad.cubic_hessian(g)
-                self._third = (key, third)
-                q_value, q_grad = self._quad.at(g, third)
+                q_value, q_grad = self._quad.at(g)
                 value, grad = value + q_value, grad + q_grad
             kept = self._lik = (key, eta, value, grad)
         return kept[1], kept[2], kept[3]
@@ -353,11 +365,9 @@ class LogisticLaplaceHead:
         return self._gram[1]
 
     def _third_at(self, g: np.ndarray) -> BlockHessian | None:
-        """The expansion's third-order Hessian term at g (kept by ``_likelihood``)."""
+        """The expansion's third-order Hessian term at g (made with the Fisher information
+        only: the line search's points need just ``Cubic.along``)."""
         assert self._quad is not None
-        kept = self._third
-        if kept is not None and kept[0] == g.tobytes():
-            return kept[1]
         return self._quad.cubic_hessian(g)
 
     def _fisher(self, g: np.ndarray) -> _Precision:
@@ -404,7 +414,7 @@ class LogisticLaplaceHead:
         if isinstance(self._x, np.ndarray):
             self._x = self._x.reshape(-1, len(self._mu))
         self._d = np.asarray(d, dtype=float).reshape(-1)
-        self._gram = self._lik = self._quad = self._prefix = self._third = None
+        self._gram = self._lik = self._quad = self._prefix = None
         self._wide_move = wide_move
         self._wide_chord = wide_chord
         if isinstance(self._x, BlockDesign):
@@ -472,7 +482,7 @@ class LogisticLaplaceHead:
         if len(self._d) != n or not np.all(np.isin(self._d, (0.0, 1.0))):
             raise DesignError("invalid indicators must be 0/1 and match the design rows")
         self._quad, self._exact = quad, exact
-        self._gram = self._lik = self._third = None
+        self._gram = self._lik = None
 
     def _blocks(self, columns: np.ndarray) -> frozenset[int]:
         """The lineage blocks of lineage columns (the block layout's)."""
