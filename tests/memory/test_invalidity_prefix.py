@@ -513,13 +513,13 @@ def test_the_option_reaches_the_fitter_and_a_bad_value_is_refused_naming_it(
     from tests.memory.test_posterior_config import _build, _reader
 
     built = _build(tmp_path / "default")
-    try:
-        assert _reader(built).heads.invalidity.method == "exact"  # the default: unchanged
+    try:  # the default (session 14, with the third-order term)
+        assert _reader(built).heads.invalidity.method == "laplace_prefix"
     finally:
         built.close()
-    built = _build(tmp_path / "on", "memory.posterior_config.invalidity_fit=laplace_prefix")
+    built = _build(tmp_path / "off", "memory.posterior_config.invalidity_fit=exact")
     try:
-        assert _reader(built).heads.invalidity.method == "laplace_prefix"
+        assert _reader(built).heads.invalidity.method == "exact"
     finally:
         built.close()
     with pytest.raises(ConfigError) as info:
