@@ -181,11 +181,12 @@ class PosteriorSettings:
             chosen one, so at 0.1 a card with 4 of 15 cited rows invalid against 8 % was
             valued as if it left the rate alone (p_1 - p_0 = +0.008; a flat Beta-binomial
             says +0.21) and kept being delivered (memory-model.md "Card shift levels").
-        invalidity_fit: ``exact`` (every fit passes over all the invalidity head's rows) or
-            ``laplace_prefix`` (the rows before the near anchor enter as their loss's
-            second-order expansion at its MAP under the fit's levels: a fit passes over the
-            rows since and the rows of small wide cards, memory-model.md "The prefix in
-            Laplace form"; an approximation, off by default).
+        invalidity_fit: ``laplace_prefix``, the default (the rows before the near anchor
+            enter as their loss's third-order expansion at its MAP under the fit's levels: a
+            fit passes over the rows since and the rows of small wide cards, memory-model.md
+            "The prefix in Laplace form"; an approximation, within 1.2e-4 posterior sd,
+            0.073 % of a variance, 3.6e-6 of P_acc of the exact fit where measured), or
+            ``exact`` (every fit passes over all the invalidity head's rows).
         invalidity_prefix_min_rows: with ``laplace_prefix``, the fits on fewer rows are
             exact (>= 256, the first anchor): below ~1,000 rows the problem's own invalid
             logit still moves enough between near anchors to put the variances off by
@@ -209,7 +210,7 @@ class PosteriorSettings:
     invalidity_baseline_intercept_prior_sd: float | None = 1.5
     invalidity_lineage_intercept_prior_sd: float | None = 2.0
     invalidity_shift_wide_weight: float = 0.3
-    invalidity_fit: Literal["exact", "laplace_prefix"] = "exact"
+    invalidity_fit: Literal["exact", "laplace_prefix"] = "laplace_prefix"
     invalidity_prefix_min_rows: int = 1024
 
     def __post_init__(self) -> None:

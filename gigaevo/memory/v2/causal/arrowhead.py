@@ -583,6 +583,20 @@ class BlockHessian:
             out[cols] = np.einsum("kij,kj->ki", self.d, r_l) + self.g @ r[:ps]
         return out
 
+    def to_dense(self) -> np.ndarray:
+        """The (P, P) matrix."""
+        ps = self.a.shape[0]
+        out = np.zeros((self.size, self.size))
+        out[:ps, :ps] = self.a
+        if len(self.lineages):
+            c = self.d.shape[1]
+            cols = (ps + self.lineages[:, None] * c + np.arange(c)).astype(int)
+            for k, col in enumerate(cols):
+                out[np.ix_(col, col)] = self.d[k]
+                out[col, :ps] = self.g[k]
+                out[:ps, col] = self.g[k].T
+        return out
+
     def __sub__(self, other: BlockHessian) -> BlockHessian:
         """H - other, on the union of their lineages."""
         lineages, d, g = _combined(self, other, -1.0)

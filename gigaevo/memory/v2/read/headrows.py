@@ -27,6 +27,7 @@ with the same contrasts, as the batch design did.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections import Counter
@@ -43,7 +44,7 @@ from gigaevo.memory.v2.causal import (
 )
 from gigaevo.memory.v2.causal import RewardDefinition as CausalReward
 from gigaevo.memory.v2.causal.arrowhead import DENSE_MAX_SIZE, BlockHessian, row_products
-from gigaevo.memory.v2.causal.invalidity import Chord, Precision, Quadratic, ShiftLevels
+from gigaevo.memory.v2.causal.invalidity import Chord, Cubic, Precision, Quadratic, ShiftLevels
 from gigaevo.memory.v2.causal.suffstats import GaussianStatistics, RowTerms
 from gigaevo.memory.v2.evidence import LineageRow, Observation, SelectionEvidence
 from gigaevo.memory.v2.settings import PosteriorSettings
@@ -360,7 +361,7 @@ class InvalidityFitter:
 
     ``method="laplace_prefix"`` (``memory.posterior_config.invalidity_fit``; memory-model.md
     "The prefix in Laplace form"): with an anchor, the near anchor's rows enter the fit as
-    their loss's second-order expansion at their MAP under the fit's levels (the near
+    their loss's third-order expansion at their MAP under the fit's levels (the near
     anchor's fit, or its wide fit: kept with it; on a wide design, P > ``DENSE_MAX_SIZE``,
     its Hessian in block-arrowhead form), so Newton passes over the rows since the near
     anchor only (and over the near-anchor rows of the wide cards with fewer than
@@ -517,7 +518,7 @@ class InvalidityFitter:
     def _near_level(
         self, near: _Near, wide_variance: float | None, blocks: frozenset[int]
     ) -> tuple[Quadratic, np.ndarray] | None:
-        """(the near anchor ``near``'s rows' loss to second order at their MAP with its lineage
+        """(the near anchor ``near``'s rows' loss to third order at their MAP with its lineage
         ``blocks`` (of its own space) at the wide level, without the rows of the wide blocks
         with fewer than ``WIDE_EXACT_ROWS`` near-anchor rows; those rows, which the fit takes
         exactly) (None: that fit failed). ``near`` is bound when the fit is made: a head's
@@ -538,7 +539,8 @@ class InvalidityFitter:
         if quad is None:
             near.levels[blocks] = None
             return None
-        lineage = near.lineage
+        assert near.design is not None
+        lineage = near.design.lineage
         counts = np.bincount(lineage[lineage >= 0], minlength=len(near.own.lineages))
         small = [j for j in sorted(blocks) if counts[j] < WIDE_EXACT_ROWS]
         rows = np.flatnonzero(np.isin(lineage, small))
@@ -547,6 +549,11 @@ class InvalidityFitter:
             mine = np.flatnonzero(lineage == j)
             part = x.take(mine) if isinstance(x, BlockDesign) else x[mine]
             quad = quad.minus(Quadratic.of_rows(part, d[mine], quad.point))
+        # the expanded rows' third-order term at the same point (the wide fit's point moves
+        # the shared coefficients too: every group's weights are taken there)
+        cubic = Cubic.of_rows(near.design.take(np.flatnonzero(~np.isin(lineage, small))),
+                              quad.point)  # fmt: skip
+        quad = dataclasses.replace(quad, cubic=cubic)
         near.levels[blocks] = (quad, rows)
         return quad, rows
 
@@ -665,7 +672,7 @@ class InvalidityFitter:
             if head.ok_ and self.method == "laplace_prefix":
                 self._near.expansion = head.expansion()
                 block_of = {name: own.lineage_position(lin) for name, lin in key[2]}
-                self._near.lineage = table.design(block_of, len(own.lineages), m).lineage
+                self._near.design = table.design(block_of, len(own.lineages), m)
         return self._near
 
     def _near_chord(
@@ -769,7 +776,7 @@ class _Near:
     # ``laplace_prefix``: its rows' loss to second order at its MAP, and at each wide fit's
     expansion: Quadratic | None = None
     wide_expansions: dict[frozenset[int], Quadratic] = field(default_factory=dict)
-    lineage: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))  # per row
+    design: BlockDesign | None = None  # its rows in block form (``laplace_prefix``)
     # per set of wide blocks: ``InvalidityFitter._near_level``'s expansion and exact rows
     levels: dict[frozenset[int], tuple[Quadratic, np.ndarray] | None] = field(default_factory=dict)
 
@@ -835,7 +842,8 @@ class _PrefixRows:
         point[self.columns] = quad.point
         grad = np.zeros(self.size)
         grad[self.columns] = quad.grad
-        mapped = Quadratic(point, quad.value, grad, self._mapped(quad.hess))
+        cubic = None if quad.cubic is None else quad.cubic.mapped(self.blocks, self.size)
+        mapped = Quadratic(point, quad.value, grad, self._mapped(quad.hess), cubic)
         rows = np.r_[small, np.arange(self.m, self.n)]
         design = table.design(self.block_of, self.lineages, index=rows)
         kept = (self._form(design), table.invalid[rows], mapped)
