@@ -388,6 +388,33 @@ def test_an_earlier_head_takes_its_other_level_at_its_own_near_anchor() -> None:
         assert late.log_evidence() == fresh_level.log_evidence()
 
 
+def test_with_few_rows_per_lineage_the_prefix_method_fits_the_exact_methods_bits() -> None:
+    """``prefix_rows_per_lineage``: a fit with fewer rows per lineage holding rows takes the
+    exact fit, the exact method's bits (its near anchor and wide refits included); at the
+    limit the prefix fit is taken."""
+    table = _ledger(_oldest(1400), seed=12)  # rows past the near anchor: other bits
+    space = _space(CARDS)
+    exact = InvalidityFitter(True, False, shift_levels=_levels).fit(table, space, ALIAS, _prior)
+    lineages = len({space.lineage_position(ALIAS.get(k, k)) for k in table.keys})
+    assert lineages > 1 and exact.ok_
+    per = table.n // lineages  # the largest limit this fit reaches
+
+    def fitted(limit: int) -> tuple[LogisticLaplaceHead, InvalidityFitter]:
+        fitter = InvalidityFitter(
+            True, False, shift_levels=_levels, method="laplace_prefix",
+            prefix_rows_per_lineage=limit,
+        )  # fmt: skip
+        return fitter.fit(table, space, ALIAS, _prior), fitter
+
+    gated, fitter = fitted(per + 1)
+    assert fitter.prefix_fits == 0 and fitter.near_anchors == 1
+    assert np.array_equal(gated.coef_, exact.coef_)
+    assert np.array_equal(_variance(gated), _variance(exact))
+    taken, fitter = fitted(per)
+    assert fitter.prefix_fits == 1 and taken.ok_
+    assert not np.array_equal(taken.coef_, exact.coef_)  # the prefix fit: other bits
+
+
 def test_a_wide_design_below_the_prefix_minimum_takes_the_exact_fit() -> None:
     table = _ledger(1023, seed=11, cards=WIDE)  # P = 169: the block path
     exact, prefix, fitter = _fits(table, cards=WIDE)
@@ -413,7 +440,10 @@ def test_a_resumed_reader_fits_the_prefix_head_the_live_reader_fitted(tmp_path: 
 
     def fitter(heads: HeadFitter) -> HeadFitter:
         post = dataclasses.replace(
-            heads.posterior, invalidity_fit="laplace_prefix", invalidity_prefix_min_rows=256
+            heads.posterior,
+            invalidity_fit="laplace_prefix",
+            invalidity_prefix_min_rows=256,
+            invalidity_prefix_rows_per_lineage=0,  # every fit past 256 rows on the prefix
         )
         return HeadFitter(
             heads.evidence,
@@ -464,6 +494,7 @@ def _run_args() -> list[str]:
         f"max_mutants={RUN_MUTANTS}",
         "memory.posterior_config.invalidity_fit=laplace_prefix",
         "memory.posterior_config.invalidity_prefix_min_rows=256",  # prefix fits from row 256
+        "memory.posterior_config.invalidity_prefix_rows_per_lineage=0",  # however many cards
     ]
 
 
@@ -522,6 +553,16 @@ def test_the_option_reaches_the_fitter_and_a_bad_value_is_refused_naming_it(
         assert _reader(built).heads.invalidity.method == "exact"
     finally:
         built.close()
+    built = _build(
+        tmp_path / "gate", "memory.posterior_config.invalidity_prefix_rows_per_lineage=64"
+    )
+    try:
+        assert _reader(built).heads.invalidity.prefix_rows_per_lineage == 64
+    finally:
+        built.close()
+    with pytest.raises(ConfigError) as info:
+        _build(tmp_path / "neg", "memory.posterior_config.invalidity_prefix_rows_per_lineage=-1")
+    assert "invalidity_prefix_rows_per_lineage" in str(info.value)
     with pytest.raises(ConfigError) as info:
         _build(tmp_path / "bad", "memory.posterior_config.invalidity_fit=laplace")
     message = str(info.value)

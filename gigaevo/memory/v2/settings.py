@@ -191,6 +191,11 @@ class PosteriorSettings:
             exact (>= 256, the first anchor): below ~1,000 rows the problem's own invalid
             logit still moves enough between near anchors to put the variances off by
             several per cent (3.9 % at 1,106 rows), and the exact fit is cheap there.
+        invalidity_prefix_rows_per_lineage: with ``laplace_prefix``, the fits with fewer
+            rows than this many per lineage holding rows are exact (>= 0): the third-order
+            term costs O(lineages) per Newton point, the exact fit O(rows) per pass, and
+            below about 256 rows a lineage the exact fit is the cheaper (1,000 cards, 2,876
+            rows on 385 lineages: 5.4 against 16.6 ms CPU).
     """
 
     baseline_prior_sd: float = 0.75
@@ -212,6 +217,7 @@ class PosteriorSettings:
     invalidity_shift_wide_weight: float = 0.3
     invalidity_fit: Literal["exact", "laplace_prefix"] = "laplace_prefix"
     invalidity_prefix_min_rows: int = 1024
+    invalidity_prefix_rows_per_lineage: int = 256
 
     def __post_init__(self) -> None:
         for name in (
@@ -250,6 +256,11 @@ class PosteriorSettings:
             raise ValueError(
                 "invalidity_prefix_min_rows must be >= 256 (the first anchor), got "
                 f"{self.invalidity_prefix_min_rows}"
+            )
+        if self.invalidity_prefix_rows_per_lineage < 0:
+            raise ValueError(
+                "invalidity_prefix_rows_per_lineage must be >= 0, got "
+                f"{self.invalidity_prefix_rows_per_lineage}"
             )
         if not 0 < self.invalidity_base_rate < 1:
             raise ValueError(

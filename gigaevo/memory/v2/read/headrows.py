@@ -369,7 +369,10 @@ class InvalidityFitter:
     the near anchor's factored F at the same levels. Fits below ``prefix_min_rows`` rows
     (1,024: below, the Fisher information, taken at the near anchor's point, is off by
     several per cent and the exact fit is cheap) and a prefix fit that fails take the
-    exact fit.
+    exact fit, and so do the fits with fewer than ``prefix_rows_per_lineage`` rows per
+    lineage holding rows (``invalidity_prefix_rows_per_lineage``, 256 in production; 0 here:
+    no such limit): the third-order term costs O(lineages) per Newton point, the exact fit
+    O(rows) per pass. Those fits are the exact method's fits, bit for bit.
     """
 
     def __init__(
@@ -379,12 +382,14 @@ class InvalidityFitter:
         shift_levels: Callable[[DesignSpace], ShiftLevels | None] | None = None,
         method: str = "exact",
         prefix_min_rows: int = 1024,
+        prefix_rows_per_lineage: int = 0,
     ) -> None:
         if method not in INVALIDITY_FITS:
             raise ValueError(f"invalidity_fit must be one of {INVALIDITY_FITS}, got {method!r}")
         self.kind_contrast, self.rag_contrast = kind_contrast, rag_contrast
         self.shift_levels = shift_levels  # memory-model.md "Card shift levels"
         self.method, self.prefix_min_rows = method, max(ANCHOR_MIN, prefix_min_rows)
+        self.prefix_rows_per_lineage = prefix_rows_per_lineage
         self._anchor: tuple[object, DesignSpace, np.ndarray] | None = None
         # the anchor's design, indicators and prior (mu, v) in its own space, and its rows'
         # MAP's move per set of wide anchor columns (``_wide_move``)
@@ -414,6 +419,7 @@ class InvalidityFitter:
             self.method == "laplace_prefix"
             and start is not None
             and table.n >= self.prefix_min_rows
+            and table.n >= self.prefix_rows_per_lineage * len(set(block_of.values()))
         ):
             rows = self._prefix(table, space, alias, prior, block_of, levels)
             if rows is not None:
@@ -424,7 +430,7 @@ class InvalidityFitter:
         head = LogisticLaplaceHead(mu, var, layout, levels)
         move = None
         near = None
-        if start is not None and self.method == "exact":
+        if start is not None:  # exact, or a prefix fit not taken: the same exact fit
             near = self._near_start(table, space, alias, prior)
         chord = wide_chord = None
         if near is not None:

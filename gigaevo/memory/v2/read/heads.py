@@ -114,6 +114,7 @@ class HeadFitter:
             shift_levels=self._shift_levels,
             method=posterior.invalidity_fit,
             prefix_min_rows=posterior.invalidity_prefix_min_rows,
+            prefix_rows_per_lineage=posterior.invalidity_prefix_rows_per_lineage,
         )
         self.current: tuple[FitKey, HeadFit] | None = None  # (cache key, fit)
         # per head: (the inputs it was fitted on, the fitted head); see ``_head``
