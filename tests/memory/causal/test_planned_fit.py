@@ -199,6 +199,17 @@ def test_the_bisection_from_the_rules_just_evaluated_is_the_bisection_from_scrat
         assert not np.any(np.isin(known[(a, b, 0)][0], evaluated))
 
 
+def _twenty_cards(seed: int) -> tuple[DesignSpace, Any]:
+    """A design of 20 cards and the fit view of 512 rows on it (one-level pencil tests)."""
+    rng = np.random.default_rng(seed)
+    cards = [f"card-{i:02d}" for i in range(20)]
+    space = DesignSpace(C, tuple(cards), kind_contrast=True)
+    stats = GaussianStatistics(PS, C)
+    for row in _rows(rng, 512, cards, 0.1, 0.0):
+        stats.add(row)
+    return space, stats.fit_view({c: space.lineage_position(c) for c in cards}, len(cards))
+
+
 def test_kept_schur_terms_give_the_solves_formed_again() -> None:
     """The one-level pencil keeps, per sigma, z = chol(S)^-1 t with its Schur terms (the log
     evidence's solve, the first of the means' two): after the quadrature's evaluation, the
@@ -211,13 +222,7 @@ def test_kept_schur_terms_give_the_solves_formed_again() -> None:
         forward_substitution,
     )
 
-    rng = np.random.default_rng(3)
-    cards = [f"card-{i:02d}" for i in range(20)]
-    space = DesignSpace(C, tuple(cards), kind_contrast=True)
-    stats = GaussianStatistics(PS, C)
-    for row in _rows(rng, 512, cards, 0.1, 0.0):
-        stats.add(row)
-    view = stats.fit_view({c: space.lineage_position(c) for c in cards}, len(cards))
+    space, view = _twenty_cards(3)
     pencil = NoisePencil(BlockStatistics.from_fit(view), space.utility_prior_variance())
     evaluated = np.exp(np.linspace(-4.0, 1.0, 96))
     first = pencil.log_evidence(evaluated)
@@ -249,13 +254,7 @@ def test_fine_and_coarse_nodes_formed_in_one_batch_agree_with_each_alone(seed: i
     from gigaevo.memory.v2.causal.arrowhead import BlockStatistics
     from gigaevo.memory.v2.causal.spectral import NoisePencil
 
-    rng = np.random.default_rng(seed)
-    cards = [f"card-{i:02d}" for i in range(20)]
-    space = DesignSpace(C, tuple(cards), kind_contrast=True)
-    stats = GaussianStatistics(PS, C)
-    for row in _rows(rng, 512, cards, 0.1, 0.0):
-        stats.add(row)
-    view = stats.fit_view({c: space.lineage_position(c) for c in cards}, len(cards))
+    space, view = _twenty_cards(seed)
     prior = space.utility_prior_variance()
 
     def pencil() -> NoisePencil:
