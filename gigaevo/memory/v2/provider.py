@@ -32,13 +32,12 @@ from typing import Any
 
 from gigaevo.llm.base import LLMClient
 from gigaevo.memory.base import Decision, MemoryRuntime, MutationContext, MutationResult
-from gigaevo.memory.v2 import blas
 from gigaevo.memory.v2.bank.cards import KINDS, bounded_context
 from gigaevo.memory.v2.bank.embed import Embedder
 from gigaevo.memory.v2.bank.recordjournal import RUN_COMPACT_FROM_BYTES, RUN_JOURNAL_FROM_BYTES
 from gigaevo.memory.v2.bank.store import LocalMemoryStore
 from gigaevo.memory.v2.bank.tombstones import Tombstones
-from gigaevo.memory.v2.blas import one_blas_thread
+from gigaevo.memory.v2.blas import hold, one_blas_thread, release
 from gigaevo.memory.v2.errors import (
     BankLockTimeout,
     CorruptBankError,
@@ -226,8 +225,8 @@ class CardBankMemory:
             self.stamper.recover()  # a resumed run stamps what a kill left unstamped
         self.evictor = self._evictor(EvictorSettings.parse(evictor))
         # one BLAS thread in the process until close (``blas``); released if never closed
-        blas.hold()
-        self._blas = weakref.finalize(self, blas.release)
+        hold()
+        self._blas = weakref.finalize(self, release)
 
     def _evictor(self, settings: EvictorSettings) -> CausalEvictor | None:
         """``memory/evictor=causal``: needs the causal ledger and a writing cadence."""
