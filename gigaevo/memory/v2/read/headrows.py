@@ -677,8 +677,11 @@ class InvalidityFitter:
             self._near = _Near(key, own, coef, (x, d, mu, var), precision, self._anchor_state())
             if head.ok_ and self.method == "laplace_prefix":
                 self._near.expansion = head.expansion()
-                block_of = {name: own.lineage_position(lin) for name, lin in key[2]}
-                self._near.design = table.design(block_of, len(own.lineages), m)
+                if isinstance(x, BlockDesign):  # wide: its fit's design is that block form
+                    self._near.design = x
+                else:
+                    block_of = {name: own.lineage_position(lin) for name, lin in key[2]}
+                    self._near.design = table.design(block_of, len(own.lineages), m)
         return self._near
 
     def _near_chord(
