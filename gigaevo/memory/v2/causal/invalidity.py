@@ -149,6 +149,12 @@ class Cubic:
         return Cubic(self.shared_size, self.width, self.control, target[order],
                      self.blocks[order], size)  # fmt: skip
 
+    def _per_group(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(each lineage's columns (K, C); r on each group's (shared, card) columns (K, q))."""
+        ps, width = self.shared_size, self.width
+        cols = (ps + self.lineages[:, None] * width + np.arange(width)).astype(int)
+        return cols, np.concatenate([np.broadcast_to(r[:ps], (len(cols), ps)), r[cols]], axis=1)
+
     def along(self, r: np.ndarray) -> np.ndarray:
         """T[r, r] = sum_i c_i (x_i'r)^2 x_i, (P,): Q's gradient's term, without making T[r]
         (a Newton step's line search asks for many gradients and one Hessian)."""
@@ -158,8 +164,7 @@ class Cubic:
         out = np.zeros(self.size)
         out[:ps] = np.outer(rs, rs).reshape(-1) @ self.control[:ps, :ps, :ps].reshape(-1, ps)
         if len(self.lineages):
-            cols = (ps + self.lineages[:, None] * width + np.arange(width)).astype(int)
-            rho = np.concatenate([np.broadcast_to(rs, (len(cols), ps)), r[cols]], axis=1)
+            cols, rho = self._per_group(r)
             pairs = (rho[:, :, None] * rho[:, None, :]).reshape(-1, 1, q * q)
             m = np.matmul(pairs, self.blocks.reshape(-1, q * q, q)).reshape(-1, q)
             out[:ps] += m[:, :ps].sum(axis=0)
@@ -171,8 +176,7 @@ class Cubic:
         ps, width = self.shared_size, self.width
         q = ps + width
         a = (r[:ps] @ self.control[:ps, :ps, :ps].reshape(ps, ps * ps)).reshape(ps, ps)
-        cols = (ps + self.lineages[:, None] * width + np.arange(width)).astype(int)
-        rho = np.concatenate([np.broadcast_to(r[:ps], (len(cols), ps)), r[cols]], axis=1)
+        _, rho = self._per_group(r)
         m = np.matmul(rho[:, None, :], self.blocks.reshape(-1, q, q * q)).reshape(-1, q, q)
         a = a + m[:, :ps, :ps].sum(axis=0)
         return BlockHessian(a, self.lineages, m[:, ps:, ps:], m[:, ps:, :ps], self.size)
