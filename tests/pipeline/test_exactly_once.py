@@ -38,7 +38,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 KILLS = int(os.environ.get("GIGAEVO_KILLS", "20"))
 BUDGET = 30
-ARGS = ["problem=rastrigin", f"max_mutants={BUDGET}", "seed=7", "progress=false"]
+# rastrigin's 2 s wall-clock limit per evaluation is a clock in the history: one evaluation
+# starved past it on a loaded machine turns valid into invalid in one run only; no program
+# of these runs loops, so a far limit costs nothing
+ARGS = [
+    "problem=rastrigin",
+    f"max_mutants={BUDGET}",
+    "seed=7",
+    "progress=false",
+    "evaluator.timeout_s=60",
+]
 SESSION_EVENTS = {"resume", "stop"}
 # times, and the writing process (host:pid:token) a decision row names as its owner
 _VOLATILE = {"time", "ts", "latency_s", "eval_seconds", "seconds", "wall_seconds", "owner"}

@@ -71,7 +71,16 @@ def _islands(ckpt: Path) -> dict[str, Any]:
 
 @pytest.mark.slow
 def test_kill_9_then_resume_matches_uninterrupted_run(tmp_path: Path) -> None:
-    args = ["problem=rastrigin", "max_mutants=60", "progress=false", "seed=5"]
+    # rastrigin's 2 s wall-clock limit per evaluation is a clock in the history: one
+    # evaluation starved past it on a loaded machine turns valid into invalid in one run
+    # only; no program of these runs loops, so a far limit costs nothing
+    args = [
+        "problem=rastrigin",
+        "max_mutants=60",
+        "progress=false",
+        "seed=5",
+        "evaluator.timeout_s=60",
+    ]
     ckpt = tmp_path / "killed"
     done = kill_9_after_commits(args, ckpt, tmp_path, 25)
     assert 25 <= done < 61, "the run should have been killed mid-way"
