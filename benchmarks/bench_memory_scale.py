@@ -11,7 +11,9 @@ config: memory=v2, offline LLM and memory LLM, sandboxed evaluator) in a tempora
 directory, in-process. Prints mutants/s in each successive 1,000 mutants (from the
 ``mutant`` events' times), the ratio last / first, wall time, the peak RSS of the
 process tree (this process and its evaluator workers, sampled every 0.5 s) and the memory's
-``decide`` / ``observe`` per call (CPU of the calling thread, wall). ``--none``
+``decide`` / ``observe`` per call (CPU of the calling thread, wall; also per 1,000 calls)
+and the CPU of the run's process per mutant in each 1,000 (every thread; the evaluator's
+worker processes not included): a load-robust view of the cost behind the rates. ``--none``
 also runs memory=none pipeline=guided with the same budget, side by side. ``--profile``
 profiles the memory thread and the main thread in windows of decisions (``WindowProfiles``).
 ``--set KEY=VALUE`` passes Hydra overrides to the memory=v2 run (repeatable), e.g.
@@ -56,8 +58,10 @@ from __future__ import annotations
 import argparse
 import gc
 import hashlib
+import itertools
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -192,6 +196,12 @@ class MemoryCalls:
         self.wall = {"decide": 0.0, "observe": 0.0}
         self.n = {"decide": 0, "observe": 0}
         self.decide_cpu: list[float] = []  # each decide's thread CPU, in call order
+        self.observe_cpu: list[float] = []  # each observe's
+        # CPU seconds of this process (every thread: engine, memory lane, model calls) before
+        # the first observation and after the 1,000th, 2,000th ...: the run's own cost per
+        # 1,000 mutants, which a loaded machine stretches far less than the wall (the
+        # sandboxed evaluations run in worker processes: not counted)
+        self.run_cpu: list[float] = []
         self._saved: dict[str, Any] = {}
 
     def __enter__(self) -> MemoryCalls:
@@ -210,15 +220,20 @@ class MemoryCalls:
 
     def _timed(self, name: str, original: Any) -> Any:
         def call(provider: Any, *args: Any) -> Any:
+            if name == "observe" and not self.n["observe"]:
+                self.run_cpu.append(_run_cpu())
             c0, w0 = time.thread_time(), time.perf_counter()
             try:
                 return original(provider, *args)
             finally:
-                if name == "decide":
-                    self.decide_cpu.append(time.thread_time() - c0)
+                (self.decide_cpu if name == "decide" else self.observe_cpu).append(
+                    time.thread_time() - c0
+                )
                 self.cpu[name] += time.thread_time() - c0
                 self.wall[name] += time.perf_counter() - w0
                 self.n[name] += 1
+                if name == "observe" and self.n[name] % 1000 == 0:
+                    self.run_cpu.append(_run_cpu())
 
         return call
 
@@ -229,8 +244,27 @@ class MemoryCalls:
 
     def decide_per_k(self) -> list[float]:
         """Mean thread CPU of a decide, ms, in each successive 1,000 calls."""
-        cpu = self.decide_cpu
-        return [1e3 * float(np.mean(cpu[i : i + 1000])) for i in range(0, len(cpu), 1000)]
+        return _per_k(self.decide_cpu)
+
+    def observe_per_k(self) -> list[float]:
+        """Mean thread CPU of an observe, ms, in each successive 1,000 calls."""
+        return _per_k(self.observe_cpu)
+
+    def run_cpu_per_k(self) -> list[float]:
+        """CPU ms of this process (every thread) per mutant, in each successive complete
+        1,000 observations."""
+        c = self.run_cpu
+        return [(b - a) for a, b in itertools.pairwise(c)]
+
+
+def _per_k(cpu: list[float]) -> list[float]:
+    return [1e3 * float(np.mean(cpu[i : i + 1000])) for i in range(0, len(cpu), 1000)]
+
+
+def _run_cpu() -> float:
+    """CPU seconds of this process, all threads (not its evaluator worker processes)."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    return me.ru_utime + me.ru_stime
 
 
 class WindowProfiles:
@@ -337,6 +371,15 @@ def real_run(
         print(f"  memory calls, ms per call (thread CPU, wall): {calls.line()}")
         per = calls.decide_per_k()
         print("  decide CPU ms per call, per 1,000:", ", ".join(f"{c:.1f}" for c in per))
+        per = calls.observe_per_k()
+        print("  observe CPU ms per call, per 1,000:", ", ".join(f"{c:.1f}" for c in per))
+        run = calls.run_cpu_per_k()
+        if run:
+            print("  CPU of the run process (all threads) ms per mutant, per 1,000:",
+                  ", ".join(f"{c:.1f}" for c in run))  # fmt: skip
+        if len(run) > 1:
+            print(f"  first / last 1,000 of that CPU: {run[0] / run[-1]:.2f} (the cost behind the"
+                  " rates: a busy machine stretches the wall, far less the CPU)")  # fmt: skip
     for name in ("cards.json", "cards.trials.jsonl", "memory_v2_selection_evidence.sqlite3"):
         if name in sizes:
             wal = sizes.get(f"{name}-wal", 0)
