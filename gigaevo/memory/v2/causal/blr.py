@@ -739,6 +739,7 @@ def _moments(
         # on the moving columns only when no per-node means are kept (``full`` False); then
         # ``means`` holds those columns.
         narrow = centred.shape[1] == len(moving)
+        # (a gather of columns is column-major: the weighted sums below are formed on it)
         sub = centred if narrow else centred[:, moving]
         if shifted:
             sub = sub + mu0[moving]
@@ -746,8 +747,9 @@ def _moments(
         mean = np.array(mu0, dtype=float)
         mean[moving] = w @ sub
         dev = sub - mean[moving]
+        dev *= dev  # the squares in place (dev is its own array)
         spread = np.zeros(len(mean))
-        spread[moving] = w @ (dev * dev)
+        spread[moving] = w @ dev
     sigma2 = float(w @ np.exp(2.0 * taus))
     return _Mixture(taus, w, posts, means, mean, node_var, spread, cov_terms, sigma2, log_mass)
 

@@ -110,6 +110,20 @@ def _symmetric(upper: np.ndarray, p: int) -> np.ndarray:
     return np.take(upper, _full_index(p), axis=1).reshape(len(upper), p, p)
 
 
+def _reciprocal_one_plus(x: np.ndarray) -> np.ndarray:
+    """1 / (1 + x), formed in the memory of ``x`` (which it overwrites): the same numbers
+    as the expression, without its two temporaries of x's size."""
+    x += 1.0
+    return np.divide(1.0, x, out=x)
+
+
+def _columns(out: np.ndarray, start: int, blocks: int, width: int) -> np.ndarray:
+    """The columns [start, start + blocks width) of a (K, .) array as a (K, blocks, width)
+    view (for writing into; a reshape that cannot be a view raises instead of copying)."""
+    view = out[:, start : start + blocks * width]
+    return view.reshape(len(out), blocks, width, copy=False)
+
+
 def _weighted_sum(weights: np.ndarray, part: np.ndarray) -> np.ndarray:
     """sum_k weights_k part[k], (part.shape[1:]): the product np.tensordot(weights, part,
     axes=1) forms ((1, K) x (K, .)), without its axis bookkeeping."""
@@ -316,7 +330,7 @@ class NoisePencil:
 
     def _f(self, w: np.ndarray) -> np.ndarray:
         """f = 1 / (1 + w e) per sigma and lineage eigen-direction, (K, A C)."""
-        return 1.0 / (1.0 + w[:, None] * self._e)
+        return _reciprocal_one_plus(np.multiply(w[:, None], self._e))
 
     def _block_sums(self, sigmas: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, ...]:
         """The sums over the active blocks of one batch of sigmas: (sum f r r' on and above
@@ -337,11 +351,12 @@ class NoisePencil:
             e, r, s_ = self._e[lo:hi], self._r[lo:hi], self._s[lo:hi]
             part = kept.get(chunk) if kept is not None else None
             if part is None or not part.holds(e, r, s_):
-                f = 1.0 / (1.0 + w[:, None] * e)
+                we = np.multiply(w[:, None], e)
+                logdet_part = np.sum(np.log1p(we), axis=1)
+                f = _reciprocal_one_plus(we)  # w e formed once, f in its memory
                 part = ChunkSums(
-                    e, r, s_, f @ self._rr[lo:hi], (f * s_) @ r, f @ (s_ * s_),
-                    np.sum(np.log1p(w[:, None] * e), axis=1),
-                )  # fmt: skip
+                    e, r, s_, f @ self._rr[lo:hi], (f * s_) @ r, f @ (s_ * s_), logdet_part
+                )
                 if kept is not None:
                     kept[chunk] = part
                     self.terms.formed += 1  # type: ignore[union-attr]
@@ -458,13 +473,20 @@ class NoisePencil:
         chol(S)^-1 t (kept, ``_schur``), so m_s = chol(S)^-T z is the one solve left."""
         k, ps = len(w), self.p_shared
         m_s = back_substitution(chol_s, z)
-        proj = f * w[:, None] * (self._s - m_s @ self._r.T)  # (K, N)
+        # (f w) (s - m_s R'), (K, N), in the memory of m_s R' (the same products as the
+        # expression's: the large temporaries are what cost here)
+        proj = m_s @ self._r.T
+        np.subtract(self._s, proj, out=proj)
+        proj *= f * w[:, None]
         n_act, c = len(self.active), self.width
         # V^1/2 Q (.) per block, as one (K, C) x (C, C) product per block (not K A tiny ones)
         blocks = proj.reshape(k, n_act, c).transpose(1, 0, 2)  # (A, K, C)
         part = (blocks @ self._vq.transpose(0, 2, 1)).transpose(1, 0, 2)  # (K, A, C)
-        if moving_only:
-            return np.concatenate([m_s, part.reshape(k, -1)], axis=1)
+        if moving_only:  # [m_s, the active blocks' columns], written once
+            out = np.empty((k, ps + n_act * c))
+            out[:, :ps] = m_s
+            _columns(out, ps, n_act, c)[...] = part
+            return out
         mean = np.zeros((k, len(self.prior_var)))
         mean[:, :ps] = m_s
         if n_act:
