@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 
@@ -776,6 +777,8 @@ class PencilNodes:
     def __init__(self, pencil: NoisePencil, w: np.ndarray, f: np.ndarray, inv_s: np.ndarray):
         self.w, self.f, self.inv_s = w, f, inv_s
         self.p_shared, self.width, self.active = pencil.p_shared, pencil.width, pencil.active
+        # the nodes' own fields as arrays, set by ``PencilPosterior.of_nodes``
+        self.node_fields: _NodeFields | None = None
         self.cols = pencil.cols if len(pencil.active) else pencil.active
         self._gram_d, self._gram_g = pencil._gram_d, pencil._gram_g
         self._block_prior = pencil.prior_var[pencil.cols] if len(pencil.active) else None
@@ -834,6 +837,22 @@ class PencilNodes:
         return quad, shift
 
 
+@dataclass(frozen=True, eq=False)
+class _NodeFields:
+    """The fields of a pencil's K node posteriors, as arrays (``PencilPosterior.of_nodes``):
+    means (K, P), log evidences (K,), Schur factors (K, P_s, P_s), and the shared active
+    blocks and prior sds."""
+
+    mean: np.ndarray
+    log_evidence: np.ndarray
+    chol_s: np.ndarray
+    active: np.ndarray
+    prior_sd: np.ndarray
+
+
+_LAZY_FIELDS = frozenset(("mean", "log_evidence", "chol_s", "active", "prior_sd", "width"))
+
+
 class PencilPosterior(BlockPosterior):
     """A ``BlockPosterior`` of a pencil's node whose lineage-block factors (``chol_d``,
     ``l21``, the inverse factors) come from its ``PencilNodes`` when first read."""
@@ -869,19 +888,40 @@ class PencilPosterior(BlockPosterior):
         nodes: PencilNodes,
     ) -> list[BlockPosterior]:
         """The K posteriors of a pencil's nodes (row k of ``mean``, ``log_evidence``,
-        ``chol_s``), as K calls of the constructor make them: the fields the nodes share
-        are set from one dict (a fit makes about 125)."""
-        shared = {"active": active, "prior_sd": np.sqrt(prior_var), "width": nodes.width}
-        shared["nodes"] = nodes
+        ``chol_s``), with the values K calls of the constructor give them. A fit makes
+        about 125 and a decision reads the fields of a few: each holds only its nodes and
+        index, and a field is taken from the arrays kept on ``nodes`` when first read
+        (``__getattr__``), then kept."""
+        nodes.node_fields = _NodeFields(mean, log_evidence, chol_s, active, np.sqrt(prior_var))
         new = object.__new__
         out: list[BlockPosterior] = []
-        for i, (m, le, chol) in enumerate(zip(mean, log_evidence.tolist(), chol_s, strict=True)):
+        for i in range(len(mean)):
             post = new(cls)
             state = vars(post)
-            state.update(shared)
-            state["mean"], state["log_evidence"], state["chol_s"], state["index"] = m, le, chol, i
+            state["nodes"], state["index"] = nodes, i
             out.append(post)
         return out
+
+    def __getattr__(self, name: str) -> Any:
+        """A field ``of_nodes`` left to its first read (then kept, as the constructor keeps
+        it): only names missing from the instance and its class come here."""
+        if name not in _LAZY_FIELDS:
+            raise AttributeError(name)
+        state = vars(self)
+        fields = state["nodes"].node_fields
+        i = state["index"]
+        if name == "mean":
+            value: Any = fields.mean[i]
+        elif name == "log_evidence":
+            value = float(fields.log_evidence[i])
+        elif name == "chol_s":
+            value = fields.chol_s[i]
+        elif name == "width":
+            value = state["nodes"].width
+        else:
+            value = getattr(fields, name)
+        state[name] = value
+        return value
 
     @property
     def chol_d(self) -> np.ndarray:
