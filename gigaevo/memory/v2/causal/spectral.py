@@ -590,8 +590,9 @@ class NodeVariances:
         """A lower bound of ``weighted`` on the ``moving`` columns: per node
         diag(Lambda_k^-1)_i >= 1 / (Lambda_k)_ii (Lambda_k positive definite), with
         diag(Lambda_k) = 1/v + w_k diag(H): O(K len(moving)), no factor of Lambda_k."""
-        precision = 1.0 / self.prior_var[self.moving] + self._w[:, None] * self._gram_diag
-        return weights @ (1.0 / precision)
+        precision = np.multiply(self._w[:, None], self._gram_diag)
+        precision += 1.0 / self.prior_var[self.moving]
+        return weights @ np.divide(1.0, precision, out=precision)  # in place: (K, M) once
 
     def per_node(self) -> np.ndarray:
         """diag(Lambda_k^-1) per node, (K, P).
