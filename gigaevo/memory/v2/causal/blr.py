@@ -746,8 +746,11 @@ def _moments(
         means = sub if not full else (centred + mu0 if shifted else centred)
         mean = np.array(mu0, dtype=float)
         mean[moving] = w @ sub
-        dev = sub - mean[moving]
-        dev *= dev  # the squares in place (dev is its own array)
+        # the deviations and their squares in the memory of ``sub`` when it is a gather
+        # no one else holds (a full mixture's: its ``means`` are the full rows), else anew
+        own = full and not narrow and not shifted
+        dev = np.subtract(sub, mean[moving], out=sub if own else None)
+        dev *= dev
         spread = np.zeros(len(mean))
         spread[moving] = w @ dev
     sigma2 = float(w @ np.exp(2.0 * taus))

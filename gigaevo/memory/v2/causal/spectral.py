@@ -474,15 +474,18 @@ class NoisePencil:
         chol(S)^-1 t (kept, ``_schur``), so m_s = chol(S)^-T z is the one solve left."""
         k, ps = len(w), self.p_shared
         m_s = back_substitution(chol_s, z)
-        # (f w) (s - m_s R'), (K, N), in the memory of m_s R' (the same products as the
-        # expression's: the large temporaries are what cost here)
+        n_act, c = len(self.active), self.width
+        # (f w) (s - m_s R'), (K, N), in the memory of m_s R', f w in a scratch array that
+        # then takes the blocks' products: the same products as the expressions', in two
+        # (K, N) arrays instead of six (a fresh large array costs its page faults)
         proj = m_s @ self._r.T
         np.subtract(self._s, proj, out=proj)
-        proj *= f * w[:, None]
-        n_act, c = len(self.active), self.width
+        scratch = np.multiply(f, w[:, None])
+        proj *= scratch
         # V^1/2 Q (.) per block, as one (K, C) x (C, C) product per block (not K A tiny ones)
         blocks = proj.reshape(k, n_act, c).transpose(1, 0, 2)  # (A, K, C)
-        part = (blocks @ self._vq.transpose(0, 2, 1)).transpose(1, 0, 2)  # (K, A, C)
+        part = np.matmul(blocks, self._vq.transpose(0, 2, 1), out=scratch.reshape(n_act, k, c))
+        part = part.transpose(1, 0, 2)  # (K, A, C)
         if moving_only:  # [m_s, the active blocks' columns], written once
             out = np.empty((k, ps + n_act * c))
             out[:, :ps] = m_s
