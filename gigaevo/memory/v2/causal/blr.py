@@ -739,15 +739,20 @@ def _moments(
         # on the moving columns only when no per-node means are kept (``full`` False); then
         # ``means`` holds those columns.
         narrow = centred.shape[1] == len(moving)
+        # (a gather of columns is column-major: the weighted sums below are formed on it)
         sub = centred if narrow else centred[:, moving]
         if shifted:
             sub = sub + mu0[moving]
         means = sub if not full else (centred + mu0 if shifted else centred)
         mean = np.array(mu0, dtype=float)
         mean[moving] = w @ sub
-        dev = sub - mean[moving]
+        # the deviations and their squares in the memory of ``sub`` when it is a gather
+        # no one else holds (a full mixture's: its ``means`` are the full rows), else anew
+        own = full and not narrow and not shifted
+        dev = np.subtract(sub, mean[moving], out=sub if own else None)
+        dev *= dev
         spread = np.zeros(len(mean))
-        spread[moving] = w @ (dev * dev)
+        spread[moving] = w @ dev
     sigma2 = float(w @ np.exp(2.0 * taus))
     return _Mixture(taus, w, posts, means, mean, node_var, spread, cov_terms, sigma2, log_mass)
 

@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 
@@ -108,6 +109,20 @@ def _symmetric(upper: np.ndarray, p: int) -> np.ndarray:
     """(K, p, p) symmetric matrices from their entries on and above the diagonal (K, .)
     (in the order of ``_upper_indices(p)``): one gather."""
     return np.take(upper, _full_index(p), axis=1).reshape(len(upper), p, p)
+
+
+def _reciprocal_one_plus(x: np.ndarray) -> np.ndarray:
+    """1 / (1 + x), formed in the memory of ``x`` (which it overwrites): the same numbers
+    as the expression, without its two temporaries of x's size."""
+    x += 1.0
+    return np.divide(1.0, x, out=x)
+
+
+def _columns(out: np.ndarray, start: int, blocks: int, width: int) -> np.ndarray:
+    """The columns [start, start + blocks width) of a (K, .) array as a (K, blocks, width)
+    view (for writing into; a reshape that cannot be a view raises instead of copying)."""
+    view = out[:, start : start + blocks * width]
+    return view.reshape(len(out), blocks, width, copy=False)
 
 
 def _weighted_sum(weights: np.ndarray, part: np.ndarray) -> np.ndarray:
@@ -316,7 +331,7 @@ class NoisePencil:
 
     def _f(self, w: np.ndarray) -> np.ndarray:
         """f = 1 / (1 + w e) per sigma and lineage eigen-direction, (K, A C)."""
-        return 1.0 / (1.0 + w[:, None] * self._e)
+        return _reciprocal_one_plus(np.multiply(w[:, None], self._e))
 
     def _block_sums(self, sigmas: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, ...]:
         """The sums over the active blocks of one batch of sigmas: (sum f r r' on and above
@@ -337,11 +352,12 @@ class NoisePencil:
             e, r, s_ = self._e[lo:hi], self._r[lo:hi], self._s[lo:hi]
             part = kept.get(chunk) if kept is not None else None
             if part is None or not part.holds(e, r, s_):
-                f = 1.0 / (1.0 + w[:, None] * e)
+                we = np.multiply(w[:, None], e)
+                logdet_part = np.sum(np.log1p(we), axis=1)
+                f = _reciprocal_one_plus(we)  # w e formed once, f in its memory
                 part = ChunkSums(
-                    e, r, s_, f @ self._rr[lo:hi], (f * s_) @ r, f @ (s_ * s_),
-                    np.sum(np.log1p(w[:, None] * e), axis=1),
-                )  # fmt: skip
+                    e, r, s_, f @ self._rr[lo:hi], (f * s_) @ r, f @ (s_ * s_), logdet_part
+                )
                 if kept is not None:
                     kept[chunk] = part
                     self.terms.formed += 1  # type: ignore[union-attr]
@@ -458,13 +474,23 @@ class NoisePencil:
         chol(S)^-1 t (kept, ``_schur``), so m_s = chol(S)^-T z is the one solve left."""
         k, ps = len(w), self.p_shared
         m_s = back_substitution(chol_s, z)
-        proj = f * w[:, None] * (self._s - m_s @ self._r.T)  # (K, N)
         n_act, c = len(self.active), self.width
+        # (f w) (s - m_s R'), (K, N), in the memory of m_s R', f w in a scratch array that
+        # then takes the blocks' products: the same products as the expressions', in two
+        # (K, N) arrays instead of six (a fresh large array costs its page faults)
+        proj = m_s @ self._r.T
+        np.subtract(self._s, proj, out=proj)
+        scratch = np.multiply(f, w[:, None])
+        proj *= scratch
         # V^1/2 Q (.) per block, as one (K, C) x (C, C) product per block (not K A tiny ones)
         blocks = proj.reshape(k, n_act, c).transpose(1, 0, 2)  # (A, K, C)
-        part = (blocks @ self._vq.transpose(0, 2, 1)).transpose(1, 0, 2)  # (K, A, C)
-        if moving_only:
-            return np.concatenate([m_s, part.reshape(k, -1)], axis=1)
+        part = np.matmul(blocks, self._vq.transpose(0, 2, 1), out=scratch.reshape(n_act, k, c))
+        part = part.transpose(1, 0, 2)  # (K, A, C)
+        if moving_only:  # [m_s, the active blocks' columns], written once
+            out = np.empty((k, ps + n_act * c))
+            out[:, :ps] = m_s
+            _columns(out, ps, n_act, c)[...] = part
+            return out
         mean = np.zeros((k, len(self.prior_var)))
         mean[:, :ps] = m_s
         if n_act:
@@ -567,8 +593,9 @@ class NodeVariances:
         """A lower bound of ``weighted`` on the ``moving`` columns: per node
         diag(Lambda_k^-1)_i >= 1 / (Lambda_k)_ii (Lambda_k positive definite), with
         diag(Lambda_k) = 1/v + w_k diag(H): O(K len(moving)), no factor of Lambda_k."""
-        precision = 1.0 / self.prior_var[self.moving] + self._w[:, None] * self._gram_diag
-        return weights @ (1.0 / precision)
+        precision = np.multiply(self._w[:, None], self._gram_diag)
+        precision += 1.0 / self.prior_var[self.moving]
+        return weights @ np.divide(1.0, precision, out=precision)  # in place: (K, M) once
 
     def per_node(self) -> np.ndarray:
         """diag(Lambda_k^-1) per node, (K, P).
@@ -754,6 +781,8 @@ class PencilNodes:
     def __init__(self, pencil: NoisePencil, w: np.ndarray, f: np.ndarray, inv_s: np.ndarray):
         self.w, self.f, self.inv_s = w, f, inv_s
         self.p_shared, self.width, self.active = pencil.p_shared, pencil.width, pencil.active
+        # the nodes' own fields as arrays, set by ``PencilPosterior.of_nodes``
+        self.node_fields: _NodeFields | None = None
         self.cols = pencil.cols if len(pencil.active) else pencil.active
         self._gram_d, self._gram_g = pencil._gram_d, pencil._gram_g
         self._block_prior = pencil.prior_var[pencil.cols] if len(pencil.active) else None
@@ -812,6 +841,22 @@ class PencilNodes:
         return quad, shift
 
 
+@dataclass(frozen=True, eq=False)
+class _NodeFields:
+    """The fields of a pencil's K node posteriors, as arrays (``PencilPosterior.of_nodes``):
+    means (K, P), log evidences (K,), Schur factors (K, P_s, P_s), and the shared active
+    blocks and prior sds."""
+
+    mean: np.ndarray
+    log_evidence: np.ndarray
+    chol_s: np.ndarray
+    active: np.ndarray
+    prior_sd: np.ndarray
+
+
+_LAZY_FIELDS = frozenset(("mean", "log_evidence", "chol_s", "active", "prior_sd", "width"))
+
+
 class PencilPosterior(BlockPosterior):
     """A ``BlockPosterior`` of a pencil's node whose lineage-block factors (``chol_d``,
     ``l21``, the inverse factors) come from its ``PencilNodes`` when first read."""
@@ -847,19 +892,40 @@ class PencilPosterior(BlockPosterior):
         nodes: PencilNodes,
     ) -> list[BlockPosterior]:
         """The K posteriors of a pencil's nodes (row k of ``mean``, ``log_evidence``,
-        ``chol_s``), as K calls of the constructor make them: the fields the nodes share
-        are set from one dict (a fit makes about 125)."""
-        shared = {"active": active, "prior_sd": np.sqrt(prior_var), "width": nodes.width}
-        shared["nodes"] = nodes
+        ``chol_s``), with the values K calls of the constructor give them. A fit makes
+        about 125 and a decision reads the fields of a few: each holds only its nodes and
+        index, and a field is taken from the arrays kept on ``nodes`` when first read
+        (``__getattr__``), then kept."""
+        nodes.node_fields = _NodeFields(mean, log_evidence, chol_s, active, np.sqrt(prior_var))
         new = object.__new__
         out: list[BlockPosterior] = []
-        for i, (m, le, chol) in enumerate(zip(mean, log_evidence.tolist(), chol_s, strict=True)):
+        for i in range(len(mean)):
             post = new(cls)
             state = vars(post)
-            state.update(shared)
-            state["mean"], state["log_evidence"], state["chol_s"], state["index"] = m, le, chol, i
+            state["nodes"], state["index"] = nodes, i
             out.append(post)
         return out
+
+    def __getattr__(self, name: str) -> Any:
+        """A field ``of_nodes`` left to its first read (then kept, as the constructor keeps
+        it): only names missing from the instance and its class come here."""
+        if name not in _LAZY_FIELDS:
+            raise AttributeError(name)
+        state = vars(self)
+        fields = state["nodes"].node_fields
+        i = state["index"]
+        if name == "mean":
+            value: Any = fields.mean[i]
+        elif name == "log_evidence":
+            value = float(fields.log_evidence[i])
+        elif name == "chol_s":
+            value = fields.chol_s[i]
+        elif name == "width":
+            value = state["nodes"].width
+        else:
+            value = getattr(fields, name)
+        state[name] = value
+        return value
 
     @property
     def chol_d(self) -> np.ndarray:

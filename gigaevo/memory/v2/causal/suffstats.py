@@ -62,6 +62,13 @@ class ExactSum:
         self.hi = np.zeros(shape, dtype=np.int64)
         self.lo = np.zeros(shape, dtype=np.int64)
 
+    @classmethod
+    def of_words(cls, hi: np.ndarray, lo: np.ndarray) -> ExactSum:
+        """The sums whose words are ``hi`` and ``lo`` (int64 arrays of one shape, kept)."""
+        out = cls.__new__(cls)
+        out.hi, out.lo = hi, lo
+        return out
+
     def add(self, values: np.ndarray, sign: int = 1) -> None:
         self.add_fixed(*_fixed(values), sign)
 
@@ -220,11 +227,17 @@ class GaussianStatistics:
             at_all = np.array([where[block_of[k]] for k, _ in live], dtype=int)
             at, inverse = np.unique(at_all, return_inverse=True)
             slots = np.array([i for _, i in live], dtype=int)
+            # no two keys of one lineage at this level (no aliases): each block is one key's
+            # sums, its words taken in block order instead of added to zeros (the same words)
+            rows = slots[np.argsort(inverse)] if len(at) == len(at_all) else None
             blocks = []
             for acc in (data.d, data.g, data.bl):
-                summed = ExactSum((len(at), *acc.hi.shape[1:]))
-                np.add.at(summed.hi, inverse, acc.hi[slots])
-                np.add.at(summed.lo, inverse, acc.lo[slots])
+                if rows is not None:
+                    summed = ExactSum.of_words(acc.hi[rows], acc.lo[rows])
+                else:
+                    summed = ExactSum((len(at), *acc.hi.shape[1:]))
+                    np.add.at(summed.hi, inverse, acc.hi[slots])
+                    np.add.at(summed.lo, inverse, acc.lo[slots])
                 blocks.append(summed.value())
             groups.append(
                 StatGroup(
