@@ -499,7 +499,9 @@ def block_worlds(
     xi_s = rng.standard_normal((n, ps))
     xi_1 = rng.standard_normal((n, len(single)))
     xi_v = rng.standard_normal((n, len(vec_blocks), c))
-    nodes, counts = np.unique(ks, return_counts=True)
+    visits = np.bincount(ks, minlength=k_nodes)
+    nodes = np.flatnonzero(visits)  # the visited nodes, ascending (``np.unique``'s)
+    counts = visits[nodes]
     order = np.argsort(ks, kind="stable")  # worlds grouped by node: contiguous slices
     bounds = np.r_[0, np.cumsum(counts)]
     n_nodes = len(nodes)  # only the nodes the worlds visit are projected (row i: node nodes[i])
@@ -507,18 +509,31 @@ def block_worlds(
     # per visited node, for the cards alone in their block: centre u'm_l, shift l21_l a,
     # sd |a|; the block parts u take a few distinct values (kind and RAG state), so each
     # distinct u is contracted with the cards' blocks of every visited node at once
-    centre = np.empty((n_nodes, len(single)))
-    sd = np.repeat(prior_sd_single[None, :], n_nodes, axis=0)  # prior where no rows
-    shift = np.zeros((n_nodes, ps, len(single)))  # l21_l a only on the cards with rows
     groups, group_of = lay.groups, lay.group_of
-    for g, u in enumerate(groups):
-        idx = np.flatnonzero(group_of == g)
-        centre[:, idx] = mean_blocks[nodes[:, None], block_single[idx]] @ u
-        idx_hot = idx[hot[idx]]
-        if len(idx_hot):
-            quad, part = stack.part_terms(nodes, u, pos_single[idx_hot])
-            sd[:, idx_hot] = np.sqrt(quad)
-            shift[:, :, idx_hot] = part.transpose(0, 2, 1)
+    slope = None  # s_1j - shift_j per visited node, when every card is alone in its block
+    if len(groups) == 1 and len(single) == len(lin) and bool(np.all(hot)):
+        # the usual bank: one block part, every card with rows; its terms are the cards'
+        # (no prior sd or zero shift to fill in first), the slope taken from them at once
+        # (C order: each node's slope is one matrix of the products below, as before)
+        u = groups[0]
+        centre = mean_blocks[nodes[:, None], block_single] @ u
+        quad, part = stack.part_terms(nodes, u, pos_single)
+        sd = np.sqrt(quad)
+        shared_t = np.ascontiguousarray(z1.shared.T)
+        slope = np.empty((n_nodes, ps, len(lin)))
+        np.subtract(shared_t, part.transpose(0, 2, 1), out=slope)
+    else:
+        centre = np.empty((n_nodes, len(single)))
+        sd = np.repeat(prior_sd_single[None, :], n_nodes, axis=0)  # prior where no rows
+        shift = np.zeros((n_nodes, ps, len(single)))  # l21_l a only on the cards with rows
+        for g, u in enumerate(groups):
+            idx = np.flatnonzero(group_of == g)
+            centre[:, idx] = mean_blocks[nodes[:, None], block_single[idx]] @ u
+            idx_hot = idx[hot[idx]]
+            if len(idx_hot):
+                quad, part = stack.part_terms(nodes, u, pos_single[idx_hot])
+                sd[:, idx_hot] = np.sqrt(quad)
+                shift[:, :, idx_hot] = part.transpose(0, 2, 1)
 
     # worlds are handled grouped by node (contiguous slices; the xi are iid, so they can be
     # used in that order) and put back in the order of ks (world order[i] is slice row i)
@@ -528,18 +543,20 @@ def block_worlds(
     eta1 = np.empty((n, len(lin)))
     if len(single) == len(lin):  # every card alone in its block (the usual bank): per node,
         # z_1j'theta = z_1j's m_s + u'm_l + d_s'(s_1j - shift_j) + |a_j| xi_j
-        shared_t = np.ascontiguousarray(z1.shared.T)
+        if slope is None:
+            shared_t = np.ascontiguousarray(z1.shared.T)
+            slope = np.subtract(shared_t, shift, out=shift)  # s_1j - shift_j per visited node
         base = means[nodes, :ps] @ shared_t + centre  # (visited nodes, J)
-        slope = np.subtract(shared_t, shift, out=shift)  # s_1j - shift_j per visited node
         # per node only the two products (each world's d_s, then its d_s'(s_1j - shift_j)),
         # written in place; the sums that follow are elementwise, so they are made for
         # every world at once, in the same order as per node (the same values)
         ds = np.empty((n, ps))
         inv_s = stack.inv_s
-        for i, k in enumerate(nodes):
-            sl = slice(bounds[i], bounds[i + 1])
-            np.matmul(xi_s[sl], inv_s[k], out=ds[sl])  # L_S^-T xi_s in row form
-            np.matmul(ds[sl], slope[i], out=eta1[sl])  # (worlds of node k, J)
+        spans = zip(nodes.tolist(), bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)
+        for i, (k, start, stop) in enumerate(spans):
+            d = ds[start:stop]
+            np.matmul(xi_s[start:stop], inv_s[k], out=d)  # L_S^-T xi_s in row form
+            np.matmul(d, slope[i], out=eta1[start:stop])  # (worlds of node k, J)
         node_of = np.repeat(np.arange(n_nodes), counts)  # the node of each slice row
         np.add(means[nodes, :ps][node_of], ds, out=beta_s)
         eta1 += base[node_of]
