@@ -444,3 +444,29 @@ def test_one_block_part_draws_equal_the_per_group_path() -> None:
         want = block_worlds(stack, z0, z1, 256, np.random.default_rng(7), split)
         for a, b in zip(got, want, strict=True):
             np.testing.assert_array_equal(a, b)
+
+
+def test_node_draws_are_generator_choice() -> None:
+    """``choose_nodes`` on a head's ``node_cdf`` draws the nodes ``rng.choice(K, size=n,
+    p=weights)`` draws, consuming the same random numbers (weights with zeros, one node,
+    no draw); weights ``choice`` refuses are refused with its error."""
+    from gigaevo.memory.v2.causal.projection import choose_nodes, node_cdf
+
+    rng = np.random.default_rng(4)
+    for trial in range(60):
+        k = int(rng.integers(1, 200))
+        w = rng.dirichlet(np.full(k, rng.uniform(0.05, 3.0)))
+        if trial % 5 == 0:
+            w[rng.integers(k)] = 0.0
+            w /= w.sum()
+        n, seed = int(rng.integers(0, 2000)), int(rng.integers(1 << 62))
+        want_rng, got_rng = np.random.default_rng(seed), np.random.default_rng(seed)
+        want = want_rng.choice(k, size=n, p=w)
+        got = choose_nodes(got_rng, node_cdf(w), n)
+        np.testing.assert_array_equal(got, want)
+        assert got.dtype == want.dtype
+        assert got_rng.bit_generator.state == want_rng.bit_generator.state
+    refused = (([0.5, 0.6], "sum to 1"), ([np.nan, 1.0], "NaN"), ([-0.1, 1.1], "non-neg"))
+    for bad, message in refused:
+        with pytest.raises(ValueError, match=message):
+            node_cdf(np.array(bad))

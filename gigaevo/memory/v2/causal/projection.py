@@ -60,6 +60,23 @@ def chol2x2(covs: np.ndarray) -> np.ndarray:
     return out
 
 
+def node_cdf(weights: np.ndarray) -> np.ndarray:
+    """cumsum(p) / its last value of mixture weights p (K,), as ``Generator.choice`` forms it,
+    for ``choose_nodes``; p checked once by ``choice`` itself (a draw of no node), so weights
+    it refuses raise its own ``ValueError`` here."""
+    p = np.asarray(weights, dtype=float)
+    np.random.Generator(np.random.PCG64(0)).choice(len(p), size=0, p=p)
+    cdf = p.cumsum()
+    cdf /= cdf[-1]
+    return cdf
+
+
+def choose_nodes(rng: np.random.Generator, cdf: np.ndarray, n: int) -> np.ndarray:
+    """``rng.choice(K, size=n, p=p)`` from p's ``node_cdf``: the same uniforms (``rng.random(n)``)
+    searched in the same cdf, so the same nodes, without checking and summing p again."""
+    return np.searchsorted(cdf, rng.random(n), side="right")
+
+
 class MixtureProjector:
     """Exact joint law of (z_0'beta, z_1'beta) under a fitted Gaussian-mixture head.
 
@@ -75,6 +92,7 @@ class MixtureProjector:
     def __init__(self, head: BayesianLinearHead, space: DesignSpace) -> None:
         self.space = space
         self.weights = np.asarray(head.weights_, dtype=float)
+        self._cdf: np.ndarray | None = None  # ``node_cdf`` of the weights, when first drawn
         self.means = np.asarray(head.component_means_, dtype=float)
         self.components: tuple[Any, ...] = head.components_
         self._pencil = _pencil_nodes(self.components)  # the nodes are fixed: checked once
@@ -223,7 +241,9 @@ class MixtureProjector:
     ) -> np.ndarray:
         """n joint draws of (z_0'beta, z_1'beta), shape (n, 2)."""
         means, covs = self.moments(lineage, z0, z1)
-        ks = rng.choice(len(self.weights), size=n, p=self.weights)
+        if self._cdf is None:
+            self._cdf = node_cdf(self.weights)
+        ks = choose_nodes(rng, self._cdf, n)  # rng.choice(K, size=n, p=weights)
         xi = rng.standard_normal((n, 2))
         roots = chol2x2(covs)  # lower: (r00, 0; r10, r11)
         out = means[ks]
@@ -268,6 +288,11 @@ class BlockStack:
     weights: np.ndarray
     inv_s: np.ndarray
     factors: tuple[np.ndarray, np.ndarray] | PencilNodes  # (coupling, gram) or the pencil's
+
+    @cached_property
+    def node_cdf(self) -> np.ndarray:
+        """``node_cdf`` of the node probabilities (the worlds' node draws)."""
+        return node_cdf(self.weights)
 
     @cached_property
     def lineage_means(self) -> np.ndarray:
@@ -483,7 +508,7 @@ def block_worlds(
     if np.any(z0[ps:] != 0.0):
         raise DesignError("the control row must not touch a lineage block")
     k_nodes = len(weights)
-    ks = rng.choice(k_nodes, size=n, p=weights) if k_nodes > 1 else np.zeros(n, dtype=int)
+    ks = choose_nodes(rng, stack.node_cdf, n) if k_nodes > 1 else np.zeros(n, dtype=int)
     lin = z1.lineage
     where = np.full(z1.n_lineages, -1)
     where[active] = np.arange(len(active))
