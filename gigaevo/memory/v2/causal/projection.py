@@ -578,9 +578,9 @@ def block_worlds(
         ds = np.empty((n, ps))
         inv_s = stack.inv_s
         spans = zip(nodes.tolist(), bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)
-        for i, (k, start, stop) in enumerate(spans):
+        for i, (node, start, stop) in enumerate(spans):
             d = ds[start:stop]
-            np.matmul(xi_s[start:stop], inv_s[k], out=d)  # L_S^-T xi_s in row form
+            np.matmul(xi_s[start:stop], inv_s[node], out=d)  # L_S^-T xi_s in row form
             np.matmul(d, slope[i], out=eta1[start:stop])  # (worlds of node k, J)
         node_of = np.repeat(np.arange(n_nodes), counts)  # the node of each slice row
         np.add(means[nodes, :ps][node_of], ds, out=beta_s)
