@@ -259,3 +259,27 @@ def test_admission_needs_p_acc_strictly_above_alpha() -> None:
     assert not Acceptance(0.5, 0.0, False).admitted(0.5)
     assert Acceptance(0.11, 0.0, False).admitted()  # the default alpha is 0.10
     assert not Acceptance(0.09, 0.0, False).admitted()
+
+
+@pytest.mark.parametrize("delta", [0.10, 1e-7])
+def test_shared_control_logit_is_each_cards_own(delta: float) -> None:
+    """Cards of one decision share (eta-bar_0, sd_0) (one control row): ``_inner`` takes
+    logit(p_0(t) + delta) once for all of them, and every card's row of Phi is the one it
+    has integrated alone, bit for bit (both the tanh form and expit, for tiny delta); cards
+    with their own control moments are integrated row by row as before."""
+    rng = np.random.default_rng(11)
+    n = 60
+    m1 = rng.normal(-1.0, 1.5, n)
+    zeta, vs = rng.normal(0.0, 0.3, n), np.exp(rng.uniform(-3.0, 0.5, n))
+    for m0, sd0 in ((np.full(n, -2.3), np.full(n, 0.4)), (rng.normal(-2, 1, n), np.full(n, 0.4))):
+        for t in (chance._FINE_T, chance._COARSE_T):
+            together = chance._inner(t, m0, sd0, m1, zeta, vs, delta)
+            for j in range(n):
+                alone = chance._inner(
+                    t, m0[j : j + 1], sd0[j : j + 1], m1[j : j + 1], zeta[j : j + 1],
+                    vs[j : j + 1], delta,
+                )  # fmt: skip
+                np.testing.assert_array_equal(together[j], alone[0])
+    # a control arm that always clears delta gives Phi = 1 (p_1 may be anything)
+    sure = chance._inner(np.zeros(1), np.full(2, 50.0), np.ones(2), m1[:2], zeta[:2], vs[:2], 0.5)
+    np.testing.assert_array_equal(sure, np.ones((2, 1)))

@@ -415,3 +415,58 @@ def test_world_draws_share_one_card_layout_with_the_same_draws(
             want = head_latents(head, z0, z1, 64, rng_stream("d-key", "worlds", i))
             for a, b in zip(drawn, want, strict=True):
                 np.testing.assert_array_equal(a, b)
+
+
+def test_one_block_part_draws_equal_the_per_group_path() -> None:
+    """Cards each alone in a block with rows, of one (kind, RAG label): ``block_worlds``
+    takes their sd and slope from one ``part_terms`` (no prior sd or zero shift filled in);
+    the same bits as the per-group path, reached here by splitting the cards' one block part
+    into two equal groups."""
+    import dataclasses
+
+    from gigaevo.memory.v2.causal.projection import CardLayout, block_worlds
+
+    space = DesignSpace(4, tuple(f"L{i:02d}" for i in range(20)))
+    imm, inv, _ = _heads(space, 5)  # rows on L00..L05
+    ctx = np.r_[1.0, 0.3, -0.5, 0.2]
+    cards = [CandidateCard(f"k{i}", space.lineages[i], "insight") for i in range(6)]
+    z0, z1 = space.row(ctx, 0), card_rows(space, ctx, cards)
+    assert isinstance(z1, BlockDesign)
+    one = CardLayout.of(z1)
+    assert len(one.groups) == 1 and len(one.single) == 6
+    split = dataclasses.replace(
+        one, groups=np.vstack([one.groups, one.groups]), group_of=np.arange(6) % 2
+    )
+    for head in (imm, inv):
+        stack = block_stack(head)
+        assert stack is not None and len(stack.components[0].active) == 6  # all with rows
+        got = block_worlds(stack, z0, z1, 256, np.random.default_rng(7), one)
+        want = block_worlds(stack, z0, z1, 256, np.random.default_rng(7), split)
+        for a, b in zip(got, want, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_node_draws_are_generator_choice() -> None:
+    """``choose_nodes`` on a head's ``node_cdf`` draws the nodes ``rng.choice(K, size=n,
+    p=weights)`` draws, consuming the same random numbers (weights with zeros, one node,
+    no draw); weights ``choice`` refuses are refused with its error."""
+    from gigaevo.memory.v2.causal.projection import choose_nodes, node_cdf
+
+    rng = np.random.default_rng(4)
+    for trial in range(60):
+        k = int(rng.integers(1, 200))
+        w = rng.dirichlet(np.full(k, rng.uniform(0.05, 3.0)))
+        if trial % 5 == 0:
+            w[rng.integers(k)] = 0.0
+            w /= w.sum()
+        n, seed = int(rng.integers(0, 2000)), int(rng.integers(1 << 62))
+        want_rng, got_rng = np.random.default_rng(seed), np.random.default_rng(seed)
+        want = want_rng.choice(k, size=n, p=w)
+        got = choose_nodes(got_rng, node_cdf(w), n)
+        np.testing.assert_array_equal(got, want)
+        assert got.dtype == want.dtype
+        assert got_rng.bit_generator.state == want_rng.bit_generator.state
+    refused = (([0.5, 0.6], "sum to 1"), ([np.nan, 1.0], "NaN"), ([-0.1, 1.1], "non-neg"))
+    for bad, message in refused:
+        with pytest.raises(ValueError, match=message):
+            node_cdf(np.array(bad))

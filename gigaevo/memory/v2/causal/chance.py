@@ -50,8 +50,27 @@ def _inner(
     t: np.ndarray, m0: np.ndarray, sd0: np.ndarray, m1: np.ndarray, zeta: np.ndarray,
     vs: np.ndarray, delta: float,
 ) -> np.ndarray:  # fmt: skip
-    """Phi(gap(t) / varsigma) for cards (rows) at nodes t (columns)."""
-    from scipy.special import expit, ndtr
+    """Phi(gap(t) / varsigma) for cards (rows) at nodes t (columns).
+
+    The control arm's logit(p_0(t) + delta) depends on (eta-bar_0, sd_0) only, which every
+    card of a decision shares (one control row): then it is taken once, a row of nodes,
+    instead of once per card (elementwise the same operations on the same floats)."""
+    from scipy.special import ndtr
+
+    if len(m0) > 1 and m0.min() == m0.max() and sd0.min() == sd0.max():
+        lam = np.subtract(_control_logit(t, m0[:1], sd0[:1], delta), m1[:, None])
+    else:
+        lam = _control_logit(t, m0, sd0, delta)
+        lam -= m1[:, None]
+    lam -= zeta[:, None] * t[None, :]
+    lam /= vs[:, None]
+    return ndtr(lam, out=lam)
+
+
+def _control_logit(t: np.ndarray, m0: np.ndarray, sd0: np.ndarray, delta: float) -> np.ndarray:
+    """logit(expit(m0 + sd0 t) + delta) for rows (m0, sd0) at nodes t (columns); +inf where
+    p_1 may be anything (p_0 + delta >= 1: the whole gap is admissible)."""
+    from scipy.special import expit
 
     if delta >= _TANH_DELTA:
         # expit(x) = (1 + tanh(x / 2)) / 2, several times faster; its absolute error
@@ -66,11 +85,8 @@ def _inner(
     over = p >= 1.0
     with np.errstate(divide="ignore", invalid="ignore"):
         lam = np.log(p / (1.0 - p))
-    lam[over] = np.inf  # p_1 may be anything: the whole gap is admissible
-    lam -= m1[:, None]
-    lam -= zeta[:, None] * t[None, :]
-    lam /= vs[:, None]
-    return ndtr(lam, out=lam)
+    lam[over] = np.inf
+    return lam
 
 
 def _fast(
@@ -87,7 +103,8 @@ def _fast(
     fine = fine_phi @ _FINE_W
     coarse = coarse_phi @ _COARSE_W
     error = np.abs(fine - coarse) + _TAIL
-    step = np.max(np.abs(np.diff(fine_phi, axis=1)), axis=1)
+    jumps = np.diff(fine_phi, axis=1)
+    step = np.max(np.abs(jumps, out=jumps), axis=1)
     resolved = np.isfinite(fine) & (np.abs(fine - coarse) <= tolerance / 100.0) & (step <= MAX_STEP)
     return fine, error, resolved
 

@@ -60,6 +60,23 @@ def chol2x2(covs: np.ndarray) -> np.ndarray:
     return out
 
 
+def node_cdf(weights: np.ndarray) -> np.ndarray:
+    """cumsum(p) / its last value of mixture weights p (K,), as ``Generator.choice`` forms it,
+    for ``choose_nodes``; p checked once by ``choice`` itself (a draw of no node), so weights
+    it refuses raise its own ``ValueError`` here."""
+    p = np.asarray(weights, dtype=float)
+    np.random.Generator(np.random.PCG64(0)).choice(len(p), size=0, p=p)
+    cdf = p.cumsum()
+    cdf /= cdf[-1]
+    return cdf
+
+
+def choose_nodes(rng: np.random.Generator, cdf: np.ndarray, n: int) -> np.ndarray:
+    """``rng.choice(K, size=n, p=p)`` from p's ``node_cdf``: the same uniforms (``rng.random(n)``)
+    searched in the same cdf, so the same nodes, without checking and summing p again."""
+    return np.searchsorted(cdf, rng.random(n), side="right")
+
+
 class MixtureProjector:
     """Exact joint law of (z_0'beta, z_1'beta) under a fitted Gaussian-mixture head.
 
@@ -75,6 +92,7 @@ class MixtureProjector:
     def __init__(self, head: BayesianLinearHead, space: DesignSpace) -> None:
         self.space = space
         self.weights = np.asarray(head.weights_, dtype=float)
+        self._cdf: np.ndarray | None = None  # ``node_cdf`` of the weights, when first drawn
         self.means = np.asarray(head.component_means_, dtype=float)
         self.components: tuple[Any, ...] = head.components_
         self._pencil = _pencil_nodes(self.components)  # the nodes are fixed: checked once
@@ -223,7 +241,9 @@ class MixtureProjector:
     ) -> np.ndarray:
         """n joint draws of (z_0'beta, z_1'beta), shape (n, 2)."""
         means, covs = self.moments(lineage, z0, z1)
-        ks = rng.choice(len(self.weights), size=n, p=self.weights)
+        if self._cdf is None:
+            self._cdf = node_cdf(self.weights)
+        ks = choose_nodes(rng, self._cdf, n)  # rng.choice(K, size=n, p=weights)
         xi = rng.standard_normal((n, 2))
         roots = chol2x2(covs)  # lower: (r00, 0; r10, r11)
         out = means[ks]
@@ -268,6 +288,11 @@ class BlockStack:
     weights: np.ndarray
     inv_s: np.ndarray
     factors: tuple[np.ndarray, np.ndarray] | PencilNodes  # (coupling, gram) or the pencil's
+
+    @cached_property
+    def node_cdf(self) -> np.ndarray:
+        """``node_cdf`` of the node probabilities (the worlds' node draws)."""
+        return node_cdf(self.weights)
 
     @cached_property
     def lineage_means(self) -> np.ndarray:
@@ -483,7 +508,7 @@ def block_worlds(
     if np.any(z0[ps:] != 0.0):
         raise DesignError("the control row must not touch a lineage block")
     k_nodes = len(weights)
-    ks = rng.choice(k_nodes, size=n, p=weights) if k_nodes > 1 else np.zeros(n, dtype=int)
+    ks = choose_nodes(rng, stack.node_cdf, n) if k_nodes > 1 else np.zeros(n, dtype=int)
     lin = z1.lineage
     where = np.full(z1.n_lineages, -1)
     where[active] = np.arange(len(active))
@@ -499,7 +524,9 @@ def block_worlds(
     xi_s = rng.standard_normal((n, ps))
     xi_1 = rng.standard_normal((n, len(single)))
     xi_v = rng.standard_normal((n, len(vec_blocks), c))
-    nodes, counts = np.unique(ks, return_counts=True)
+    visits = np.bincount(ks, minlength=k_nodes)
+    nodes = np.flatnonzero(visits)  # the visited nodes, ascending (``np.unique``'s)
+    counts = visits[nodes]
     order = np.argsort(ks, kind="stable")  # worlds grouped by node: contiguous slices
     bounds = np.r_[0, np.cumsum(counts)]
     n_nodes = len(nodes)  # only the nodes the worlds visit are projected (row i: node nodes[i])
@@ -507,18 +534,31 @@ def block_worlds(
     # per visited node, for the cards alone in their block: centre u'm_l, shift l21_l a,
     # sd |a|; the block parts u take a few distinct values (kind and RAG state), so each
     # distinct u is contracted with the cards' blocks of every visited node at once
-    centre = np.empty((n_nodes, len(single)))
-    sd = np.repeat(prior_sd_single[None, :], n_nodes, axis=0)  # prior where no rows
-    shift = np.zeros((n_nodes, ps, len(single)))  # l21_l a only on the cards with rows
     groups, group_of = lay.groups, lay.group_of
-    for g, u in enumerate(groups):
-        idx = np.flatnonzero(group_of == g)
-        centre[:, idx] = mean_blocks[nodes[:, None], block_single[idx]] @ u
-        idx_hot = idx[hot[idx]]
-        if len(idx_hot):
-            quad, part = stack.part_terms(nodes, u, pos_single[idx_hot])
-            sd[:, idx_hot] = np.sqrt(quad)
-            shift[:, :, idx_hot] = part.transpose(0, 2, 1)
+    slope = None  # s_1j - shift_j per visited node, when every card is alone in its block
+    if len(groups) == 1 and len(single) == len(lin) and bool(np.all(hot)):
+        # the usual bank: one block part, every card with rows; its terms are the cards'
+        # (no prior sd or zero shift to fill in first), the slope taken from them at once
+        # (C order: each node's slope is one matrix of the products below, as before)
+        u = groups[0]
+        centre = mean_blocks[nodes[:, None], block_single] @ u
+        quad, part = stack.part_terms(nodes, u, pos_single)
+        sd = np.sqrt(quad)
+        shared_t = np.ascontiguousarray(z1.shared.T)
+        slope = np.empty((n_nodes, ps, len(lin)))
+        np.subtract(shared_t, part.transpose(0, 2, 1), out=slope)
+    else:
+        centre = np.empty((n_nodes, len(single)))
+        sd = np.repeat(prior_sd_single[None, :], n_nodes, axis=0)  # prior where no rows
+        shift = np.zeros((n_nodes, ps, len(single)))  # l21_l a only on the cards with rows
+        for g, u in enumerate(groups):
+            idx = np.flatnonzero(group_of == g)
+            centre[:, idx] = mean_blocks[nodes[:, None], block_single[idx]] @ u
+            idx_hot = idx[hot[idx]]
+            if len(idx_hot):
+                quad, part = stack.part_terms(nodes, u, pos_single[idx_hot])
+                sd[:, idx_hot] = np.sqrt(quad)
+                shift[:, :, idx_hot] = part.transpose(0, 2, 1)
 
     # worlds are handled grouped by node (contiguous slices; the xi are iid, so they can be
     # used in that order) and put back in the order of ks (world order[i] is slice row i)
@@ -528,18 +568,20 @@ def block_worlds(
     eta1 = np.empty((n, len(lin)))
     if len(single) == len(lin):  # every card alone in its block (the usual bank): per node,
         # z_1j'theta = z_1j's m_s + u'm_l + d_s'(s_1j - shift_j) + |a_j| xi_j
-        shared_t = np.ascontiguousarray(z1.shared.T)
+        if slope is None:
+            shared_t = np.ascontiguousarray(z1.shared.T)
+            slope = np.subtract(shared_t, shift, out=shift)  # s_1j - shift_j per visited node
         base = means[nodes, :ps] @ shared_t + centre  # (visited nodes, J)
-        slope = np.subtract(shared_t, shift, out=shift)  # s_1j - shift_j per visited node
         # per node only the two products (each world's d_s, then its d_s'(s_1j - shift_j)),
         # written in place; the sums that follow are elementwise, so they are made for
         # every world at once, in the same order as per node (the same values)
         ds = np.empty((n, ps))
         inv_s = stack.inv_s
-        for i, k in enumerate(nodes):
-            sl = slice(bounds[i], bounds[i + 1])
-            np.matmul(xi_s[sl], inv_s[k], out=ds[sl])  # L_S^-T xi_s in row form
-            np.matmul(ds[sl], slope[i], out=eta1[sl])  # (worlds of node k, J)
+        spans = zip(nodes.tolist(), bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)
+        for i, (node, start, stop) in enumerate(spans):
+            d = ds[start:stop]
+            np.matmul(xi_s[start:stop], inv_s[node], out=d)  # L_S^-T xi_s in row form
+            np.matmul(d, slope[i], out=eta1[start:stop])  # (worlds of node k, J)
         node_of = np.repeat(np.arange(n_nodes), counts)  # the node of each slice row
         np.add(means[nodes, :ps][node_of], ds, out=beta_s)
         eta1 += base[node_of]
