@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Protocol
 
 import numpy as np
@@ -152,11 +153,27 @@ class Cubic:
         return Cubic(self.shared_size, self.width, self.control, target[order],
                      self.blocks[order], size)  # fmt: skip
 
+    @cached_property
+    def _columns(self) -> np.ndarray:
+        """Each lineage's columns in the space, (K, C) (made once: ``along`` runs at every
+        point Newton tries)."""
+        ps, width = self.shared_size, self.width
+        return (ps + self.lineages[:, None] * width + np.arange(width)).astype(int)
+
+    @cached_property
+    def _shared_cube(self) -> np.ndarray:
+        """The control rows' (P_s, P_s, P_s) cube, contiguous: the copy a reshape of the slice
+        made on every call, made once (the same numbers in the same layout)."""
+        ps = self.shared_size
+        return np.ascontiguousarray(self.control[:ps, :ps, :ps])
+
     def _per_group(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(each lineage's columns (K, C); r on each group's (shared, card) columns (K, q))."""
-        ps, width = self.shared_size, self.width
-        cols = (ps + self.lineages[:, None] * width + np.arange(width)).astype(int)
-        return cols, np.concatenate([np.broadcast_to(r[:ps], (len(cols), ps)), r[cols]], axis=1)
+        ps, cols = self.shared_size, self._columns
+        rho = np.empty((len(cols), ps + self.width))
+        rho[:, :ps] = r[:ps]
+        rho[:, ps:] = r[cols]
+        return cols, rho
 
     def along(self, r: np.ndarray) -> np.ndarray:
         """T[r, r] = sum_i c_i (x_i'r)^2 x_i, (P,): Q's gradient's term, without making T[r]
@@ -165,7 +182,7 @@ class Cubic:
         q = ps + width
         rs = r[:ps]
         out = np.zeros(self.size)
-        out[:ps] = np.outer(rs, rs).reshape(-1) @ self.control[:ps, :ps, :ps].reshape(-1, ps)
+        out[:ps] = np.outer(rs, rs).reshape(-1) @ self._shared_cube.reshape(-1, ps)
         if len(self.lineages):
             cols, rho = self._per_group(r)
             pairs = (rho[:, :, None] * rho[:, None, :]).reshape(-1, 1, q * q)
@@ -178,7 +195,7 @@ class Cubic:
         """T[r] = sum_i c_i (x_i'r) x_i x_i' in block-arrowhead form."""
         ps, width = self.shared_size, self.width
         q = ps + width
-        a = (r[:ps] @ self.control[:ps, :ps, :ps].reshape(ps, ps * ps)).reshape(ps, ps)
+        a = (r[:ps] @ self._shared_cube.reshape(ps, ps * ps)).reshape(ps, ps)
         _, rho = self._per_group(r)
         m = np.matmul(rho[:, None, :], self.blocks.reshape(-1, q, q * q)).reshape(-1, q, q)
         a = a + m[:, :ps, :ps].sum(axis=0)
@@ -486,7 +503,7 @@ class LogisticLaplaceHead:
             self._x = np.asarray(x, dtype=float).reshape(-1, len(self._mu))
             n = len(self._x)
         self._d = np.asarray(d, dtype=float).reshape(-1)
-        if len(self._d) != n or not np.all(np.isin(self._d, (0.0, 1.0))):
+        if len(self._d) != n or not np.all((self._d == 0.0) | (self._d == 1.0)):
             raise DesignError("invalid indicators must be 0/1 and match the design rows")
         self._quad, self._exact = quad, exact
         self._gram = self._lik = None
@@ -739,14 +756,17 @@ class _TreatedRows:
         # the weighted block sums' sparse (B_act x n) pattern, each block's rows in row order
         at = self.pos[self.lineage]
         self.members = self.rows[np.argsort(at, kind="stable")]
-        self.indptr = np.r_[0, np.cumsum(np.bincount(at, minlength=len(self.active)))]
+        self.indptr = np.concatenate([[0], np.cumsum(np.bincount(at, minlength=len(self.active)))])
+        self._member: csr_matrix | None = None  # that pattern as a matrix (``gram``)
 
     def gram(self, w: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
         """X'diag(w)X in blocks, its active blocks and C: the numbers of ``block_gram``.
 
-        The sparse pattern of the per-block sums is built once per fit; ``block_gram`` builds
-        it on every call, leaving out rows of weight 0, which add nothing here (each block
-        sums w u u' and w u s' in row order from zero either way)."""
+        The sparse pattern of the per-block sums is built once per fit, as a matrix at the
+        first call and given each call's weights after (the same matrix: one sparse
+        construction a fit, not one a Fisher information); ``block_gram`` builds it on every
+        call, leaving out rows of weight 0, which add nothing here (each block sums w u u'
+        and w u s' in row order from zero either way)."""
         from scipy.sparse import csr_matrix
 
         design, c, ps = self.design, self.c, self.ps
@@ -755,8 +775,13 @@ class _TreatedRows:
             return block_gram(design, w, self.pos, len(self.active)), self.active, c
         s = design.shared
         ws = s * w[:, None]
-        shape = (len(self.active), len(products))
-        member = csr_matrix((w[self.members], self.members, self.indptr), shape=shape)
+        member = self._member
+        if member is None:
+            shape = (len(self.active), len(products))
+            member = csr_matrix((w[self.members], self.members, self.indptr), shape=shape)
+            self._member = member
+        else:
+            member.data = w[self.members]
         summed = np.asarray(member @ products)
         blocks = {
             "a": ws.T @ s,
