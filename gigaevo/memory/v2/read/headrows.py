@@ -559,9 +559,14 @@ class InvalidityFitter:
             part = x.take(mine) if isinstance(x, BlockDesign) else x[mine]
             quad = quad.minus(Quadratic.of_rows(part, d[mine], quad.point))
         # the expanded rows' third-order term at the same point (the wide fit's point moves
-        # the shared coefficients too: every group's weights are taken there)
-        cubic = Cubic.of_rows(near.design.take(np.flatnonzero(~np.isin(lineage, small))),
-                              quad.point)  # fmt: skip
+        # the shared coefficients too: every group's weights are taken there); their rows
+        # without the products the term does not read (a copy of ~80 numbers a row)
+        expanded = near.design
+        if small:
+            kept = np.flatnonzero(~np.isin(lineage, small))
+            expanded = BlockDesign(expanded.shared[kept], lineage[kept],
+                                   expanded.lineage_part[kept], expanded.n_lineages)  # fmt: skip
+        cubic = Cubic.of_rows(expanded, quad.point)
         quad = dataclasses.replace(quad, cubic=cubic)
         near.levels[blocks] = (quad, rows)
         return quad, rows
