@@ -27,6 +27,7 @@ with the same contrasts, as the batch design did.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
 import math
@@ -304,17 +305,23 @@ ANCHOR_MIN = 256  # below this many rows every invalidity fit starts at the prio
 ANCHOR_STEP = 16  # anchors every 1/16 growth of the rows: Newton from one takes 2-3 steps
 
 
-@functools.lru_cache(maxsize=64)
+_ANCHORS = [ANCHOR_MIN]  # the anchor points so far, in order (``anchor_size``)
+
+
 def anchor_size(n: int) -> int:
     """The largest anchor point <= n (0 below ``ANCHOR_MIN``): 256, 272, 289, ... rows
-    (kept for the last few n: a fit asks for it several times, the loop takes ~70 steps at
-    10,000 rows)."""
+    (the points made once, in order, and looked up by bisection: a fit asks several times,
+    and the walk from 256 took ~70 steps at 10,000 rows)."""
+    global _ANCHORS
     if n < ANCHOR_MIN:
         return 0
-    size = ANCHOR_MIN
-    while size + max(1, size // ANCHOR_STEP) <= n:
-        size += max(1, size // ANCHOR_STEP)
-    return size
+    points = _ANCHORS
+    if points[-1] <= n:  # extended on a copy, then swapped in whole (readers in threads)
+        points = list(points)
+        while points[-1] <= n:
+            points.append(points[-1] + max(1, points[-1] // ANCHOR_STEP))
+        _ANCHORS = points
+    return points[bisect.bisect_right(points, n) - 1]
 
 
 WIDE_EXACT_ROWS = 256  # laplace_prefix: a wide card with fewer near-anchor rows is fitted exactly
@@ -563,9 +570,9 @@ class InvalidityFitter:
         # without the products the term does not read (a copy of ~80 numbers a row)
         expanded = near.design
         if small:
-            kept = np.flatnonzero(~np.isin(lineage, small))
-            expanded = BlockDesign(expanded.shared[kept], lineage[kept],
-                                   expanded.lineage_part[kept], expanded.n_lineages)  # fmt: skip
+            keep = np.flatnonzero(~np.isin(lineage, small))
+            expanded = BlockDesign(expanded.shared[keep], lineage[keep],
+                                   expanded.lineage_part[keep], expanded.n_lineages)  # fmt: skip
         cubic = Cubic.of_rows(expanded, quad.point)
         quad = dataclasses.replace(quad, cubic=cubic)
         near.levels[blocks] = (quad, rows)
