@@ -19,7 +19,6 @@ from gigaevo.memory.v2.causal.arrowhead import (
     as_block_design,
     block_gram,
     factor_blocks,
-    marginal_variance,
 )
 from gigaevo.memory.v2.causal.errors import DesignError
 
@@ -90,6 +89,31 @@ def card_shift_levels(
     if wide_sd is None or weight >= 1.0 or size <= shared_size:
         return None
     return ShiftLevels(np.arange(shared_size, size, width), width * wide_sd**2, weight)
+
+
+def shift_variance(post: BlockPosterior, columns: np.ndarray) -> np.ndarray:
+    """diag(F^-1) on ``columns``, each the first column of its lineage block (the shift
+    columns): what ``arrowhead.marginal_variance`` gives there (the same expression, to
+    rounding), from the inverse factors ``factor_blocks`` made, without the other P - B
+    variances, their two inversions and einsum's contraction search on every fit.
+
+    A block with rows: (D^-1)_00 + |L_S^-1 G' D^-1 e_0|^2 with D^-1 e_0 = L^-T L^-1 e_0,
+    G' L^-T = l21, so G' D^-1 e_0 = l21 (L^-1)[:, 0]; a block without rows: its prior.
+    """
+    ps, c = post.chol_s.shape[0], post.width
+    variance = post.prior_sd[columns] ** 2
+    if not len(post.active):
+        return variance
+    inv_s, inv_dt, _, _ = post.inverse_factors  # L_S^-1; (L^-1)' per active block
+    where = np.full((len(post.prior_sd) - ps) // c, -1)
+    where[post.active] = np.arange(len(post.active))
+    at = where[(np.asarray(columns, dtype=int) - ps) // c]
+    has = at >= 0
+    first = inv_dt[at[has], 0, :]  # (L^-1)[:, 0] of each block: (K', C)
+    u = np.einsum("kpj,kj->kp", post.l21[at[has]], first)  # G' D^-1 e_0, (K', P_s)
+    t = u @ inv_s.T
+    variance[has] = np.sum(first * first, axis=1) + np.sum(t * t, axis=1)
+    return variance
 
 
 @dataclass(frozen=True)
@@ -540,7 +564,7 @@ class LogisticLaplaceHead:
         assert levels is not None
         cols = levels.columns
         if isinstance(self._precision, _BlockPrecision):
-            variance = marginal_variance(self._precision.factor)[cols]
+            variance = shift_variance(self._precision.factor, cols)
         else:
             assert self.coef_cov_ is not None
             variance = np.diag(self.coef_cov_)[cols]
