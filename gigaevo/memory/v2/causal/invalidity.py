@@ -206,7 +206,7 @@ class Cubic:
         q = ps + width
         rs = r[:ps]
         out = np.zeros(self.size)
-        out[:ps] = np.outer(rs, rs).reshape(-1) @ self._shared_cube.reshape(-1, ps)
+        out[:ps] = (rs[:, None] * rs[None, :]).reshape(-1) @ self._shared_cube.reshape(-1, ps)
         if len(self.lineages):
             cols, rho = self._per_group(r)
             pairs = (rho[:, :, None] * rho[:, None, :]).reshape(-1, 1, q * q)
@@ -778,6 +778,8 @@ class _TreatedRows:
         at = self.pos[self.lineage]
         self.members = self.rows[np.argsort(at, kind="stable")]
         self.indptr = np.concatenate([[0], np.cumsum(np.bincount(at, minlength=len(self.active)))])
+        # int32 indices, as scipy stores them anyway (it checks and converts int64 ones)
+        self.members32, self.indptr32 = self.members.astype(np.int32), self.indptr.astype(np.int32)
         self._member: csr_matrix | None = None  # that pattern as a matrix (``gram``)
 
     def gram(self, w: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
@@ -799,7 +801,7 @@ class _TreatedRows:
         member = self._member
         if member is None:
             shape = (len(self.active), len(products))
-            member = csr_matrix((w[self.members], self.members, self.indptr), shape=shape)
+            member = csr_matrix((w[self.members], self.members32, self.indptr32), shape=shape)
             self._member = member
         else:
             member.data = w[self.members]
