@@ -179,3 +179,34 @@ def test_the_two_levels_keep_an_unproven_card_from_looking_harmful() -> None:
         p = 1.0 / (1.0 + np.exp(-rng.multivariate_normal(eta, cov, 20_000)))
         rise[weight] = float(np.mean(p[:, 1] - p[:, 0]))
     assert rise[1.0] > 0.06 and abs(rise[PROD.invalidity_shift_wide_weight]) < 0.02, rise
+
+
+def test_the_shift_variances_are_the_inverse_fishers_diagonal_there() -> None:
+    """``shift_variance`` (the level choice's variances) against diag(F^-1) of the dense F:
+    blocks with rows, blocks without (their prior), and no block with rows."""
+    from gigaevo.memory.v2.causal.arrowhead import factor_blocks
+    from gigaevo.memory.v2.causal.invalidity import shift_variance
+
+    rng = np.random.default_rng(11)
+    ps, c, b = 7, 4, 9
+    for k in (0, 1, 5, b):
+        active = np.sort(rng.choice(b, k, replace=False))
+        a = rng.normal(size=(ps, ps))
+        a = a @ a.T + ps * np.eye(ps)
+        d = rng.normal(size=(k, c, c))
+        d = d @ d.transpose(0, 2, 1) + c * np.eye(c)
+        g = 0.4 * rng.normal(size=(k, c, ps))
+        v = rng.uniform(0.3, 3.0, ps + b * c)
+        dense = np.diag(1.0 / v)
+        dense[:ps, :ps] += a
+        for j, lin in enumerate(active):
+            cols = ps + lin * c + np.arange(c)
+            dense[np.ix_(cols, cols)] += d[j]
+            dense[cols, :ps] += g[j]
+            dense[:ps, cols] += g[j].T
+        shift = np.arange(ps, ps + b * c, c)
+        want = np.diag(np.linalg.inv(dense))[shift]
+        got = shift_variance(factor_blocks(a, d, g, v, active, c), shift)
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+        inactive = np.setdiff1d(np.arange(b), active)
+        np.testing.assert_allclose(got[inactive], v[shift[inactive]], rtol=1e-15)  # prior

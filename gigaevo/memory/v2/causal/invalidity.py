@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Protocol
 
 import numpy as np
@@ -18,7 +19,6 @@ from gigaevo.memory.v2.causal.arrowhead import (
     as_block_design,
     block_gram,
     factor_blocks,
-    marginal_variance,
 )
 from gigaevo.memory.v2.causal.errors import DesignError
 
@@ -27,6 +27,9 @@ GRADIENT_TARGET = 1e-6
 MAX_CONDITION = 1e12
 NEWTON_STEPS = 50
 CHORD_RATE = 0.25  # a kept Fisher factor serves while each step cuts |grad| 4-fold
+# a Newton step whose predicted decrease g'F^-1 g is below this share of |J| (16 ulps) is
+# judged by |grad| on the prefix path: J's rounding hides the decrease (``_newton``)
+ROUNDING_LEVEL = 16.0 * float(np.finfo(float).eps)
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,31 @@ def card_shift_levels(
     if wide_sd is None or weight >= 1.0 or size <= shared_size:
         return None
     return ShiftLevels(np.arange(shared_size, size, width), width * wide_sd**2, weight)
+
+
+def shift_variance(post: BlockPosterior, columns: np.ndarray) -> np.ndarray:
+    """diag(F^-1) on ``columns``, each the first column of its lineage block (the shift
+    columns): what ``arrowhead.marginal_variance`` gives there (the same expression, to
+    rounding), from the inverse factors ``factor_blocks`` made, without the other P - B
+    variances, their two inversions and einsum's contraction search on every fit.
+
+    A block with rows: (D^-1)_00 + |L_S^-1 G' D^-1 e_0|^2 with D^-1 e_0 = L^-T L^-1 e_0,
+    G' L^-T = l21, so G' D^-1 e_0 = l21 (L^-1)[:, 0]; a block without rows: its prior.
+    """
+    ps, c = post.chol_s.shape[0], post.width
+    variance = post.prior_sd[columns] ** 2
+    if not len(post.active):
+        return variance
+    inv_s, inv_dt, _, _ = post.inverse_factors  # L_S^-1; (L^-1)' per active block
+    where = np.full((len(post.prior_sd) - ps) // c, -1)
+    where[post.active] = np.arange(len(post.active))
+    at = where[(np.asarray(columns, dtype=int) - ps) // c]
+    has = at >= 0
+    first = inv_dt[at[has], 0, :]  # (L^-1)[:, 0] of each block: (K', C)
+    u = np.einsum("kpj,kj->kp", post.l21[at[has]], first)  # G' D^-1 e_0, (K', P_s)
+    t = u @ inv_s.T
+    variance[has] = np.sum(first * first, axis=1) + np.sum(t * t, axis=1)
+    return variance
 
 
 @dataclass(frozen=True)
@@ -149,11 +177,27 @@ class Cubic:
         return Cubic(self.shared_size, self.width, self.control, target[order],
                      self.blocks[order], size)  # fmt: skip
 
+    @cached_property
+    def _columns(self) -> np.ndarray:
+        """Each lineage's columns in the space, (K, C) (made once: ``along`` runs at every
+        point Newton tries)."""
+        ps, width = self.shared_size, self.width
+        return (ps + self.lineages[:, None] * width + np.arange(width)).astype(int)
+
+    @cached_property
+    def _shared_cube(self) -> np.ndarray:
+        """The control rows' (P_s, P_s, P_s) cube, contiguous: the copy a reshape of the slice
+        made on every call, made once (the same numbers in the same layout)."""
+        ps = self.shared_size
+        return np.ascontiguousarray(self.control[:ps, :ps, :ps])
+
     def _per_group(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(each lineage's columns (K, C); r on each group's (shared, card) columns (K, q))."""
-        ps, width = self.shared_size, self.width
-        cols = (ps + self.lineages[:, None] * width + np.arange(width)).astype(int)
-        return cols, np.concatenate([np.broadcast_to(r[:ps], (len(cols), ps)), r[cols]], axis=1)
+        ps, cols = self.shared_size, self._columns
+        rho = np.empty((len(cols), ps + self.width))
+        rho[:, :ps] = r[:ps]
+        rho[:, ps:] = r[cols]
+        return cols, rho
 
     def along(self, r: np.ndarray) -> np.ndarray:
         """T[r, r] = sum_i c_i (x_i'r)^2 x_i, (P,): Q's gradient's term, without making T[r]
@@ -162,7 +206,7 @@ class Cubic:
         q = ps + width
         rs = r[:ps]
         out = np.zeros(self.size)
-        out[:ps] = np.outer(rs, rs).reshape(-1) @ self.control[:ps, :ps, :ps].reshape(-1, ps)
+        out[:ps] = (rs[:, None] * rs[None, :]).reshape(-1) @ self._shared_cube.reshape(-1, ps)
         if len(self.lineages):
             cols, rho = self._per_group(r)
             pairs = (rho[:, :, None] * rho[:, None, :]).reshape(-1, 1, q * q)
@@ -175,7 +219,7 @@ class Cubic:
         """T[r] = sum_i c_i (x_i'r) x_i x_i' in block-arrowhead form."""
         ps, width = self.shared_size, self.width
         q = ps + width
-        a = (r[:ps] @ self.control[:ps, :ps, :ps].reshape(ps, ps * ps)).reshape(ps, ps)
+        a = (r[:ps] @ self._shared_cube.reshape(ps, ps * ps)).reshape(ps, ps)
         _, rho = self._per_group(r)
         m = np.matmul(rho[:, None, :], self.blocks.reshape(-1, q, q * q)).reshape(-1, q, q)
         a = a + m[:, :ps, :ps].sum(axis=0)
@@ -465,7 +509,7 @@ class LogisticLaplaceHead:
         self._prefix = rows
         self._load(exact)
         chord = self._mapped(rows.chord(exact))
-        gamma = self._newton(np.asarray(start, dtype=float).copy(), chord)
+        gamma = self._newton(np.asarray(start, dtype=float).copy(), chord, rounding=True)
         self._finish(gamma)
         self.wide_columns_ = np.zeros(0, dtype=int)
         if self.ok_ and self.shift_levels is not None:
@@ -483,7 +527,7 @@ class LogisticLaplaceHead:
             self._x = np.asarray(x, dtype=float).reshape(-1, len(self._mu))
             n = len(self._x)
         self._d = np.asarray(d, dtype=float).reshape(-1)
-        if len(self._d) != n or not np.all(np.isin(self._d, (0.0, 1.0))):
+        if len(self._d) != n or not np.all((self._d == 0.0) | (self._d == 1.0)):
             raise DesignError("invalid indicators must be 0/1 and match the design rows")
         self._quad, self._exact = quad, exact
         self._gram = self._lik = None
@@ -520,7 +564,7 @@ class LogisticLaplaceHead:
         assert levels is not None
         cols = levels.columns
         if isinstance(self._precision, _BlockPrecision):
-            variance = marginal_variance(self._precision.factor)[cols]
+            variance = shift_variance(self._precision.factor, cols)
         else:
             assert self.coef_cov_ is not None
             variance = np.diag(self.coef_cov_)[cols]
@@ -549,7 +593,7 @@ class LogisticLaplaceHead:
             chord = self._mapped(self._prefix.chord(self._exact))
         elif self._wide_chord is not None:
             chord = self._mapped(self._wide_chord(wide))
-        self._finish(self._newton(start, chord))
+        self._finish(self._newton(start, chord, rounding=self._prefix is not None))
         self.wide_columns_ = wide
 
     def _mapped(self, chord: Chord | None) -> _Solver | None:
@@ -621,7 +665,9 @@ class LogisticLaplaceHead:
         if self.ok_ and isinstance(self._precision, _DensePrecision):
             self.coef_cov_ = self._precision.covariance()
 
-    def _newton(self, gamma: np.ndarray, chord: _Solver | None = None) -> np.ndarray:
+    def _newton(
+        self, gamma: np.ndarray, chord: _Solver | None = None, rounding: bool = False
+    ) -> np.ndarray:
         """Newton steps with halving line search until ``GRADIENT_TARGET``.
 
         The factored Fisher information is reused for the next step (a chord step, still a
@@ -630,6 +676,13 @@ class LogisticLaplaceHead:
         from a nearby start factors F about twice instead of once per step. The path is
         a function of the start and the rows only (the same bits on every replay). ``chord``:
         the first steps' F instead of F at ``gamma`` (kept on the same rule).
+
+        ``rounding`` (the prefix path, ``fit_prefix``): a step whose predicted decrease
+        g'F^-1 g is below ``ROUNDING_LEVEL`` |J| is also taken when it lowers |grad|_inf,
+        whatever J's last bits say. Near the MAP (|grad|_inf ~ 1e-6) that decrease is below
+        J's rounding, and J's comparison alone halved such steps up to 27 times, one pass
+        each, often to keep the point where it was (a real run's late fits: 40 % of their
+        objective passes). The exact path keeps J's comparison alone (its bits).
         """
         value, grad = self._objective(gamma)
         norm = float(np.max(np.abs(grad)))
@@ -640,10 +693,13 @@ class LogisticLaplaceHead:
             if precision is None:
                 precision = self._fisher(gamma)
             step = precision.solve(grad)
+            flat = rounding and float(grad @ step) <= ROUNDING_LEVEL * max(1.0, abs(value))
             t = 1.0
             while t > 1e-8:
                 cand_value, cand_grad = self._objective(gamma - t * step)
                 if cand_value <= value:
+                    break
+                if flat and float(np.max(np.abs(cand_grad))) < norm:
                     break
                 t *= 0.5
             gamma, value, grad = gamma - t * step, cand_value, cand_grad
@@ -702,9 +758,9 @@ class _TreatedRows:
     """X g and X' r of a ``BlockDesign`` with its treated rows (lineage >= 0) indexed once per
     fit instead of masked on every pass; the same numbers as ``BlockDesign.dot`` / ``rdot``
     (the same products summed in the same order: ``np.bincount`` adds in row order, as
-    ``np.add.at`` did; X g's lineage part is a CSR product over the treated rows, which adds
-    each row's C products from zero left to right, as the row sum did, at about a third of
-    its cost)."""
+    ``np.add.at`` did; X g's lineage part adds each row's C products from zero left to
+    right, as the row sum and then a CSR product did, one vectorised column at a time: a
+    late prefix fit's few rows paid more for building the CSR matrix than for its product)."""
 
     def __init__(self, design: BlockDesign) -> None:
         from scipy.sparse import csr_matrix
@@ -715,23 +771,25 @@ class _TreatedRows:
         self.lineage = design.lineage[self.rows]
         c = design.lineage_part.shape[1]
         self.bins = (self.lineage[:, None] * c + np.arange(c)).reshape(-1)
-        # the treated rows' lineage part as a (n_treated, B C) CSR matrix, C entries a row
-        indptr = np.arange(len(self.rows) + 1) * c
-        shape = (len(self.rows), design.n_lineages * c)
-        self.part_csr = csr_matrix((self.part.reshape(-1), self.bins, indptr), shape=shape)
+        self.cells = self.bins.reshape(-1, c)  # each treated row's lineage columns (past P_s)
         self.ps, self.c = design.shared.shape[1], c
         self.active, self.pos = design.active_positions()
         # the weighted block sums' sparse (B_act x n) pattern, each block's rows in row order
         at = self.pos[self.lineage]
         self.members = self.rows[np.argsort(at, kind="stable")]
-        self.indptr = np.r_[0, np.cumsum(np.bincount(at, minlength=len(self.active)))]
+        self.indptr = np.concatenate([[0], np.cumsum(np.bincount(at, minlength=len(self.active)))])
+        # int32 indices, as scipy stores them anyway (it checks and converts int64 ones)
+        self.members32, self.indptr32 = self.members.astype(np.int32), self.indptr.astype(np.int32)
+        self._member: csr_matrix | None = None  # that pattern as a matrix (``gram``)
 
     def gram(self, w: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
         """X'diag(w)X in blocks, its active blocks and C: the numbers of ``block_gram``.
 
-        The sparse pattern of the per-block sums is built once per fit; ``block_gram`` builds
-        it on every call, leaving out rows of weight 0, which add nothing here (each block
-        sums w u u' and w u s' in row order from zero either way)."""
+        The sparse pattern of the per-block sums is built once per fit, as a matrix at the
+        first call and given each call's weights after (the same matrix: one sparse
+        construction a fit, not one a Fisher information); ``block_gram`` builds it on every
+        call, leaving out rows of weight 0, which add nothing here (each block sums w u u'
+        and w u s' in row order from zero either way)."""
         from scipy.sparse import csr_matrix
 
         design, c, ps = self.design, self.c, self.ps
@@ -740,8 +798,13 @@ class _TreatedRows:
             return block_gram(design, w, self.pos, len(self.active)), self.active, c
         s = design.shared
         ws = s * w[:, None]
-        shape = (len(self.active), len(products))
-        member = csr_matrix((w[self.members], self.members, self.indptr), shape=shape)
+        member = self._member
+        if member is None:
+            shape = (len(self.active), len(products))
+            member = csr_matrix((w[self.members], self.members32, self.indptr32), shape=shape)
+            self._member = member
+        else:
+            member.data = w[self.members]
         summed = np.asarray(member @ products)
         blocks = {
             "a": ws.T @ s,
@@ -752,7 +815,11 @@ class _TreatedRows:
 
     def dot(self, vec: np.ndarray) -> np.ndarray:
         out = self.design.shared @ vec[: self.ps]
-        out[self.rows] += self.part_csr @ vec[self.ps :]
+        coef = vec[self.ps :][self.cells]  # (n_treated, C): each row's block coefficients
+        summed = np.zeros(len(self.rows))
+        for j in range(self.c):  # from zero, left to right (the CSR product's order)
+            summed += self.part[:, j] * coef[:, j]
+        out[self.rows] += summed
         return out
 
     def rdot(self, r: np.ndarray) -> np.ndarray:

@@ -27,6 +27,7 @@ with the same contrasts, as the batch design did.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
 import math
@@ -304,14 +305,23 @@ ANCHOR_MIN = 256  # below this many rows every invalidity fit starts at the prio
 ANCHOR_STEP = 16  # anchors every 1/16 growth of the rows: Newton from one takes 2-3 steps
 
 
+_ANCHORS = [ANCHOR_MIN]  # the anchor points so far, in order (``anchor_size``)
+
+
 def anchor_size(n: int) -> int:
-    """The largest anchor point <= n (0 below ``ANCHOR_MIN``): 256, 272, 289, ... rows."""
+    """The largest anchor point <= n (0 below ``ANCHOR_MIN``): 256, 272, 289, ... rows
+    (the points made once, in order, and looked up by bisection: a fit asks several times,
+    and the walk from 256 took ~70 steps at 10,000 rows)."""
+    global _ANCHORS
     if n < ANCHOR_MIN:
         return 0
-    size = ANCHOR_MIN
-    while size + max(1, size // ANCHOR_STEP) <= n:
-        size += max(1, size // ANCHOR_STEP)
-    return size
+    points = _ANCHORS
+    if points[-1] <= n:  # extended on a copy, then swapped in whole (readers in threads)
+        points = list(points)
+        while points[-1] <= n:
+            points.append(points[-1] + max(1, points[-1] // ANCHOR_STEP))
+        _ANCHORS = points
+    return points[bisect.bisect_right(points, n) - 1]
 
 
 WIDE_EXACT_ROWS = 256  # laplace_prefix: a wide card with fewer near-anchor rows is fitted exactly
@@ -504,14 +514,14 @@ class InvalidityFitter:
         own = near.own
         target, _ = self._columns(own, space, "near")
         ps = space.shared_size
-        columns = np.r_[np.arange(ps), target]  # near column j -> fit column columns[j]
+        columns = np.concatenate([np.arange(ps), target])  # near column j -> fit column j
         blocks = (target[:: space.n_context] - ps) // space.n_context  # near -> fit block
         point = self._carried(near.coef, own, space, prior(space)[0], "near")
         wide = None if levels is None else levels.wide_variance
         level = functools.partial(self._near_level, near, wide)
         factor = functools.partial(self._near_factor, near)
         return _PrefixRows(table, space, own, block_of, len(near.rows[1]), point, columns, blocks,
-                           level, factor)  # fmt: skip
+                           level, factor, near.mapped)  # fmt: skip
 
     def _near_factor(self, near: _Near, blocks: frozenset[int]) -> Precision | None:
         """The near anchor ``near``'s factored F at its MAP with its lineage ``blocks`` wide
@@ -556,9 +566,14 @@ class InvalidityFitter:
             part = x.take(mine) if isinstance(x, BlockDesign) else x[mine]
             quad = quad.minus(Quadratic.of_rows(part, d[mine], quad.point))
         # the expanded rows' third-order term at the same point (the wide fit's point moves
-        # the shared coefficients too: every group's weights are taken there)
-        cubic = Cubic.of_rows(near.design.take(np.flatnonzero(~np.isin(lineage, small))),
-                              quad.point)  # fmt: skip
+        # the shared coefficients too: every group's weights are taken there); their rows
+        # without the products the term does not read (a copy of ~80 numbers a row)
+        expanded = near.design
+        if small:
+            keep = np.flatnonzero(~np.isin(lineage, small))
+            expanded = BlockDesign(expanded.shared[keep], lineage[keep],
+                                   expanded.lineage_part[keep], expanded.n_lineages)  # fmt: skip
+        cubic = Cubic.of_rows(expanded, quad.point)
         quad = dataclasses.replace(quad, cubic=cubic)
         near.levels[blocks] = (quad, rows)
         return quad, rows
@@ -788,6 +803,9 @@ class _Near:
     design: BlockDesign | None = None  # its rows in block form (``laplace_prefix``)
     # per set of wide blocks: ``InvalidityFitter._near_level``'s expansion and exact rows
     levels: dict[frozenset[int], tuple[Quadratic, np.ndarray] | None] = field(default_factory=dict)
+    # those expansions mapped into a fit's space (``_PrefixRows.terms``), per set of wide
+    # blocks and mapping: made once for the fits of one near anchor in one space
+    mapped: dict[tuple[object, ...], Quadratic] = field(default_factory=dict)
 
 
 _Terms = tuple[np.ndarray | BlockDesign, np.ndarray, Quadratic]
@@ -821,6 +839,7 @@ class _PrefixRows:
         blocks: np.ndarray,
         level: Callable[[frozenset[int]], tuple[Quadratic, np.ndarray] | None],
         factor: Callable[[frozenset[int]], Precision | None],
+        mapped: dict[tuple[object, ...], Quadratic] | None = None,
     ) -> None:
         self.table, self.block_of, self.lineages = table, block_of, len(space.lineages)
         self.n = table.n  # the table grows on; a later ``with_level`` asks for these rows
@@ -833,6 +852,8 @@ class _PrefixRows:
         to_near[blocks] = np.arange(len(blocks))
         self.to_near, self.near_space = to_near, own
         self._terms: dict[frozenset[int], _Terms] = {}
+        # the near anchor's expansions in this space, kept with it across fits (``terms``)
+        self._kept = {} if mapped is None else mapped
 
     def terms(self, exact: frozenset[int]) -> _Terms:
         kept = self._terms.get(exact)
@@ -847,17 +868,29 @@ class _PrefixRows:
             kept = self._terms[exact] = (self._form(design), table.invalid[: self.n], zero)
             return kept
         quad, small = level
+        rows = np.concatenate([small, np.arange(self.m, self.n)])
+        design = table.design(self.block_of, self.lineages, index=rows)
+        kept = (self._form(design), table.invalid[rows], self._expansion(own, quad))
+        self._terms[exact] = kept
+        return kept
+
+    def _expansion(self, own: frozenset[int], quad: Quadratic) -> Quadratic:
+        """The near anchor's expansion ``quad`` at its levels ``own`` mapped into the fit's
+        space: made once per mapping and kept with the near anchor (the next fits of the
+        same near anchor in the same space map the same arrays the same way)."""
+        key = (own, self.size, self.columns.tobytes(), self.blocks.tobytes(),
+               self.point.tobytes())  # fmt: skip
+        mapped = self._kept.get(key)
+        if mapped is not None:
+            return mapped
         point = self.point.copy()
         point[self.columns] = quad.point
         grad = np.zeros(self.size)
         grad[self.columns] = quad.grad
         cubic = None if quad.cubic is None else quad.cubic.mapped(self.blocks, self.size)
         mapped = Quadratic(point, quad.value, grad, self._mapped(quad.hess), cubic)
-        rows = np.r_[small, np.arange(self.m, self.n)]
-        design = table.design(self.block_of, self.lineages, index=rows)
-        kept = (self._form(design), table.invalid[rows], mapped)
-        self._terms[exact] = kept
-        return kept
+        self._kept[key] = mapped
+        return mapped
 
     def chord(self, exact: frozenset[int]) -> Chord | None:
         """The near anchor rows' factored F at the quadratic's point (its MAP at these levels)
