@@ -89,6 +89,12 @@ def kill_9_when(
     proc.wait()
 
 
+# rastrigin's 2 s wall-clock limit per evaluation is a clock in the history: one evaluation
+# starved past it on a loaded machine turns valid into invalid in one run only. Runs whose
+# histories are compared take this far limit (no program of theirs loops: it costs nothing)
+STEADY_EVAL = "evaluator.timeout_s=60"
+
+
 def kill_9_after_commits(args: list[str], ckpt: Path, cwd: Path, commits: int) -> int:
     """Start ``run.py ARGS checkpoint_dir=CKPT``, SIGKILL its process group once the store
     holds ``commits`` programs (or after 120 s), and return how many it holds then."""

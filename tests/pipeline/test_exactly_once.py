@@ -30,7 +30,7 @@ import pytest
 from gigaevo.analysis.ledgers import read_bank
 from gigaevo.memory.v2.evidence.bodies import body_text
 from gigaevo.pipeline.build import STORE_FILE
-from tests.conftest import ROOT, committed_count, run_py
+from tests.conftest import ROOT, STEADY_EVAL, committed_count, run_py
 
 # about 60 s on a quiet machine (20 sessions, each killed after its first new commits);
 # the timeout leaves room for a loaded one
@@ -38,15 +38,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 KILLS = int(os.environ.get("GIGAEVO_KILLS", "20"))
 BUDGET = 30
-# rastrigin's 2 s wall-clock limit per evaluation is a clock in the history: one evaluation
-# starved past it on a loaded machine turns valid into invalid in one run only; no program
-# of these runs loops, so a far limit costs nothing
 ARGS = [
     "problem=rastrigin",
     f"max_mutants={BUDGET}",
     "seed=7",
     "progress=false",
-    "evaluator.timeout_s=60",
+    STEADY_EVAL,
 ]
 SESSION_EVENTS = {"resume", "stop"}
 # times, and the writing process (host:pid:token) a decision row names as its owner

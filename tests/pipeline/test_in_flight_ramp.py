@@ -15,7 +15,7 @@ from gigaevo.evolution import BestOrTournament, Elite
 from gigaevo.evolution.records import EngineSettings
 from gigaevo.pipeline.build import STORE_FILE, ConfigError, build_run, validate_config
 from gigaevo.problems.spec import MetricsSpec
-from tests.conftest import kill_9_after_commits, program_ids, run_py
+from tests.conftest import STEADY_EVAL, kill_9_after_commits, program_ids, run_py
 
 
 class CountInFlight:
@@ -130,10 +130,7 @@ def test_kill_9_during_the_ramp_then_resume_matches_uninterrupted_run(tmp_path: 
         "seed=3",
         "evolution.dispatch=strict",
         "evolution.in_flight_ramp=50",
-        # rastrigin's 2 s wall-clock limit per evaluation is a clock in the history: one
-        # evaluation starved past it on a loaded machine turns valid into invalid in one run
-        # only; no program of these runs loops, so a far limit costs nothing
-        "evaluator.timeout_s=60",
+        STEADY_EVAL,
     ]
     ckpt = tmp_path / "killed"
     done = kill_9_after_commits(args, ckpt, tmp_path, 15)

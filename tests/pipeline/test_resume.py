@@ -16,7 +16,14 @@ from omegaconf import DictConfig
 
 from gigaevo.evolution.store import ProgramStore
 from gigaevo.pipeline.build import STORE_FILE, run_from_config
-from tests.conftest import ROOT, committed_count, kill_9_after_commits, program_ids, run_py
+from tests.conftest import (
+    ROOT,
+    STEADY_EVAL,
+    committed_count,
+    kill_9_after_commits,
+    program_ids,
+    run_py,
+)
 
 
 def test_resume_extends_budget_without_readding_initial(
@@ -71,15 +78,12 @@ def _islands(ckpt: Path) -> dict[str, Any]:
 
 @pytest.mark.slow
 def test_kill_9_then_resume_matches_uninterrupted_run(tmp_path: Path) -> None:
-    # rastrigin's 2 s wall-clock limit per evaluation is a clock in the history: one
-    # evaluation starved past it on a loaded machine turns valid into invalid in one run
-    # only; no program of these runs loops, so a far limit costs nothing
     args = [
         "problem=rastrigin",
         "max_mutants=60",
         "progress=false",
         "seed=5",
-        "evaluator.timeout_s=60",
+        STEADY_EVAL,
     ]
     ckpt = tmp_path / "killed"
     done = kill_9_after_commits(args, ckpt, tmp_path, 25)
