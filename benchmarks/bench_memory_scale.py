@@ -226,10 +226,9 @@ class MemoryCalls:
             try:
                 return original(provider, *args)
             finally:
-                (self.decide_cpu if name == "decide" else self.observe_cpu).append(
-                    time.thread_time() - c0
-                )
-                self.cpu[name] += time.thread_time() - c0
+                spent = time.thread_time() - c0
+                (self.decide_cpu if name == "decide" else self.observe_cpu).append(spent)
+                self.cpu[name] += spent
                 self.wall[name] += time.perf_counter() - w0
                 self.n[name] += 1
                 if name == "observe" and self.n[name] % 1000 == 0:
