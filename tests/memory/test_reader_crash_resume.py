@@ -33,7 +33,7 @@ from gigaevo.memory.v2.read.leases import LEASE_FILE
 from gigaevo.memory.v2.read.outcomes import LOST_OUTCOME
 from gigaevo.mutation.response import parse_answer
 from gigaevo.pipeline.build import STORE_FILE
-from tests.conftest import ROOT, committed_count, kill_9_when, program_ids, run_py
+from tests.conftest import ROOT, STEADY_EVAL, committed_count, kill_9_when, program_ids, run_py
 from tests.memory.helpers import memory_provider, result
 
 SCOPES = ("f0", "f1", "f2", "f3")
@@ -206,12 +206,7 @@ ARGS = [
     "memory=v2",
     "pipeline=memory_guided",
     "memory.causal.lineage_budget=4",  # so that lineage rows mature within the run
-    # rastrigin's 2 s wall-clock limit per evaluation is a clock in the history: an
-    # evaluation (~6 ms) starved past it on a loaded machine turns valid into invalid
-    # (program ids unchanged, one terminal and edge differ: the signature of the prefix
-    # fit's kill test's one failure under load); no program of these runs loops, so a far
-    # limit costs nothing
-    "evaluator.timeout_s=60",
+    STEADY_EVAL,
 ]
 
 
