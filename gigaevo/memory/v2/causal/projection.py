@@ -60,12 +60,17 @@ def chol2x2(covs: np.ndarray) -> np.ndarray:
     return out
 
 
+# checks mixture weights for ``node_cdf``; its draws are never read (a draw of no node reads
+# no random number), so one generator serves every fit and thread (``choice`` takes its lock)
+_WEIGHT_CHECK = np.random.Generator(np.random.PCG64(0))
+
+
 def node_cdf(weights: np.ndarray) -> np.ndarray:
     """cumsum(p) / its last value of mixture weights p (K,), as ``Generator.choice`` forms it,
     for ``choose_nodes``; p checked once by ``choice`` itself (a draw of no node), so weights
     it refuses raise its own ``ValueError`` here."""
     p = np.asarray(weights, dtype=float)
-    np.random.Generator(np.random.PCG64(0)).choice(len(p), size=0, p=p)
+    _WEIGHT_CHECK.choice(len(p), size=0, p=p)
     cdf = p.cumsum()
     cdf /= cdf[-1]
     return cdf
