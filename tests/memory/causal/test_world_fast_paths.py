@@ -466,6 +466,22 @@ def test_block_centres_are_the_block_gathers_product() -> None:
             np.testing.assert_array_equal(_block_centres(m, nodes, cols, u), want)
 
 
+def test_dot_is_matmul_on_the_world_draw_products() -> None:
+    """``block_worlds`` forms each visited node's products with ``np.dot`` (less overhead a
+    call than ``np.matmul``); on C-order matrices into a C-order ``out`` both make the same
+    BLAS call, so the same bits: checked on the loop's shapes (one world or many on a node,
+    one card or many; P_s = 11 as in a run) so that a numpy routing them apart fails here."""
+    rng = np.random.default_rng(8)
+    for m in (1, 2, 3, 7, 16, 40):
+        for j in (1, 2, 9, 11, 385):
+            for ps in (4, 11):
+                a, b = rng.normal(size=(m, ps)), rng.normal(size=(ps, j))
+                got, want = np.empty((m, j)), np.empty((m, j))
+                np.dot(a, b, out=got)
+                np.matmul(a, b, out=want)
+                np.testing.assert_array_equal(got, want)
+
+
 def test_node_draws_are_generator_choice() -> None:
     """``choose_nodes`` on a head's ``node_cdf`` draws the nodes ``rng.choice(K, size=n,
     p=weights)`` draws, consuming the same random numbers (weights with zeros, one node,
