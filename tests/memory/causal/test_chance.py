@@ -263,17 +263,22 @@ def test_admission_needs_p_acc_strictly_above_alpha() -> None:
 
 @pytest.mark.parametrize("delta", [0.10, 1e-7])
 def test_shared_control_logit_is_each_cards_own(delta: float) -> None:
-    """Cards of one decision share (eta-bar_0, sd_0) (one control row): ``_inner`` takes
-    logit(p_0(t) + delta) once for all of them, and every card's row of Phi is the one it
-    has integrated alone, bit for bit (both the tanh form and expit, for tiny delta); cards
-    with their own control moments are integrated row by row as before."""
+    """Cards of one decision share (eta-bar_0, sd_0) (one control row): ``_inner`` given that
+    one pair takes logit(p_0(t) + delta) once for all of them, and every card's row of Phi
+    is the one it has integrated alone, bit for bit (both the tanh form and expit, for tiny
+    delta); cards with their own control moments are integrated row by row as before."""
     rng = np.random.default_rng(11)
     n = 60
     m1 = rng.normal(-1.0, 1.5, n)
     zeta, vs = rng.normal(0.0, 0.3, n), np.exp(rng.uniform(-3.0, 0.5, n))
     for m0, sd0 in ((np.full(n, -2.3), np.full(n, 0.4)), (rng.normal(-2, 1, n), np.full(n, 0.4))):
+        shared = bool(np.all(m0 == m0[0]))
         for t in (chance._FINE_T, chance._COARSE_T):
             together = chance._inner(t, m0, sd0, m1, zeta, vs, delta)
+            if shared:  # the one pair, as ``acceptance_arrays(shared_control=True)`` passes it
+                np.testing.assert_array_equal(
+                    chance._inner(t, m0[:1], sd0[:1], m1, zeta, vs, delta), together
+                )
             for j in range(n):
                 alone = chance._inner(
                     t, m0[j : j + 1], sd0[j : j + 1], m1[j : j + 1], zeta[j : j + 1],
@@ -281,5 +286,35 @@ def test_shared_control_logit_is_each_cards_own(delta: float) -> None:
                 )  # fmt: skip
                 np.testing.assert_array_equal(together[j], alone[0])
     # a control arm that always clears delta gives Phi = 1 (p_1 may be anything)
-    sure = chance._inner(np.zeros(1), np.full(2, 50.0), np.ones(2), m1[:2], zeta[:2], vs[:2], 0.5)
+    sure = chance._inner(np.zeros(1), np.full(1, 50.0), np.ones(1), m1[:2], zeta[:2], vs[:2], 0.5)
     np.testing.assert_array_equal(sure, np.ones((2, 1)))
+
+
+@pytest.mark.parametrize("delta", [0.10, 1e-7])
+def test_a_shared_control_gives_the_same_arrays(delta: float) -> None:
+    """``acceptance_arrays(shared_control=True)`` (a decision's cards: one control row) gives
+    the per-card path's P_acc, errors and failures bit for bit, on cards that take the fast
+    rules and cards that take the careful path; and it really reads the first card's control
+    (a second card with another control arm gets the first's)."""
+    rng = np.random.default_rng(5)
+    n = 300
+    covs = _covariances(rng, n)
+    covs[:, 0, 0] = 0.3
+    covs[:, 0, 1] = covs[:, 1, 0] = np.clip(covs[:, 0, 1], -0.5, 0.5) * np.sqrt(covs[:, 1, 1])
+    means = np.column_stack([np.full(n, -1.7), rng.normal(-1.5, 2.0, n)])
+    means[:5, 1] = np.nan  # not well posed: the careful path fails them
+    alone = acceptance_arrays(means, covs, delta)
+    shared = acceptance_arrays(means, covs, delta, shared_control=True)
+    assert 0 < np.count_nonzero(alone.failed) < n
+    for got, want in zip(
+        (shared.probability, shared.error, shared.failed),
+        (alone.probability, alone.error, alone.failed),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(got, want)
+    other = np.array([[-1.7, -1.5], [2.0, -1.5]])  # two cards, the same but for p_0
+    pair = np.array([[[0.3, 0.1], [0.1, 0.5]]] * 2)
+    lone = acceptance_arrays(other, pair, delta).probability
+    first = acceptance_arrays(other, pair, delta, shared_control=True).probability
+    assert lone[1] > lone[0] + 0.01  # a control arm that is high leaves more room
+    assert first[1] == first[0] == lone[0]

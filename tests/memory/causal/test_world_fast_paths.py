@@ -216,7 +216,7 @@ def test_pencil_stack_and_covariances_equal_the_cholesky_factors() -> None:
     fast = BlockStack.build(nodes, imm.component_means_, weights)
     slow = BlockStack.build(plain, imm.component_means_, weights)
     assert fast.gram.shape == slow.gram.shape and fast.coupling.shape == slow.coupling.shape
-    for name in ("inv_s", "coupling", "gram", "lineage_means"):
+    for name in ("inv_s", "coupling", "gram"):
         np.testing.assert_allclose(getattr(fast, name), getattr(slow, name), rtol=0, atol=1e-12)
 
     class Plain:
@@ -444,6 +444,42 @@ def test_one_block_part_draws_equal_the_per_group_path() -> None:
         want = block_worlds(stack, z0, z1, 256, np.random.default_rng(7), split)
         for a, b in zip(got, want, strict=True):
             np.testing.assert_array_equal(a, b)
+
+
+def test_block_centres_are_the_block_gathers_product() -> None:
+    """``_block_centres`` (one flat take) gives u'm_l of the two-index gather of the node
+    means' (K, B, C) block view bit for bit: the same C-order (n, J, C) array and product,
+    for repeated and unsorted nodes, cards sharing a block, and a C-contiguous or not means
+    array (a non-contiguous one is copied by the flat view, the same values)."""
+    from gigaevo.memory.v2.causal.projection import _block_centres
+
+    rng = np.random.default_rng(3)
+    for k, b, c, ps, j in ((136, 300, 5, 11, 385), (7, 40, 3, 4, 9), (1, 5, 2, 3, 1)):
+        means = rng.normal(size=(k, ps + b * c))
+        for m in (means, np.asfortranarray(means)):
+            view = m[:, ps:].reshape(k, b, c)
+            nodes = rng.integers(0, k, size=max(1, k // 2))
+            blocks = rng.integers(0, b, size=j)
+            cols = ps + blocks[:, None] * c + np.arange(c)
+            u = rng.normal(size=c)
+            want = view[nodes[:, None], blocks] @ u
+            np.testing.assert_array_equal(_block_centres(m, nodes, cols, u), want)
+
+
+def test_dot_is_matmul_on_the_world_draw_products() -> None:
+    """``block_worlds`` forms each visited node's products with ``np.dot`` (less overhead a
+    call than ``np.matmul``); on C-order matrices into a C-order ``out`` both make the same
+    BLAS call, so the same bits: checked on the loop's shapes (one world or many on a node,
+    one card or many; P_s = 11 as in a run) so that a numpy routing them apart fails here."""
+    rng = np.random.default_rng(8)
+    for m in (1, 2, 3, 7, 16, 40):
+        for j in (1, 2, 9, 11, 385):
+            for ps in (4, 11):
+                a, b = rng.normal(size=(m, ps)), rng.normal(size=(ps, j))
+                got, want = np.empty((m, j)), np.empty((m, j))
+                np.dot(a, b, out=got)
+                np.matmul(a, b, out=want)
+                np.testing.assert_array_equal(got, want)
 
 
 def test_node_draws_are_generator_choice() -> None:

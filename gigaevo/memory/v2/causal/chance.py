@@ -50,18 +50,19 @@ def _inner(
     t: np.ndarray, m0: np.ndarray, sd0: np.ndarray, m1: np.ndarray, zeta: np.ndarray,
     vs: np.ndarray, delta: float,
 ) -> np.ndarray:  # fmt: skip
-    """Phi(gap(t) / varsigma) for cards (rows) at nodes t (columns).
+    """Phi(gap(t) / varsigma) for cards (rows of m1, zeta, vs) at nodes t (columns).
 
-    The control arm's logit(p_0(t) + delta) depends on (eta-bar_0, sd_0) only, which every
-    card of a decision shares (one control row): then it is taken once, a row of nodes,
-    instead of once per card (elementwise the same operations on the same floats)."""
+    (m0, sd0) are the control arm's (eta-bar_0, sd_0): one per card, or one pair for every
+    card (length 1; a decision's cards share one control row). Shared, logit(p_0(t) + delta)
+    is taken once, a row of nodes, instead of once per card (elementwise the same operations
+    on the same floats)."""
     from scipy.special import ndtr
 
-    if len(m0) > 1 and m0.min() == m0.max() and sd0.min() == sd0.max():
-        lam = np.subtract(_control_logit(t, m0[:1], sd0[:1], delta), m1[:, None])
-    else:
-        lam = _control_logit(t, m0, sd0, delta)
+    lam = _control_logit(t, m0, sd0, delta)
+    if len(m0) == len(m1):
         lam -= m1[:, None]
+    else:
+        lam = np.subtract(lam, m1[:, None])
     lam -= zeta[:, None] * t[None, :]
     lam /= vs[:, None]
     return ndtr(lam, out=lam)
@@ -90,16 +91,18 @@ def _control_logit(t: np.ndarray, m0: np.ndarray, sd0: np.ndarray, delta: float)
 
 
 def _fast(
-    means: np.ndarray, covs: np.ndarray, delta: float, tolerance: float
+    means: np.ndarray, covs: np.ndarray, delta: float, tolerance: float, shared: bool = False
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(value, error, resolved) of the fixed rules for well-posed cards (J,) each."""
+    """(value, error, resolved) of the fixed rules for well-posed cards (J,) each; ``shared``:
+    every card has the first card's (eta-bar_0, Sigma_00) (one control row)."""
     m0, m1 = means[:, 0], means[:, 1]
     s00, s11, s01 = covs[:, 0, 0], covs[:, 1, 1], covs[:, 0, 1]
     sd0 = np.sqrt(s00)
     zeta = s01 / sd0
     vs = np.sqrt(s11 - zeta * zeta)
-    fine_phi = _inner(_FINE_T, m0, sd0, m1, zeta, vs, delta)
-    coarse_phi = _inner(_COARSE_T, m0, sd0, m1, zeta, vs, delta)
+    c0, c_sd = (m0[:1], sd0[:1]) if shared else (m0, sd0)
+    fine_phi = _inner(_FINE_T, c0, c_sd, m1, zeta, vs, delta)
+    coarse_phi = _inner(_COARSE_T, c0, c_sd, m1, zeta, vs, delta)
     fine = fine_phi @ _FINE_W
     coarse = coarse_phi @ _COARSE_W
     error = np.abs(fine - coarse) + _TAIL
@@ -173,10 +176,15 @@ def acceptance_arrays(
     delta: float = 0.10,
     tolerance: float = 1e-8,
     absolute_cap: float | None = None,
+    shared_control: bool = False,
 ) -> AcceptanceArrays:
     """``acceptance_probabilities`` without a record per card: the resolved cards' P_acc =
     max(0, value - error) and error elementwise (the same floats), the careful path's
-    results copied in."""
+    results copied in.
+
+    ``shared_control``: the caller's promise that every card has the same control arm
+    (eta_means[:, 0] and eta_covs[:, 0, 0] equal, as a decision's cards with their one
+    control row): logit(p_0(t) + delta) is then taken once for every card, not checked."""
     means = np.asarray(eta_means, dtype=float).reshape(-1, 2)
     covs = np.asarray(eta_covs, dtype=float).reshape(-1, 2, 2)
     if len(means) != len(covs):
@@ -193,7 +201,7 @@ def acceptance_arrays(
     fast = _well_posed(u_means, u_covs) if absolute_cap is None else np.zeros(len(unique), bool)
     idx = np.flatnonzero(fast)
     if len(idx):
-        value, error, resolved = _fast(u_means[idx], u_covs[idx], delta, tolerance)
+        value, error, resolved = _fast(u_means[idx], u_covs[idx], delta, tolerance, shared_control)
         at = idx[resolved]
         # max(0.0, v - e) as floats: v - e is finite (value finite, error > 0), so no NaN
         # or signed zero tells np.maximum from max
