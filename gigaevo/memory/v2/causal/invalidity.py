@@ -201,6 +201,14 @@ class Cubic:
                      self.blocks[order], size, self.control_gram,
                      self.lineage_gram[order])  # fmt: skip
 
+    def without(self, lineages: list[int]) -> Cubic:
+        """The same term without the groups of ``lineages`` (their rows left out: each
+        group's sum is its own rows' only)."""
+        keep = ~np.isin(self.lineages, lineages)
+        return Cubic(self.shared_size, self.width, self.control, self.lineages[keep],
+                     self.blocks[keep], self.size, self.control_gram,
+                     self.lineage_gram[keep])  # fmt: skip
+
     def truncation(self, r: np.ndarray) -> tuple[float, np.ndarray]:
         """The share of each group's curvature that the fourth-order term the expansion
         leaves out would add at r: sum_i |f_i| (x_i'r)^2 / (2 sum_i w_i) (a row's curvature

@@ -564,6 +564,9 @@ class InvalidityFitter:
         kept = near.levels.get(level)
         if kept is not None or level in near.levels:
             return kept
+        if far:
+            near.levels[level] = self._near_far(near, wide_variance, blocks, far)
+            return near.levels[level]
         if not blocks:
             quad = near.expansion
         else:
@@ -580,7 +583,6 @@ class InvalidityFitter:
         lineage = near.design.lineage
         counts = np.bincount(lineage[lineage >= 0], minlength=len(near.own.lineages))
         small = [j for j in sorted(blocks) if counts[j] < WIDE_EXACT_ROWS]
-        small = sorted(set(small) | {j for j in far if counts[j]})
         rows = np.flatnonzero(np.isin(lineage, small))
         x, d = near.rows[0], near.rows[1]
         for j in small:  # that block's own rows at the same point, taken out
@@ -599,6 +601,34 @@ class InvalidityFitter:
         quad = dataclasses.replace(quad, cubic=cubic)
         near.levels[level] = (quad, rows)
         return quad, rows
+
+    def _near_far(
+        self,
+        near: _Near,
+        wide_variance: float | None,
+        blocks: frozenset[int],
+        far: frozenset[int],
+    ) -> tuple[Quadratic, np.ndarray] | None:
+        """``_near_level`` with the rows of the blocks ``far`` fitted exactly too: the level's
+        expansion without those blocks' own expansions at the same point (one pass over
+        their rows) and without their groups' third-order terms (the other groups' sums are
+        the level's own: no pass)."""
+        base = self._near_level(near, wide_variance, blocks)
+        if base is None:
+            return None
+        quad, rows = base
+        assert near.design is not None and quad.cubic is not None
+        lineage = near.design.lineage
+        taken = set(lineage[rows].tolist())
+        extra = [j for j in sorted(far) if j not in taken and np.any(lineage == j)]
+        x, d = near.rows[0], near.rows[1]
+        cubic, quad = quad.cubic, dataclasses.replace(quad, cubic=None)
+        for j in extra:  # that block's own rows at the same point, taken out
+            mine = np.flatnonzero(lineage == j)
+            part = x.take(mine) if isinstance(x, BlockDesign) else x[mine]
+            quad = quad.minus(Quadratic.of_rows(part, d[mine], quad.point))
+        rows = np.flatnonzero(np.isin(lineage, sorted(taken | set(extra))))
+        return dataclasses.replace(quad, cubic=cubic.without(extra)), rows
 
     def _start(
         self, table: RowTable, space: DesignSpace, alias: dict[str, str], prior: Prior
