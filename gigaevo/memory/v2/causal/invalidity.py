@@ -564,9 +564,27 @@ class LogisticLaplaceHead:
         gamma = self._newton(np.asarray(start, dtype=float).copy(), chord, rounding=True)
         self._finish(gamma)
         self.wide_columns_ = np.zeros(0, dtype=int)
+        self.narrow_error_ = 0.0
         if self.ok_ and self.shift_levels is not None:
+            control, _, lineages = self.expansion_error()
+            self.narrow_error_ = max(control, float(np.max(lineages, initial=0.0)))
             self._widen(gamma)
         return self
+
+    def refit_prefix(self, rows: PrefixRows) -> LogisticLaplaceHead:
+        """This ``fit_prefix`` head's fit on ``rows`` (the same rows, more of them fitted
+        exactly) at its levels: Newton from its MAP, the first steps with ``rows.chord``'s
+        F. Its levels were chosen by its narrow fit (``narrow_error_``: that fit's own
+        truncation, ``expansion_error``)."""
+        self._require_ok()
+        head = LogisticLaplaceHead(self.prior_mean, self.prior_variance, self.block_layout,
+                                   self.shift_levels)  # fmt: skip
+        head._mu, head._v, head._prefix = self._mu, self._v, rows
+        head._load(self._exact)
+        chord = head._mapped(rows.chord(self._exact))
+        head._finish(head._newton(self.coef_.copy(), chord, rounding=True))
+        head.wide_columns_, head.narrow_error_ = self.wide_columns_, self.narrow_error_
+        return head
 
     def _load(self, exact: frozenset[int]) -> None:
         """Take the rows fitted exactly and the quadratic of the others from ``_prefix``."""

@@ -442,8 +442,11 @@ class InvalidityFitter:
                 if far:  # those cards' near-anchor rows fitted exactly, the others expanded
                     rows = self._prefix(table, space, alias, prior, block_of, levels, far)
                     assert rows is not None  # the same near anchor and levels as above
-                    head = LogisticLaplaceHead(mu, var, layout, levels)
-                    prefixed = head.fit_prefix(rows, rows.point)
+                    if prefixed.narrow_error_ <= EXPANSION_ERROR:  # its levels stand
+                        prefixed = prefixed.refit_prefix(rows)
+                    else:
+                        head = LogisticLaplaceHead(mu, var, layout, levels)
+                        prefixed = head.fit_prefix(rows, rows.point)
                     far = _far_blocks(prefixed)
                 if prefixed.ok_ and far is not None and not far:
                     self.prefix_fits += 1
