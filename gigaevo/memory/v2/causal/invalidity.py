@@ -219,7 +219,8 @@ class Cubic:
 
         def rms(gram: np.ndarray, rho: np.ndarray) -> np.ndarray:
             k = rho.shape[-1]
-            square = np.einsum("...i,...ij,...j->...", rho, gram[..., :k, :k], rho)
+            side = np.matmul(rho[..., None, :], gram[..., :k, :k])[..., 0, :]
+            square = np.sum(side * rho, axis=-1)
             weight = gram[..., k, k]
             return 0.5 * np.maximum(square, 0.0) / np.where(weight > 0.0, weight, 1.0)
 
@@ -395,6 +396,8 @@ class LogisticLaplaceHead:
         self._prefix: PrefixRows | None = None
         self._quad: Quadratic | None = None
         self._exact: frozenset[int] = frozenset()
+        # ``fit_prefix``: its narrow fit's quadratic and MAP (``narrow_error``)
+        self._narrow: tuple[Quadratic | None, np.ndarray] = (None, np.zeros(0))
         self._wide_move: Callable[[np.ndarray], np.ndarray | None] | None = None  # ``fit``
         self._wide_chord: Callable[[np.ndarray], Chord | None] | None = None  # ``fit``
 
@@ -564,18 +567,25 @@ class LogisticLaplaceHead:
         gamma = self._newton(np.asarray(start, dtype=float).copy(), chord, rounding=True)
         self._finish(gamma)
         self.wide_columns_ = np.zeros(0, dtype=int)
-        self.narrow_error_ = 0.0
+        self._narrow = (self._quad, gamma)
         if self.ok_ and self.shift_levels is not None:
-            control, _, lineages = self.expansion_error()
-            self.narrow_error_ = max(control, float(np.max(lineages, initial=0.0)))
             self._widen(gamma)
         return self
+
+    def narrow_error(self) -> float:
+        """The largest ``expansion_error`` of a ``fit_prefix`` head's narrow fit, at its MAP
+        (the fit that chose its levels; 0 without a third-order term)."""
+        quad, gamma = self._narrow
+        if quad is None or quad.cubic is None:
+            return 0.0
+        control, lineages = quad.cubic.truncation(gamma - quad.point)
+        return max(control, float(np.max(lineages, initial=0.0)))
 
     def refit_prefix(self, rows: PrefixRows) -> LogisticLaplaceHead:
         """This ``fit_prefix`` head's fit on ``rows`` (the same rows, more of them fitted
         exactly) at its levels: Newton from its MAP, the first steps with ``rows.chord``'s
-        F. Its levels were chosen by its narrow fit (``narrow_error_``: that fit's own
-        truncation, ``expansion_error``)."""
+        F. Its levels were chosen by its narrow fit (``narrow_error``: that fit's own
+        truncation)."""
         self._require_ok()
         head = LogisticLaplaceHead(self.prior_mean, self.prior_variance, self.block_layout,
                                    self.shift_levels)  # fmt: skip
@@ -583,7 +593,7 @@ class LogisticLaplaceHead:
         head._load(self._exact)
         chord = head._mapped(rows.chord(self._exact))
         head._finish(head._newton(self.coef_.copy(), chord, rounding=True))
-        head.wide_columns_, head.narrow_error_ = self.wide_columns_, self.narrow_error_
+        head.wide_columns_, head._narrow = self.wide_columns_, self._narrow
         return head
 
     def _load(self, exact: frozenset[int]) -> None:

@@ -442,7 +442,7 @@ class InvalidityFitter:
                 if far:  # those cards' near-anchor rows fitted exactly, the others expanded
                     rows = self._prefix(table, space, alias, prior, block_of, levels, far)
                     assert rows is not None  # the same near anchor and levels as above
-                    if prefixed.narrow_error_ <= EXPANSION_ERROR:  # its levels stand
+                    if prefixed.narrow_error() <= EXPANSION_ERROR:  # its levels stand
                         prefixed = prefixed.refit_prefix(rows)
                     else:
                         head = LogisticLaplaceHead(mu, var, layout, levels)
