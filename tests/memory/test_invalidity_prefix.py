@@ -292,7 +292,7 @@ def _rare_event_ledger(n: int, seed: int) -> RowTable:
 def test_a_rare_event_that_moves_a_card_far_refits_its_rows_exactly(seed: int) -> None:
     """A wide card with ~350 near-anchor rows but ~0.5 invalid ones: one invalid row after
     the near anchor moves its shift ~0.4 (a row's logit ~0.2) from the expansion point,
-    where the third-order expansion's curvature is off by ~reach^2 / 2 (the start tree:
+    where the third-order expansion's curvature is off by ~(x'r)^2 / 2 (the start tree:
     5.7 % and 3.3 % in a variance, 0.015 sd in a mean; a real run's late states: 0.99 %,
     and 11 % at 3,938 rows). The fit then takes that card's near-anchor rows exactly
     (``EXPANSION_ERROR``) and stays within the prefix's usual accuracy."""

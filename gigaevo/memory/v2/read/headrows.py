@@ -380,7 +380,10 @@ class InvalidityFitter:
     its Hessian in block-arrowhead form), so Newton passes over the rows since the near
     anchor only (and over the near-anchor rows of the wide cards with fewer than
     ``WIDE_EXACT_ROWS`` of them, ``LogisticLaplaceHead.fit_prefix``), its first steps with
-    the near anchor's factored F at the same levels. Fits below ``prefix_min_rows`` rows
+    the near anchor's factored F at the same levels. A card whose expanded rows the MAP
+    moved far (their left-out fourth-order term past ``EXPANSION_ERROR`` of their
+    curvature) has its near-anchor rows fitted exactly too (``_far_blocks``). Fits below
+    ``prefix_min_rows`` rows
     (1,024: below, the Fisher information, taken at the near anchor's point, is off by
     several per cent and the exact fit is cheap) and a prefix fit that fails take the
     exact fit, and so do the fits with fewer than ``prefix_rows_per_lineage`` rows per
