@@ -570,14 +570,20 @@ class BlockHessian:
         keep = np.flatnonzero(np.any(d != 0.0, axis=(1, 2)) | np.any(g != 0.0, axis=(1, 2)))
         return cls(hess[:ps, :ps].copy(), keep, d[keep].copy(), g[keep].copy(), len(hess))
 
+    @cached_property
+    def _columns(self) -> np.ndarray:
+        """Each lineage's columns in the space, (K, C) (made once: a Newton run asks for
+        H r at every point it tries)."""
+        ps, c = self.a.shape[0], self.d.shape[1]
+        return (ps + self.lineages[:, None] * c + np.arange(c)).astype(int)
+
     def __matmul__(self, r: np.ndarray) -> np.ndarray:
         """H r for r of shape (P,)."""
         ps = self.a.shape[0]
         out = np.zeros(self.size)
         out[:ps] = self.a @ r[:ps]
         if len(self.lineages):
-            c = self.d.shape[1]
-            cols = (ps + self.lineages[:, None] * c + np.arange(c)).astype(int)
+            cols = self._columns
             r_l = r[cols]  # (K, C)
             out[:ps] += np.einsum("kcp,kc->p", self.g, r_l)
             out[cols] = np.einsum("kij,kj->ki", self.d, r_l) + self.g @ r[:ps]

@@ -325,6 +325,10 @@ def anchor_size(n: int) -> int:
 
 
 WIDE_EXACT_ROWS = 256  # laplace_prefix: a wide card with fewer near-anchor rows is fitted exactly
+# laplace_prefix: a card whose expanded rows' curvature the left-out fourth-order term would
+# change by more than this share at the fit's MAP has its near-anchor rows fitted exactly
+# (``LogisticLaplaceHead.expansion_error``; the control rows: the exact fit)
+EXPANSION_ERROR = 1e-3
 NEAR_STEP = 256  # near anchors every 1/256 of the anchor's rows past it ...
 NEAR_MIN = 16  # ... and at least this many rows apart
 
@@ -376,7 +380,10 @@ class InvalidityFitter:
     its Hessian in block-arrowhead form), so Newton passes over the rows since the near
     anchor only (and over the near-anchor rows of the wide cards with fewer than
     ``WIDE_EXACT_ROWS`` of them, ``LogisticLaplaceHead.fit_prefix``), its first steps with
-    the near anchor's factored F at the same levels. Fits below ``prefix_min_rows`` rows
+    the near anchor's factored F at the same levels. A card whose expanded rows the MAP
+    moved far (their left-out fourth-order term past ``EXPANSION_ERROR`` of their
+    curvature) has its near-anchor rows fitted exactly too (``_far_blocks``). Fits below
+    ``prefix_min_rows`` rows
     (1,024: below, the Fisher information, taken at the near anchor's point, is off by
     several per cent and the exact fit is cheap) and a prefix fit that fails take the
     exact fit, and so do the fits with fewer than ``prefix_rows_per_lineage`` rows per
@@ -434,7 +441,17 @@ class InvalidityFitter:
             rows = self._prefix(table, space, alias, prior, block_of, levels)
             if rows is not None:
                 prefixed = LogisticLaplaceHead(mu, var, layout, levels).fit_prefix(rows, rows.point)
-                if prefixed.ok_:
+                far = _far_blocks(prefixed)
+                if far:  # those cards' near-anchor rows fitted exactly, the others expanded
+                    rows = self._prefix(table, space, alias, prior, block_of, levels, far)
+                    assert rows is not None  # the same near anchor and levels as above
+                    if prefixed.narrow_error() <= EXPANSION_ERROR:  # its levels stand
+                        prefixed = prefixed.refit_prefix(rows)
+                    else:
+                        head = LogisticLaplaceHead(mu, var, layout, levels)
+                        prefixed = head.fit_prefix(rows, rows.point)
+                    far = _far_blocks(prefixed)
+                if prefixed.ok_ and far is not None and not far:
                     self.prefix_fits += 1
                     return prefixed
         head = LogisticLaplaceHead(mu, var, layout, levels)
@@ -504,10 +521,12 @@ class InvalidityFitter:
         prior: Prior,
         block_of: dict[str, int],
         levels: ShiftLevels | None,
+        far: frozenset[int] = frozenset(),
     ) -> _PrefixRows | None:
         """The rows of a ``laplace_prefix`` fit: the near anchor's rows in Laplace form at its
-        MAP under the fit's levels, the rows since fitted exactly (None: the near anchor's
-        fit failed)."""
+        MAP under the fit's levels, the rows since fitted exactly, and so are the near-anchor
+        rows of the lineage blocks ``far`` (of ``space``: ``_far_blocks``) (None: the near
+        anchor's fit failed)."""
         near = self._near_anchor(table, space, alias, prior)
         if near.coef is None or near.expansion is None:
             return None
@@ -518,10 +537,13 @@ class InvalidityFitter:
         blocks = (target[:: space.n_context] - ps) // space.n_context  # near -> fit block
         point = self._carried(near.coef, own, space, prior(space)[0], "near")
         wide = None if levels is None else levels.wide_variance
-        level = functools.partial(self._near_level, near, wide)
+        to_near = np.full(len(space.lineages), -1)
+        to_near[blocks] = np.arange(len(blocks))
+        own_far = frozenset(j for j in to_near[sorted(far)].tolist() if j >= 0)
+        level = functools.partial(self._near_level, near, wide, far=own_far)
         factor = functools.partial(self._near_factor, near)
         return _PrefixRows(table, space, own, block_of, len(near.rows[1]), point, columns, blocks,
-                           level, factor, near.mapped)  # fmt: skip
+                           level, factor, near.mapped, own_far)  # fmt: skip
 
     def _near_factor(self, near: _Near, blocks: frozenset[int]) -> Precision | None:
         """The near anchor ``near``'s factored F at its MAP with its lineage ``blocks`` wide
@@ -532,17 +554,25 @@ class InvalidityFitter:
         return near.wide_chords.get(frozenset(own.shared_size + j * own.n_context for j in blocks))
 
     def _near_level(
-        self, near: _Near, wide_variance: float | None, blocks: frozenset[int]
+        self,
+        near: _Near,
+        wide_variance: float | None,
+        blocks: frozenset[int],
+        far: frozenset[int] = frozenset(),
     ) -> tuple[Quadratic, np.ndarray] | None:
         """(the near anchor ``near``'s rows' loss to third order at their MAP with its lineage
         ``blocks`` (of its own space) at the wide level, without the rows of the wide blocks
-        with fewer than ``WIDE_EXACT_ROWS`` near-anchor rows; those rows, which the fit takes
-        exactly) (None: that fit failed). ``near`` is bound when the fit is made: a head's
-        ``with_level`` asked later, after the fitter moved on to another near anchor, still
-        expands at its own."""
-        kept = near.levels.get(blocks)
-        if kept is not None or blocks in near.levels:
+        with fewer than ``WIDE_EXACT_ROWS`` near-anchor rows and of the blocks ``far``; those
+        rows, which the fit takes exactly) (None: that fit failed). ``near`` is bound when
+        the fit is made: a head's ``with_level`` asked later, after the fitter moved on to
+        another near anchor, still expands at its own."""
+        level = (blocks, far)
+        kept = near.levels.get(level)
+        if kept is not None or level in near.levels:
             return kept
+        if far:
+            near.levels[level] = self._near_far(near, wide_variance, blocks, far)
+            return near.levels[level]
         if not blocks:
             quad = near.expansion
         else:
@@ -553,7 +583,7 @@ class InvalidityFitter:
             if self._near_wide(key, wide_variance, near) is not None:
                 quad = near.wide_expansions[key]
         if quad is None:
-            near.levels[blocks] = None
+            near.levels[level] = None
             return None
         assert near.design is not None
         lineage = near.design.lineage
@@ -575,8 +605,36 @@ class InvalidityFitter:
                                    expanded.lineage_part[keep], expanded.n_lineages)  # fmt: skip
         cubic = Cubic.of_rows(expanded, quad.point)
         quad = dataclasses.replace(quad, cubic=cubic)
-        near.levels[blocks] = (quad, rows)
+        near.levels[level] = (quad, rows)
         return quad, rows
+
+    def _near_far(
+        self,
+        near: _Near,
+        wide_variance: float | None,
+        blocks: frozenset[int],
+        far: frozenset[int],
+    ) -> tuple[Quadratic, np.ndarray] | None:
+        """``_near_level`` with the rows of the blocks ``far`` fitted exactly too: the level's
+        expansion without those blocks' own expansions at the same point (one pass over
+        their rows) and without their groups' third-order terms (the other groups' sums are
+        the level's own: no pass)."""
+        base = self._near_level(near, wide_variance, blocks)
+        if base is None:
+            return None
+        quad, rows = base
+        assert near.design is not None and quad.cubic is not None
+        lineage = near.design.lineage
+        taken = set(lineage[rows].tolist())
+        extra = [j for j in sorted(far) if j not in taken and np.any(lineage == j)]
+        x, d = near.rows[0], near.rows[1]
+        cubic, quad = quad.cubic, dataclasses.replace(quad, cubic=None)
+        for j in extra:  # that block's own rows at the same point, taken out
+            mine = np.flatnonzero(lineage == j)
+            part = x.take(mine) if isinstance(x, BlockDesign) else x[mine]
+            quad = quad.minus(Quadratic.of_rows(part, d[mine], quad.point))
+        rows = np.flatnonzero(np.isin(lineage, sorted(taken | set(extra))))
+        return dataclasses.replace(quad, cubic=cubic.without(extra)), rows
 
     def _start(
         self, table: RowTable, space: DesignSpace, alias: dict[str, str], prior: Prior
@@ -801,8 +859,11 @@ class _Near:
     expansion: Quadratic | None = None
     wide_expansions: dict[frozenset[int], Quadratic] = field(default_factory=dict)
     design: BlockDesign | None = None  # its rows in block form (``laplace_prefix``)
-    # per set of wide blocks: ``InvalidityFitter._near_level``'s expansion and exact rows
-    levels: dict[frozenset[int], tuple[Quadratic, np.ndarray] | None] = field(default_factory=dict)
+    # per (set of wide blocks, set of far blocks): ``InvalidityFitter._near_level``'s
+    # expansion and exact rows
+    levels: dict[tuple[frozenset[int], frozenset[int]], tuple[Quadratic, np.ndarray] | None] = (
+        field(default_factory=dict)
+    )
     # those expansions mapped into a fit's space (``_PrefixRows.terms``), per set of wide
     # blocks and mapping: made once for the fits of one near anchor in one space
     mapped: dict[tuple[object, ...], Quadratic] = field(default_factory=dict)
@@ -840,6 +901,7 @@ class _PrefixRows:
         level: Callable[[frozenset[int]], tuple[Quadratic, np.ndarray] | None],
         factor: Callable[[frozenset[int]], Precision | None],
         mapped: dict[tuple[object, ...], Quadratic] | None = None,
+        far: frozenset[int] = frozenset(),
     ) -> None:
         self.table, self.block_of, self.lineages = table, block_of, len(space.lineages)
         self.n = table.n  # the table grows on; a later ``with_level`` asks for these rows
@@ -854,6 +916,7 @@ class _PrefixRows:
         self._terms: dict[frozenset[int], _Terms] = {}
         # the near anchor's expansions in this space, kept with it across fits (``terms``)
         self._kept = {} if mapped is None else mapped
+        self.far = far  # the near blocks whose near-anchor rows are fitted exactly too
 
     def terms(self, exact: frozenset[int]) -> _Terms:
         kept = self._terms.get(exact)
@@ -878,7 +941,7 @@ class _PrefixRows:
         """The near anchor's expansion ``quad`` at its levels ``own`` mapped into the fit's
         space: made once per mapping and kept with the near anchor (the next fits of the
         same near anchor in the same space map the same arrays the same way)."""
-        key = (own, self.size, self.columns.tobytes(), self.blocks.tobytes(),
+        key = (own, self.far, self.size, self.columns.tobytes(), self.blocks.tobytes(),
                self.point.tobytes())  # fmt: skip
         mapped = self._kept.get(key)
         if mapped is not None:
@@ -923,6 +986,19 @@ class _PrefixRows:
     def _form(self, design: BlockDesign) -> np.ndarray | BlockDesign:
         """``design`` in the fit's form: a ``BlockDesign`` when wide, else dense."""
         return design if self.size > DENSE_MAX_SIZE else design.to_dense()
+
+
+def _far_blocks(head: LogisticLaplaceHead) -> frozenset[int] | None:
+    """The lineage blocks of a ``laplace_prefix`` fit whose expanded rows' truncation error
+    at its MAP is past ``EXPANSION_ERROR`` (``LogisticLaplaceHead.expansion_error``): empty
+    when none is, None when the fit failed or the control rows' is (they are the
+    expansion's rows in every fit: the exact fit then)."""
+    if not head.ok_:
+        return None
+    control, lineages, error = head.expansion_error()
+    if control > EXPANSION_ERROR:
+        return None
+    return frozenset(lineages[error > EXPANSION_ERROR].tolist())
 
 
 def _rows_key(
