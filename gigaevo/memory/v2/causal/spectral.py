@@ -484,13 +484,17 @@ class NoisePencil:
         proj *= scratch
         # V^1/2 Q (.) per block, as one (K, C) x (C, C) product per block (not K A tiny ones)
         blocks = proj.reshape(k, n_act, c).transpose(1, 0, 2)  # (A, K, C)
-        part = np.matmul(blocks, self._vq.transpose(0, 2, 1), out=scratch.reshape(n_act, k, c))
-        part = part.transpose(1, 0, 2)  # (K, A, C)
-        if moving_only:  # [m_s, the active blocks' columns], written once
+        vq_t = self._vq.transpose(0, 2, 1)
+        if moving_only:  # [m_s, the active blocks' columns]
             out = np.empty((k, ps + n_act * c))
             out[:, :ps] = m_s
-            _columns(out, ps, n_act, c)[...] = part
+            # the products written straight into their columns: each block's (K, C) result
+            # is a row-major matrix of row stride len(moving), which the product writes as
+            # it writes a contiguous one (the same numbers, without a strided copy)
+            np.matmul(blocks, vq_t, out=_columns(out, ps, n_act, c).transpose(1, 0, 2))
             return out
+        part = np.matmul(blocks, vq_t, out=scratch.reshape(n_act, k, c))
+        part = part.transpose(1, 0, 2)  # (K, A, C)
         mean = np.zeros((k, len(self.prior_var)))
         mean[:, :ps] = m_s
         if n_act:
