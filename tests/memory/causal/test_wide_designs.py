@@ -114,3 +114,23 @@ def test_small_spaces_keep_the_dense_reference_path() -> None:
     sa = select("key", space, xc, (-0.5, 0.5), 1.0, cards, a, ga)
     sb = select("key", space, xc, (-0.5, 0.5), 1.0, cards, b, gb)
     assert sa.draw == sb.draw and np.array_equal(sa.proposal.rho, sb.proposal.rho)
+
+
+def test_a_wide_head_with_no_rows_yet_is_its_prior() -> None:
+    """A new run on a shared bank of many cards: its immediate head is wider than
+    ``DENSE_MAX_SIZE`` columns before its first row. The block path then fits no rows (it
+    raised on an empty stack, and the reader abstained until a row came), and gives the
+    prior, as the dense path does on a narrow head."""
+    from gigaevo.memory.v2.causal.suffstats import GaussianStatistics
+
+    ps, c, n_lineages = 9, 4, 20
+    v = np.linspace(0.2, 0.9, ps + c * n_lineages)
+    assert len(v) > DENSE_MAX_SIZE
+    mu0 = np.linspace(-0.3, 0.3, len(v))
+    head = BayesianLinearHead(v, prior_mean=mu0, block_layout=(ps, c)).fit_statistics(
+        GaussianStatistics(ps, c).fit_view({}, n_lineages)
+    )
+    np.testing.assert_allclose(head.coef_mean_, mu0, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(head.coef_var_, v, rtol=1e-12)
+    draws = head.sample(500, np.random.default_rng(0))
+    np.testing.assert_allclose(draws.mean(axis=0), mu0, atol=5 * np.sqrt(v.max() / 500))

@@ -53,11 +53,15 @@ class LevelPencil:
         groups = stats.groups
         self._count = np.array([float(g.count) for g in groups])
         self._yty = np.array([g.yty for g in groups])
-        self._a = np.stack([g.a for g in groups]).reshape(len(groups), -1)  # (L, P_s^2)
-        self._bs = np.stack([g.bs for g in groups])  # (L, P_s)
+        # (L, P_s^2) and (L, P_s); no rows (a wide head before its first row): L = 0
+        self._a = np.stack([g.a for g in groups]).reshape(len(groups), -1) if groups else (
+            np.zeros((0, ps * ps)))  # fmt: skip
+        self._bs = np.stack([g.bs for g in groups]) if groups else np.zeros((0, ps))
         # (level, block) entries: which level, which active block, and [D | G | b_l] flat
-        self._level = np.concatenate([np.full(len(g.at), j) for j, g in enumerate(groups)])
-        self._at = np.concatenate([g.at for g in groups]).astype(int)
+        self._level = np.concatenate(
+            [np.zeros(0, dtype=int)] + [np.full(len(g.at), j) for j, g in enumerate(groups)]
+        )
+        self._at = np.concatenate([np.zeros(0, dtype=int)] + [g.at for g in groups]).astype(int)
         self._entries = np.concatenate(
             [np.zeros((0, c * c + c * ps + c))]
             + [
