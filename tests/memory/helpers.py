@@ -18,6 +18,7 @@ from gigaevo.memory.v2 import (
     Tombstones,
     WriteLedger,
 )
+from gigaevo.memory.v2.bank.cards import Card, Evidence, founding_card
 from gigaevo.memory.v2.write.agents import AgentUsage, TaskView
 from gigaevo.problems.spec import MetricsSpec
 
@@ -94,6 +95,18 @@ def memory_provider(tmp_path: Path, cadence: str = "live", **settings: Any) -> C
         write={"cadence": cadence},
         **settings,
     )
+
+
+def toy_card(cid: str, run_id: str = "run-x") -> Card:
+    """A founding insight card ``cid`` of the toy task, authored by run ``run_id``."""
+    evidence = Evidence("toy", run_id, 0, "p", "c", 5.0, 5.1, 0.01, "improved", cid, 0.0)
+    return founding_card(
+        card_id=cid, kind="insight", task_key="toy",
+        task_context="Maximise the score of the toy task.",
+        text=(f"When {cid} holds, try {cid} because {cid}.", f"mechanism {cid}"),
+        evidence=evidence, provenance=("p", "c"), representative=None, lineage=(),
+        author_model="test", run_id=run_id,
+    )  # fmt: skip
 
 
 def open_store(bank: Path, **kwargs: object) -> LocalMemoryStore:

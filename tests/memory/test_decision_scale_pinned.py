@@ -13,10 +13,10 @@ import numpy as np
 
 from gigaevo.memory.base import MemoryRuntime, MutationContext
 from gigaevo.memory.v2 import HashingEmbedder, LocalMemoryStore
-from gigaevo.memory.v2.bank.cards import Card, Evidence, founding_card
+from gigaevo.memory.v2.bank.cards import Card
 from gigaevo.memory.v2.evidence import DecisionRow, decision_key_id
 from gigaevo.memory.v2.read.reader import CausalReader
-from tests.memory.helpers import METRICS
+from tests.memory.helpers import METRICS, toy_card
 from tests.memory.ledger_rows import decision, edge, fast_dir, observe
 
 N_CARDS = 10_000
@@ -24,15 +24,7 @@ CITED = 40  # cards with rows in the heads; the other 9,960 keep their prior
 
 
 def _card(i: int) -> Card:
-    cid = f"card-{i:05d}"
-    evidence = Evidence("toy", "run-x", 0, "p", "c", 5.0, 5.1, 0.01, "improved", cid, 0.0)
-    return founding_card(
-        card_id=cid, kind="insight", task_key="toy",
-        task_context="Maximise the score of the toy task.",
-        text=(f"When {cid} holds, try {cid} because {cid}.", f"mechanism {cid}"),
-        evidence=evidence, provenance=("p", "c"), representative=None, lineage=(),
-        author_model="test", run_id="run-x",
-    )  # fmt: skip
+    return toy_card(f"card-{i:05d}")
 
 
 def _context(attempt: int, rng: np.random.Generator, parent: str = "") -> MutationContext:

@@ -19,7 +19,6 @@ import pytest
 from gigaevo.llm.offline_memory import OfflineMemoryLLM
 from gigaevo.memory.base import MutationContext
 from gigaevo.memory.v2 import CardBankMemory, HashingEmbedder
-from gigaevo.memory.v2.bank.cards import Evidence, founding_card
 from gigaevo.memory.v2.evidence import SelectionEvidence
 from gigaevo.memory.v2.read.leases import (
     LEASE_FILE,
@@ -30,7 +29,7 @@ from gigaevo.memory.v2.read.leases import (
 )
 from gigaevo.memory.v2.records import from_json
 from tests.conftest import ROOT
-from tests.memory.helpers import open_store, result, runtime
+from tests.memory.helpers import open_store, result, runtime, toy_card
 
 N_ATTEMPTS = 30
 IN_FLIGHT = 3  # outstanding attempts per process: 6 across both, against a cap of 2 per card
@@ -163,13 +162,7 @@ def test_a_lease_slot_taken_between_draft_and_commit_forces_a_redraft(tmp_path: 
     """Deterministic form of the race: another process fills the card's lineage meanwhile."""
     bank = tmp_path / "bank"
     _seed_bank(tmp_path, bank)
-    mem = CardBankMemory(
-        runtime(tmp_path / "a", bank=bank),
-        llm=None,
-        embedder=HashingEmbedder(),
-        write={"cadence": "none"},
-        selection="causal",
-    )
+    mem = _reading(tmp_path / "a", bank)
     reader = mem.reader
     assert reader is not None
     other = SelectionLeases(bank, run_id="run-other")
@@ -199,6 +192,17 @@ def test_a_lease_slot_taken_between_draft_and_commit_forces_a_redraft(tmp_path: 
     assert _read_leases(bank / LEASE_FILE) == ()
 
 
+def _reading(home: Path, bank: Path) -> CardBankMemory:
+    """A run's memory on ``bank`` that reads (causal selection) and writes no card."""
+    return CardBankMemory(
+        runtime(home, bank=bank),
+        llm=None,
+        embedder=HashingEmbedder(),
+        write={"cadence": "none"},
+        selection="causal",
+    )
+
+
 def _context(attempt: int) -> MutationContext:
     coordinate = 0.1 + 0.8 * ((attempt * 37) % 100) / 100
     return MutationContext("toy", attempt, f"parent-{attempt}", 5.0, 0, (0,), (coordinate,), 0.0)
@@ -211,28 +215,9 @@ def test_a_new_run_on_a_bank_of_many_cards_offers_them_before_its_first_row(
     path's 64 columns before it has a row of its own. Its prior fit must stand (it raised,
     and the run abstained on every decision: abstentions add no eligible row)."""
     bank = tmp_path / "bank"
-    store = open_store(bank)
-
-    def card(i: int):
-        cid = f"card-{i:02d}"
-        evidence = Evidence("toy", "run-old", i, "p", "c", 5.0, 5.1, 0.01, "improved", cid, 0.0)
-        return founding_card(
-            card_id=cid, kind="insight", task_key="toy",
-            task_context="Maximise the score of the toy task.",
-            text=(f"When {cid} holds, try {cid} because {cid}.", f"mechanism {cid}"),
-            evidence=evidence, provenance=("p", "c"), representative=None, lineage=(),
-            author_model="test", run_id="run-old",
-        )  # fmt: skip
-
-    cards = [card(i) for i in range(30)]
-    store.transaction(lambda working: working.update({c.id: c for c in cards}))
-    mem = CardBankMemory(
-        runtime(tmp_path / "new", bank=bank),
-        llm=None,
-        embedder=HashingEmbedder(),
-        write={"cadence": "none"},
-        selection="causal",
-    )
+    cards = [toy_card(f"card-{i:02d}", run_id="run-old") for i in range(30)]
+    open_store(bank).transaction(lambda working: working.update({c.id: c for c in cards}))
+    mem = _reading(tmp_path / "new", bank)
     try:
         proposed = [bool(mem.decide(_context(a)).record["proposed_id"]) for a in range(20)]
         stats = mem.stats()["decide"]
