@@ -217,18 +217,18 @@ class Cubic:
         without weight)."""
         ps = self.shared_size
 
-        def rms(gram: np.ndarray, rho: np.ndarray) -> np.ndarray:
+        def share(gram: np.ndarray, rho: np.ndarray) -> np.ndarray:
             k = rho.shape[-1]
             side = np.matmul(rho[..., None, :], gram[..., :k, :k])[..., 0, :]
             square = np.sum(side * rho, axis=-1)
             weight = gram[..., k, k]
             return 0.5 * np.maximum(square, 0.0) / np.where(weight > 0.0, weight, 1.0)
 
-        control = float(rms(self.control_gram, r[:ps]))
+        control = float(share(self.control_gram, r[:ps]))
         if not len(self.lineages):
             return control, np.zeros(0)
         _, rho = self._per_group(r)
-        return control, rms(self.lineage_gram, rho)
+        return control, share(self.lineage_gram, rho)
 
     @cached_property
     def _columns(self) -> np.ndarray:
