@@ -286,7 +286,7 @@ def test_shared_control_logit_is_each_cards_own(delta: float) -> None:
                 )  # fmt: skip
                 np.testing.assert_array_equal(together[j], alone[0])
     # a control arm that always clears delta gives Phi = 1 (p_1 may be anything)
-    sure = chance._inner(np.zeros(1), np.full(1, 50.0), np.ones(1), m1[:2], zeta[:2], vs[:2], 0.5)
+    sure = chance._inner(np.zeros(1), np.full(2, 50.0), np.ones(2), m1[:2], zeta[:2], vs[:2], 0.5)
     np.testing.assert_array_equal(sure, np.ones((2, 1)))
 
 
