@@ -4,7 +4,7 @@ Usage:
     .venv/bin/python benchmarks/bench_memory_scale.py [--mutants 10000]
         [--rows 1000 10000 50000] [--cards 100 1000] [--measure 150] [--skip-run]
         [--skip-synthetic] [--none] [--components] [--baseline PATH] [--bank-writes N]
-        [--profile A:B[,C:D]] [--profile-out DIR] [--set KEY=VALUE ...]
+        [--profile A:B[,C:D]] [--profile-out DIR] [--set KEY=VALUE ...] [--repeat N]
 
 Part 1, a real run: ``run.py problem.name=rastrigin max_mutants=--mutants`` (default
 config: memory=v2, offline LLM and memory LLM, sandboxed evaluator) in a temporary
@@ -16,6 +16,9 @@ and the CPU of the run's process per mutant in each 1,000 (every thread; the eva
 worker processes not included): a load-robust view of the cost behind the rates. ``--none``
 also runs memory=none pipeline=guided with the same budget, side by side. ``--profile``
 profiles the memory thread and the main thread in windows of decisions (``WindowProfiles``).
+``--repeat N`` runs part 1 N times in turn (with ``--baseline``, each time beside the
+baseline's) and prints each run's ratios and their medians: on a shared 2-core machine one
+run's last / first moved between 0.72 and 1.06 (session 16), so a single run decides nothing.
 ``--set KEY=VALUE`` passes Hydra overrides to the memory=v2 run (repeatable), e.g.
 ``--set memory.posterior_config.invalidity_fit=laplace_prefix``.
 
@@ -385,7 +388,8 @@ def real_run(
             print(f"  {name}: {sizes[name] / 1e6:.2f} MB" + (f" + WAL {wal / 1e6:.2f}" * bool(wal)))
     print(f"  files at the end: {files / 1e6:.1f} MB in the run directory", flush=True)
     decide = 1e3 * calls.cpu["decide"] / max(1, calls.n["decide"])
-    return {"wall": wall, "per_k": per_k, "decide": decide, "decide_per_k": calls.decide_per_k()}
+    return {"wall": wall, "per_k": per_k, "decide": decide, "decide_per_k": calls.decide_per_k(),
+            "run_cpu_per_k": calls.run_cpu_per_k()}  # fmt: skip
 
 
 def _real_in_checkout(tree: Path, mutants: int, overrides: list[str]) -> subprocess.Popen[str]:
@@ -406,6 +410,28 @@ def _ratios(this: dict[str, Any], base: dict[str, Any]) -> None:
     print(
         f"baseline / this: wall {base['wall'] / this['wall']:.2f}, decide CPU per call"
         f" {base['decide'] / this['decide']:.2f}; per 1,000: {', '.join(per)}",
+        flush=True,
+    )
+
+
+def _medians(label: str, runs: list[dict[str, Any]]) -> None:
+    """The ratios of repeated real runs, each and their median: last / first 1,000 of the
+    rates, first / last 1,000 of the run process's CPU per mutant, and decide CPU per call."""
+    rates = [r["per_k"][-1] / r["per_k"][0] for r in runs if len(r["per_k"]) > 1]
+    cpu = [r["run_cpu_per_k"][0] / r["run_cpu_per_k"][-1] for r in runs
+           if len(r.get("run_cpu_per_k", ())) > 1]  # fmt: skip
+    decide = [r["decide"] for r in runs]
+
+    def each(values: list[float], fmt: str) -> str:
+        if not values:
+            return "-"
+        median = format(float(np.median(values)), fmt)
+        return f"{', '.join(format(v, fmt) for v in values)} (median {median})"
+
+    print(
+        f"{label}, {len(runs)} runs in turn: last / first 1,000 {each(rates, '.2f')};"
+        f" run CPU per mutant first / last {each(cpu, '.2f')};"
+        f" decide CPU ms per call {each(decide, '.1f')}",
         flush=True,
     )
 
@@ -705,6 +731,13 @@ def main() -> None:
     ap.add_argument("--skip-run", action="store_true", help="no real run (part 1)")
     ap.add_argument("--skip-synthetic", action="store_true", help="no synthetic part (part 2)")
     ap.add_argument("--none", action="store_true", help="also run memory=none side by side")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="part 1: run it N times in turn (with --baseline, each time beside the baseline's)"
+        " and print the ratios' medians: one run's last / first moves by about 0.15",
+    )
     ap.add_argument("--baseline", type=Path, help="another checkout: part 2 side by side")
     ap.add_argument("--baseline-measure", type=int, default=30, help="its mutants per setting")
     ap.add_argument(
@@ -805,16 +838,26 @@ def main() -> None:
     if not args.skip_run:
         windows = [tuple(map(int, w.split(":"))) for w in args.profile.split(",") if w]
         profile = WindowProfiles(windows, args.profile_out) if windows else None  # type: ignore[arg-type]
-        child = None
-        if args.baseline is not None:  # the baseline's run at the same time (same load)
-            child = _real_in_checkout(args.baseline, args.mutants, args.set)
-        this = real_run(args.mutants, *args.set, profile=profile)
-        if child is not None:
-            out, _ = child.communicate()
-            lines = out.strip().splitlines()
-            print(f"\nbaseline {args.baseline} (run at the same time):")
-            print("\n".join(line for line in lines[:-1] if line.startswith("  ")))
-            _ratios(this, json.loads(lines[-1]))
+        runs: list[dict[str, Any]] = []
+        base_runs: list[dict[str, Any]] = []
+        for i in range(max(1, args.repeat)):
+            child = None
+            if args.baseline is not None:  # the baseline's run at the same time (same load)
+                child = _real_in_checkout(args.baseline, args.mutants, args.set)
+            this = real_run(args.mutants, *args.set, profile=profile if i == 0 else None)
+            runs.append(this)
+            if child is not None:
+                out, _ = child.communicate()
+                lines = out.strip().splitlines()
+                print(f"\nbaseline {args.baseline} (run at the same time):")
+                print("\n".join(line for line in lines[:-1] if line.startswith("  ")))
+                base_runs.append(json.loads(lines[-1]))
+                _ratios(this, base_runs[-1])
+        if len(runs) > 1:
+            print()
+            _medians("this checkout", runs)
+            if base_runs:
+                _medians(f"baseline {args.baseline}", base_runs)
         if args.none:
             real_run(args.mutants, "memory=none", "pipeline=guided")
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
