@@ -590,11 +590,7 @@ class InvalidityFitter:
         counts = np.bincount(lineage[lineage >= 0], minlength=len(near.own.lineages))
         small = [j for j in sorted(blocks) if counts[j] < WIDE_EXACT_ROWS]
         rows = np.flatnonzero(np.isin(lineage, small))
-        x, d = near.rows[0], near.rows[1]
-        for j in small:  # that block's own rows at the same point, taken out
-            mine = np.flatnonzero(lineage == j)
-            part = x.take(mine) if isinstance(x, BlockDesign) else x[mine]
-            quad = quad.minus(Quadratic.of_rows(part, d[mine], quad.point))
+        quad = _without_own_rows(quad, near, small)
         # the expanded rows' third-order term at the same point (the wide fit's point moves
         # the shared coefficients too: every group's weights are taken there); their rows
         # without the products the term does not read (a copy of ~80 numbers a row)
@@ -627,12 +623,8 @@ class InvalidityFitter:
         lineage = near.design.lineage
         taken = set(lineage[rows].tolist())
         extra = [j for j in sorted(far) if j not in taken and np.any(lineage == j)]
-        x, d = near.rows[0], near.rows[1]
-        cubic, quad = quad.cubic, dataclasses.replace(quad, cubic=None)
-        for j in extra:  # that block's own rows at the same point, taken out
-            mine = np.flatnonzero(lineage == j)
-            part = x.take(mine) if isinstance(x, BlockDesign) else x[mine]
-            quad = quad.minus(Quadratic.of_rows(part, d[mine], quad.point))
+        cubic = quad.cubic
+        quad = _without_own_rows(dataclasses.replace(quad, cubic=None), near, extra)
         rows = np.flatnonzero(np.isin(lineage, sorted(taken | set(extra))))
         return dataclasses.replace(quad, cubic=cubic.without(extra)), rows
 
@@ -986,6 +978,20 @@ class _PrefixRows:
     def _form(self, design: BlockDesign) -> np.ndarray | BlockDesign:
         """``design`` in the fit's form: a ``BlockDesign`` when wide, else dense."""
         return design if self.size > DENSE_MAX_SIZE else design.to_dense()
+
+
+def _without_own_rows(quad: Quadratic, near: _Near, blocks: Sequence[int]) -> Quadratic:
+    """``quad`` without the expansion at its point of the near anchor's rows of each lineage
+    block of ``blocks`` (of the near anchor's space), one pass over each block's rows: the
+    rows a fit then takes exactly."""
+    assert near.design is not None
+    lineage = near.design.lineage
+    x, d = near.rows[0], near.rows[1]
+    for j in blocks:
+        mine = np.flatnonzero(lineage == j)
+        part = x.take(mine) if isinstance(x, BlockDesign) else x[mine]
+        quad = quad.minus(Quadratic.of_rows(part, d[mine], quad.point))
+    return quad
 
 
 def _far_blocks(head: LogisticLaplaceHead) -> frozenset[int] | None:
