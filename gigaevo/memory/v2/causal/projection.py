@@ -97,7 +97,6 @@ class MixtureProjector:
     def __init__(self, head: BayesianLinearHead, space: DesignSpace) -> None:
         self.space = space
         self.weights = np.asarray(head.weights_, dtype=float)
-        self._cdf: np.ndarray | None = None  # ``node_cdf`` of the weights, when first drawn
         self.means = np.asarray(head.component_means_, dtype=float)
         self.components: tuple[Any, ...] = head.components_
         self._pencil = _pencil_nodes(self.components)  # the nodes are fixed: checked once
@@ -241,14 +240,17 @@ class MixtureProjector:
         g = nodes.inv_s @ e.transpose(0, 2, 1)  # L_S^-1 e', S^-1 = L_S^-T L_S^-1
         return means, covs + g.transpose(0, 2, 1) @ g
 
+    @cached_property
+    def node_cdf(self) -> np.ndarray:
+        """``node_cdf`` of the node weights (the draws' nodes), formed at the first draw."""
+        return node_cdf(self.weights)
+
     def draw(
         self, lineage: str, z0: np.ndarray, z1: np.ndarray, n: int, rng: np.random.Generator
     ) -> np.ndarray:
         """n joint draws of (z_0'beta, z_1'beta), shape (n, 2)."""
         means, covs = self.moments(lineage, z0, z1)
-        if self._cdf is None:
-            self._cdf = node_cdf(self.weights)
-        ks = choose_nodes(rng, self._cdf, n)  # rng.choice(K, size=n, p=weights)
+        ks = choose_nodes(rng, self.node_cdf, n)  # rng.choice(K, size=n, p=weights)
         xi = rng.standard_normal((n, 2))
         roots = chol2x2(covs)  # lower: (r00, 0; r10, r11)
         out = means[ks]
