@@ -53,10 +53,9 @@ class LevelPencil:
         groups = stats.groups
         self._count = np.array([float(g.count) for g in groups])
         self._yty = np.array([g.yty for g in groups])
-        # (L, P_s^2) and (L, P_s); no rows (a wide head before its first row): L = 0
-        self._a = np.stack([g.a for g in groups]).reshape(len(groups), -1) if groups else (
-            np.zeros((0, ps * ps)))  # fmt: skip
-        self._bs = np.stack([g.bs for g in groups]) if groups else np.zeros((0, ps))
+        # (L, P_s^2) and (L, P_s); L = 0 for a wide head before its first row
+        self._a = np.array([g.a for g in groups], dtype=float).reshape(len(groups), ps * ps)
+        self._bs = np.array([g.bs for g in groups], dtype=float).reshape(len(groups), ps)
         # (level, block) entries: which level, which active block, and [D | G | b_l] flat
         self._level = np.concatenate(
             [np.zeros(0, dtype=int)] + [np.full(len(g.at), j) for j, g in enumerate(groups)]
