@@ -7,7 +7,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -21,6 +21,9 @@ from gigaevo.memory.v2.causal.arrowhead import (
     factor_blocks,
 )
 from gigaevo.memory.v2.causal.errors import DesignError
+
+if TYPE_CHECKING:
+    from scipy.sparse import csr_matrix
 
 GRADIENT_TOLERANCE = 1e-5
 GRADIENT_TARGET = 1e-6
@@ -858,8 +861,6 @@ class _TreatedRows:
     late prefix fit's few rows paid more for building the CSR matrix than for its product)."""
 
     def __init__(self, design: BlockDesign) -> None:
-        from scipy.sparse import csr_matrix
-
         self.design = design
         self.rows = np.flatnonzero(design.lineage >= 0)
         self.part = design.lineage_part[self.rows]
@@ -872,9 +873,9 @@ class _TreatedRows:
         # the weighted block sums' sparse (B_act x n) pattern, each block's rows in row order
         at = self.pos[self.lineage]
         self.members = self.rows[np.argsort(at, kind="stable")]
-        self.indptr = np.concatenate([[0], np.cumsum(np.bincount(at, minlength=len(self.active)))])
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(at, minlength=len(self.active)))])
         # int32 indices, as scipy stores them anyway (it checks and converts int64 ones)
-        self.members32, self.indptr32 = self.members.astype(np.int32), self.indptr.astype(np.int32)
+        self.members32, self.indptr32 = self.members.astype(np.int32), indptr.astype(np.int32)
         self._member: csr_matrix | None = None  # that pattern as a matrix (``gram``)
 
     def gram(self, w: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
