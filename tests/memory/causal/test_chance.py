@@ -318,22 +318,3 @@ def test_a_shared_control_gives_the_same_arrays(delta: float) -> None:
     first = acceptance_arrays(other, pair, delta, shared_control=True).probability
     assert lone[1] > lone[0] + 0.01  # a control arm that is high leaves more room
     assert first[1] == first[0] == lone[0]
-
-
-def test_inner_in_chunks_is_the_one_pass_integrand() -> None:
-    """``_inner`` takes the cards a chunk at a time: every row is the one pass over all
-    cards at once gives, bit for bit (more cards than a chunk, a last partial chunk, a
-    shared control pair and per-card ones)."""
-    from scipy.special import ndtr
-
-    rng = np.random.default_rng(12)
-    n = 2 * chance._CHUNK_ROWS + 17
-    m1 = rng.normal(-1.0, 1.5, n)
-    zeta, vs = rng.normal(0.0, 0.3, n), np.exp(rng.uniform(-3.0, 0.5, n))
-    for m0, sd0 in ((np.full(1, -2.3), np.full(1, 0.4)), (rng.normal(-2, 1, n), np.full(n, 0.4))):
-        for t in (chance._FINE_T, chance._COARSE_T):
-            lam = chance._control_logit(t, m0, sd0, 0.10)
-            lam = lam - m1[:, None]
-            lam -= zeta[:, None] * t[None, :]
-            lam /= vs[:, None]
-            np.testing.assert_array_equal(chance._inner(t, m0, sd0, m1, zeta, vs, 0.10), ndtr(lam))

@@ -30,7 +30,6 @@ from gigaevo.memory.v2.causal.invalidity import Acceptance, acceptance_probabili
 MAX_STEP = 0.05
 _TANH_DELTA = 1e-6  # below this margin p_0 is computed with expit (full relative accuracy)
 _TAIL = 1.523970604832094e-23  # 2.0 * scipy.special.ndtr(-10.0), bit for bit (no scipy import)
-_CHUNK_ROWS = 64  # cards per step of ``_inner``: a chunk of 64 x 320 fine nodes is 160 KiB
 
 
 def _composite(panels: int, order: int = 8) -> tuple[np.ndarray, np.ndarray]:
@@ -56,23 +55,17 @@ def _inner(
     (m0, sd0) are the control arm's (eta-bar_0, sd_0): one per card, or one pair for every
     card (length 1; a decision's cards share one control row). Shared, logit(p_0(t) + delta)
     is taken once, a row of nodes, instead of once per card (elementwise the same operations
-    on the same floats). The cards go ``_CHUNK_ROWS`` at a time through every step, so a
-    chunk's values stay in cache between them (each value's operations are unchanged)."""
+    on the same floats)."""
     from scipy.special import ndtr
 
-    lam0 = _control_logit(t, m0, sd0, delta)  # (1, T) shared, else (J, T)
-    n = len(m1)
-    out = np.empty((n, len(t)))
-    scratch = np.empty((min(n, _CHUNK_ROWS), len(t)))
-    for start in range(0, n, _CHUNK_ROWS):
-        stop = min(start + _CHUNK_ROWS, n)
-        lam, tmp = out[start:stop], scratch[: stop - start]
-        np.subtract(lam0 if len(lam0) == 1 else lam0[start:stop], m1[start:stop, None], out=lam)
-        np.multiply(zeta[start:stop, None], t[None, :], out=tmp)
-        lam -= tmp
-        lam /= vs[start:stop, None]
-        ndtr(lam, out=lam)
-    return out
+    lam = _control_logit(t, m0, sd0, delta)
+    if len(m0) == len(m1):
+        lam -= m1[:, None]
+    else:
+        lam = np.subtract(lam, m1[:, None])
+    lam -= zeta[:, None] * t[None, :]
+    lam /= vs[:, None]
+    return ndtr(lam, out=lam)
 
 
 def _control_logit(t: np.ndarray, m0: np.ndarray, sd0: np.ndarray, delta: float) -> np.ndarray:
@@ -113,10 +106,8 @@ def _fast(
     fine = fine_phi @ _FINE_W
     coarse = coarse_phi @ _COARSE_W
     error = np.abs(fine - coarse) + _TAIL
-    # the largest |jump| as the larger of the largest rise and fall (no |.| pass; only
-    # compared with MAX_STEP, so the sign of a zero step does not matter)
-    jumps = fine_phi[:, 1:] - fine_phi[:, :-1]
-    step = np.maximum(jumps.max(axis=1), -jumps.min(axis=1))
+    jumps = np.diff(fine_phi, axis=1)
+    step = np.max(np.abs(jumps, out=jumps), axis=1)
     resolved = np.isfinite(fine) & (np.abs(fine - coarse) <= tolerance / 100.0) & (step <= MAX_STEP)
     return fine, error, resolved
 
