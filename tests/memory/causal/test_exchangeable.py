@@ -400,3 +400,26 @@ def test_level_and_tail_are_the_former_per_step_formulas_bit_for_bit() -> None:
                 want = np.where(a >= 0.0, ndtr(-a) - ndtr(-b), ndtr(b) - ndtr(a))
                 assert np.array_equal(_tail(a, b), want, equal_nan=True)
                 assert np.array_equal(_tail(a, b, (ndtr(a), ndtr(b))), want, equal_nan=True)
+
+
+def test_truncated_law_of_one_form_is_the_masked_law() -> None:
+    """``_TruncatedLaw`` of intervals all in the upper form, all in the lower form, or mixed
+    gives each interval the draw it has alone (its one form taken without masks), for
+    every interval and for a subset of rows in any order."""
+    from gigaevo.memory.v2.causal.exchangeable import _TruncatedLaw
+
+    rng = np.random.default_rng(21)
+    lo = np.r_[-np.inf, -np.inf, -2.0, -0.5, 0.0, 0.3, 1.5, 4.0, -1.0]
+    hi = np.r_[-1.0, 0.4, -1.0, 2.0, 0.7, np.inf, 3.0, np.inf, np.inf]
+    u = 1.0 - rng.random(len(lo))
+    alone = np.array([_TruncatedLaw(lo[i : i + 1], hi[i : i + 1]).draw(u[i : i + 1])[0]
+                      for i in range(len(lo))])  # fmt: skip
+    mixed = _TruncatedLaw(lo, hi)
+    assert 0 < np.count_nonzero(mixed.upper) < len(lo)
+    np.testing.assert_array_equal(mixed.draw(u), alone)
+    rows = np.array([7, 0, 3, 3, 8])
+    np.testing.assert_array_equal(mixed.draw(u[rows], rows), alone[rows])
+    for part in (mixed.upper, ~mixed.upper):  # one form each
+        law = _TruncatedLaw(lo[part], hi[part])
+        np.testing.assert_array_equal(law.draw(u[part]), alone[part])
+        assert np.all((law.draw(u[part]) > lo[part]) & (law.draw(u[part]) <= hi[part]))

@@ -506,3 +506,78 @@ def test_node_draws_are_generator_choice() -> None:
     for bad, message in refused:
         with pytest.raises(ValueError, match=message):
             node_cdf(np.array(bad))
+
+
+def test_one_block_part_draws_with_cold_cards_equal_the_per_group_path() -> None:
+    """Cards alone in their blocks, of one (kind, RAG label), some without rows in the head:
+    ``block_worlds`` takes every card's terms from one ``part_terms`` and gives the cards
+    without rows their prior sd and no shift; the same bits as the per-group path (reached
+    by splitting the one block part into two equal groups), for a pencil's stack, the
+    Cholesky-factor stack of the same nodes and the invalidity head's."""
+    import dataclasses
+
+    from gigaevo.memory.v2.causal.projection import BlockStack, CardLayout, block_worlds
+
+    space = DesignSpace(4, tuple(f"L{i:02d}" for i in range(20)))
+    imm, inv, _ = _heads(space, 6)  # rows on L00..L05
+    ctx = np.r_[1.0, -0.2, 0.4, 0.3]
+    alone = (0, 9, 1, 2, 12, 3, 4, 5, 17)  # L09, L12, L17: no rows
+    cards = [CandidateCard(f"k{i}", space.lineages[i], "program") for i in alone]
+    z0, z1 = space.row(ctx, 0), card_rows(space, ctx, cards)
+    assert isinstance(z1, BlockDesign)
+    one = CardLayout.of(z1)
+    assert len(one.groups) == 1 and len(one.single) == len(cards)
+    split = dataclasses.replace(
+        one, groups=np.vstack([one.groups, one.groups]), group_of=np.arange(len(cards)) % 2
+    )
+    weights = np.asarray(imm.weights_)
+    plain = BlockStack.build(_plain(imm.components_), imm.component_means_, weights)
+    stacks = (block_stack(imm), plain, block_stack(inv))
+    for stack in stacks:
+        assert stack is not None and len(stack.components[0].active) == 6
+        got = block_worlds(stack, z0, z1, 256, np.random.default_rng(9), one)
+        want = block_worlds(stack, z0, z1, 256, np.random.default_rng(9), split)
+        for a, b in zip(got, want, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_pencil_part_terms_are_the_summed_and_scaled_products() -> None:
+    """``PencilNodes.part_terms`` adds u' D_l^-1 u column by column and scales u T_l per
+    card: bit for bit np.sum(f g g, axis=2) and the node-major products times w, for
+    visited nodes in any order, repeated blocks and one card."""
+    space = DesignSpace(4, tuple(f"L{i:02d}" for i in range(20)))
+    imm, _, _ = _heads(space, 7)
+    pencil = imm.components_[0].nodes
+    k, a, c = len(pencil.w), len(pencil.active), pencil.width
+    rng = np.random.default_rng(2)
+    for nodes, pos in (
+        (np.arange(k), np.arange(a)),
+        (rng.integers(0, k, size=5), rng.integers(0, a, size=11)),
+        (np.array([k - 1]), np.array([2])),
+    ):
+        u = rng.normal(size=c)
+        quad, shift = pencil.part_terms(nodes, u, pos)
+        g = u @ pencil._vq[pos]
+        fg = pencil.f.reshape(k, a, c)[np.ix_(nodes, pos)] * g
+        np.testing.assert_array_equal(quad, np.sum(fg * g, axis=2))
+        want = np.matmul(fg.transpose(1, 0, 2), pencil._r[pos]).transpose(1, 0, 2)
+        want *= pencil.w[nodes, None, None]
+        np.testing.assert_array_equal(shift, want)
+
+
+def test_short_sums_add_left_to_right_from_zero() -> None:
+    """numpy sums fewer than 8 terms of a contiguous last axis as 0.0 + x_0 + x_1 + ...,
+    left to right (what ``PencilNodes.part_terms`` adds column by column): checked on
+    values of wide range and signed zeros, so that a numpy summing them otherwise fails
+    here."""
+    rng = np.random.default_rng(11)
+    for c in range(1, 8):
+        x = rng.normal(size=(40, 30, c)) * np.exp(rng.normal(size=(40, 30, c)) * 8)
+        x[0] = -0.0
+        x[1, :, 0] = -0.0
+        want = np.zeros(x.shape[:2])
+        for i in range(c):
+            want += x[..., i]
+        got = np.sum(x, axis=2)
+        np.testing.assert_array_equal(got, want)
+        assert np.array_equal(np.signbit(got), np.signbit(want))

@@ -187,27 +187,32 @@ class _TruncatedLaw:
 
     def __init__(self, lo: np.ndarray, hi: np.ndarray) -> None:
         self.upper = upper = (lo >= 0.0) | np.isposinf(hi)
+        n_upper = int(np.count_nonzero(upper))
+        if n_upper in (0, len(lo)):  # one form for every interval: no mask to apply
+            qa = ndtr(-hi) if n_upper else ndtr(lo)  # upper: xi = -eta, eta in [-hi, -lo)
+            self.qa, self.span = qa, (ndtr(-lo) if n_upper else ndtr(hi)) - qa
+            return
         self.qa = np.empty(len(lo))
         self.span = np.empty(len(lo))
-        if np.any(upper):
-            qa = ndtr(-hi[upper])  # xi = -eta, eta in [-hi, -lo)
-            self.qa[upper], self.span[upper] = qa, ndtr(-lo[upper]) - qa
+        qa = ndtr(-hi[upper])
+        self.qa[upper], self.span[upper] = qa, ndtr(-lo[upper]) - qa
         lower = ~upper
-        if np.any(lower):
-            qa = ndtr(lo[lower])
-            self.qa[lower], self.span[lower] = qa, ndtr(hi[lower]) - qa
+        qa = ndtr(lo[lower])
+        self.qa[lower], self.span[lower] = qa, ndtr(hi[lower]) - qa
 
     def draw(self, u: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         """Draws from u for the intervals ``rows`` (all when None), in that order."""
         upper, qa, span = self.upper, self.qa, self.span
         if rows is not None:
             upper, qa, span = upper[rows], qa[rows], span[rows]
+        n_upper = int(np.count_nonzero(upper))
+        if n_upper in (0, len(u)):  # one form for every draw: no mask to apply
+            x = ndtri(qa + u * span)
+            return -x if n_upper else x
         out = np.empty_like(u)
-        if np.any(upper):
-            out[upper] = -ndtri(qa[upper] + u[upper] * span[upper])
+        out[upper] = -ndtri(qa[upper] + u[upper] * span[upper])
         lower = ~upper
-        if np.any(lower):
-            out[lower] = ndtri(qa[lower] + u[lower] * span[lower])
+        out[lower] = ndtri(qa[lower] + u[lower] * span[lower])
         return out
 
 
@@ -268,7 +273,10 @@ def _draw_gains(
             lifted = s_i * xi_i[up] + c_up + s_l * xi_l[up]
             in_both = (s_i * xi_i[up] > a_up) & (lifted > a_up)
             keep[up] = ~in_both | (rng.random(len(up)) < 0.5)
-        w = cards.gain(world[rows], xi_i, xi_l)
+        # W = s_i xi_i + max(0, c_L + s_L xi_L) (``cards.gain``, its operations), from the
+        # candidates' lineage centres c already taken
+        w = s_i * xi_i
+        w += np.maximum(c + s_l * xi_l, 0.0)
         keep &= (w > a) & (w <= b)
         # a member's draw is its first kept candidate (columns walked from the last, so the
         # first kept one is written last; no reduction along the short candidate axis)

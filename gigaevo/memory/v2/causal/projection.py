@@ -534,17 +534,22 @@ def block_worlds(
     # distinct u is contracted with the cards' blocks of every visited node at once
     groups, group_of = lay.groups, lay.group_of
     slope = None  # s_1j - shift_j per visited node, when every card is alone in its block
-    if len(groups) == 1 and len(single) == len(lin) and bool(np.all(hot)):
-        # the usual bank: one block part, every card with rows; its terms are the cards'
-        # (no prior sd or zero shift to fill in first), the slope taken from them at once
-        # (C order: each node's slope is one matrix of the products below, as before)
+    if len(groups) == 1 and len(single) == len(lin) and bool(np.any(hot)):
+        # the usual bank: one block part, every card alone in its block and (almost) every
+        # one with rows; the terms are taken for every card at once, each card's alone (a
+        # card's terms do not depend on the others taken with it), the slope from them in
+        # one subtraction (C order: each node's slope is one matrix of the products below)
         u = groups[0]
         centre = _block_centres(means, nodes, cols_single, u)
-        quad, part = stack.part_terms(nodes, u, pos_single)
+        quad, part = stack.part_terms(nodes, u, np.maximum(pos_single, 0))  # cold: block 0's
         sd = np.sqrt(quad)
         shared_t = np.ascontiguousarray(z1.shared.T)
         slope = np.empty((n_nodes, ps, len(lin)))
         np.subtract(shared_t, part.transpose(0, 2, 1), out=slope)
+        cold = np.flatnonzero(~hot)
+        if len(cold):  # a card without rows keeps its prior: sd, zero shift (s_1j - 0 = s_1j)
+            sd[:, cold] = prior_sd_single[cold]
+            slope[:, :, cold] = shared_t[:, cold]
     else:
         centre = np.empty((n_nodes, len(single)))
         sd = np.repeat(prior_sd_single[None, :], n_nodes, axis=0)  # prior where no rows
@@ -570,23 +575,24 @@ def block_worlds(
             shared_t = np.ascontiguousarray(z1.shared.T)
             slope = np.subtract(shared_t, shift, out=shift)  # s_1j - shift_j per visited node
         base = means[nodes, :ps] @ shared_t + centre  # (visited nodes, J)
-        # per node only the two products (each world's d_s, then its d_s'(s_1j - shift_j)),
-        # written in place; the sums that follow are elementwise, so they are made for
-        # every world at once, in the same order as per node (the same values)
+        # per node the two products (each world's d_s, then its d_s'(s_1j - shift_j)),
+        # written in place, then the node's centre and noise added to its slice while it
+        # is in cache: the same operations in the same order on each value as adding
+        # them for every world at once
         # (``np.dot`` of two C-order matrices into a C-order ``out`` makes the BLAS call
         # ``np.matmul`` makes, with less overhead a call: two calls per visited node)
         ds = np.empty((n, ps))
         inv_s = stack.inv_s
         spans = zip(nodes.tolist(), bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)
         for i, (node, start, stop) in enumerate(spans):
-            d = ds[start:stop]
+            d, e, x = ds[start:stop], eta1[start:stop], xi_1[start:stop]
             np.dot(xi_s[start:stop], inv_s[node], out=d)  # L_S^-T xi_s in row form
-            np.dot(d, slope[i], out=eta1[start:stop])  # (worlds of node k, J)
+            np.dot(d, slope[i], out=e)  # (worlds of node k, J)
+            e += base[i]
+            x *= sd[i]
+            e += x
         node_of = np.repeat(np.arange(n_nodes), counts)  # the node of each slice row
         np.add(means[nodes, :ps][node_of], ds, out=beta_s)
-        eta1 += base[node_of]
-        xi_1 *= sd[node_of]
-        eta1 += xi_1
         eta1 = eta1[back]  # the worlds' own order
     else:
         lift = np.empty((n, len(single)))  # lineage-block part of z_1j'theta, single cards

@@ -768,6 +768,11 @@ class DensePencil:
         return 0.5 * (cov + cov.transpose(0, 2, 1))
 
 
+# numpy sums fewer than this many terms of a contiguous axis to 0.0 left to right (its
+# pairwise sum unrolls from 8): ``PencilNodes.part_terms`` adds such sums column by column
+_SEQUENTIAL_SUM = 8
+
+
 class PencilNodes:
     """The lineage-block factors of a pencil's K mixture nodes, computed when first asked.
 
@@ -839,10 +844,19 @@ class PencilNodes:
         g = u @ self._vq[pos]  # (len(pos), C)
         f = self.f.reshape(len(self.w), len(self.active), c)[np.ix_(nodes, pos)]
         fg = f * g  # (n, len(pos), C)
-        quad = np.sum(fg * g, axis=2)
-        shift = np.matmul(fg.transpose(1, 0, 2), self._r[pos]).transpose(1, 0, 2)
-        shift *= self.w[nodes, None, None]
-        return quad, shift
+        if c < _SEQUENTIAL_SUM:
+            # np.sum(fg * g, axis=2) adds fewer than 8 terms to 0.0 left to right: the same
+            # sums column by column, without a reduction's cost per (node, card)
+            quad = np.zeros(fg.shape[:2])
+            for i in range(c):
+                quad += fg[..., i] * g[:, i]
+        else:
+            quad = np.sum(fg * g, axis=2)
+        # one product per card (len(pos), n, P_s), scaled while contiguous, then viewed
+        # node-major (elementwise the same products as scaling the node-major view)
+        shift = np.matmul(fg.transpose(1, 0, 2), self._r[pos])
+        shift *= self.w[nodes][None, :, None]
+        return quad, shift.transpose(1, 0, 2)
 
 
 @dataclass(frozen=True, eq=False)
