@@ -599,7 +599,7 @@ class InvalidityFitter:
             keep = np.flatnonzero(~np.isin(lineage, small))
             expanded = BlockDesign(expanded.shared[keep], lineage[keep],
                                    expanded.lineage_part[keep], expanded.n_lineages)  # fmt: skip
-        cubic = Cubic.of_rows(expanded, quad.point)
+        cubic = Cubic.of_rows(expanded, quad.point, near.outers)
         quad = dataclasses.replace(quad, cubic=cubic)
         near.levels[level] = (quad, rows)
         return quad, rows
@@ -739,6 +739,8 @@ class InvalidityFitter:
             head.fit(x, d, start=start)
             self.near_anchors += 1
             coef, precision = (head.coef_, head.precision) if head.ok_ else (None, None)
+            if self._near is not None:  # its products are not asked for again, or rarely
+                self._near.outers = None
             self._near = _Near(key, own, coef, (x, d, mu, var), precision, self._anchor_state())
             if head.ok_ and self.method == "laplace_prefix":
                 self._near.expansion = head.expansion()
@@ -859,6 +861,10 @@ class _Near:
     # those expansions mapped into a fit's space (``_PrefixRows.terms``), per set of wide
     # blocks and mapping: made once for the fits of one near anchor in one space
     mapped: dict[tuple[object, ...], Quadratic] = field(default_factory=dict)
+    # each row group's z z' products (``Cubic.of_rows``'s ``outers``): the near anchor's rows
+    # expanded at each set of wide cards (and at retirement's other levels) form them once;
+    # dropped when the fitter moves on to the next near anchor (about m q^2 numbers)
+    outers: dict[int, np.ndarray] | None = field(default_factory=dict)
 
 
 _Terms = tuple[np.ndarray | BlockDesign, np.ndarray, Quadratic]

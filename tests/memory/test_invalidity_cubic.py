@@ -1,0 +1,65 @@
+"""The prefix fit's third-order term (``Cubic``, memory-model.md "The prefix in Laplace form"):
+the row groups' z z' products kept across expansions give the very numbers a fresh
+expansion gives."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gigaevo.memory.v2.causal.arrowhead import BlockDesign
+from gigaevo.memory.v2.causal.invalidity import Cubic
+
+PS, C, B = 5, 3, 4
+
+
+def _design(seed: int, n: int = 400) -> BlockDesign:
+    """Control rows and rows of B lineage blocks, interleaved in terminal order."""
+    rng = np.random.default_rng(seed)
+    shared = rng.standard_normal((n, PS))
+    lineage = rng.integers(-1, B, size=n)
+    part = np.where(lineage[:, None] >= 0, rng.standard_normal((n, C)), 0.0)
+    return BlockDesign(shared, lineage, part, B)
+
+
+def _same(a: Cubic, b: Cubic) -> bool:
+    return all(
+        np.array_equal(getattr(a, f), getattr(b, f))
+        for f in ("control", "lineages", "blocks", "control_gram", "lineage_gram")
+    )
+
+
+def test_kept_products_give_the_bits_of_a_fresh_expansion_at_every_point() -> None:
+    x = _design(0)
+    rng = np.random.default_rng(1)
+    outers: dict[int, np.ndarray] = {}
+    for _ in range(3):  # the first call forms the products, the others take them
+        at = 0.5 * rng.standard_normal(x.size)
+        assert _same(Cubic.of_rows(x, at, outers), Cubic.of_rows(x, at))
+    assert sorted(outers) == [-1, *range(B)]  # one entry per row group
+    assert outers[-1].shape[1] == PS * PS  # the control rows: their shared part only
+    assert outers[0].shape[1] == (PS + C) ** 2
+
+
+def test_a_design_without_whole_groups_shares_the_kept_products() -> None:
+    """The near anchor's rows without the small wide cards' rows (``_near_level``): the
+    remaining groups are the same rows in the same order."""
+    x = _design(2)
+    outers: dict[int, np.ndarray] = {}
+    at = np.random.default_rng(3).standard_normal(x.size)
+    Cubic.of_rows(x, at, outers)
+    kept = {g: a for g, a in outers.items()}
+    keep = np.flatnonzero(~np.isin(x.lineage, [1, 3]))
+    part = BlockDesign(x.shared[keep], x.lineage[keep], x.lineage_part[keep], B)
+    got = Cubic.of_rows(part, at, outers)
+    assert _same(got, Cubic.of_rows(part, at))
+    assert list(got.lineages) == [0, 2]
+    assert all(outers[g] is kept[g] for g in kept)  # taken, not formed again
+
+
+def test_products_of_other_rows_are_formed_again_not_taken() -> None:
+    """A kept entry whose shape does not fit the group's rows is not used."""
+    x, other = _design(4), _design(5, n=300)
+    outers: dict[int, np.ndarray] = {}
+    at = np.zeros(x.size)
+    Cubic.of_rows(other, at, outers)
+    assert _same(Cubic.of_rows(x, at, outers), Cubic.of_rows(x, at))
