@@ -331,6 +331,9 @@ WIDE_EXACT_ROWS = 256  # laplace_prefix: a wide card with fewer near-anchor rows
 EXPANSION_ERROR = 1e-3
 NEAR_STEP = 256  # near anchors every 1/256 of the anchor's rows past it ...
 NEAR_MIN = 16  # ... and at least this many rows apart
+# laplace_prefix: the near anchor keeps its row groups' z z' products (``_Near.outers``) while
+# they take at most this many numbers (32 MB: about 16,000 rows at P_s + C = 16)
+OUTERS_MAX = 1 << 22
 
 
 def near_size(n: int) -> int:
@@ -749,6 +752,8 @@ class InvalidityFitter:
                 else:
                     block_of = {name: own.lineage_position(lin) for name, lin in key[2]}
                     self._near.design = table.design(block_of, len(own.lineages), m)
+                if m * (own.shared_size + own.n_context) ** 2 > OUTERS_MAX:
+                    self._near.outers = None  # formed at each expansion instead
         return self._near
 
     def _near_chord(
@@ -863,7 +868,8 @@ class _Near:
     mapped: dict[tuple[object, ...], Quadratic] = field(default_factory=dict)
     # each row group's z z' products (``Cubic.of_rows``'s ``outers``): the near anchor's rows
     # expanded at each set of wide cards (and at retirement's other levels) form them once;
-    # dropped when the fitter moves on to the next near anchor (about m q^2 numbers)
+    # dropped when the fitter moves on to the next near anchor (m q^2 numbers, q = P_s + C:
+    # 10.6 MB at 6,662 rows and q = 16; None past ``OUTERS_MAX``)
     outers: dict[int, np.ndarray] | None = field(default_factory=dict)
 
 
