@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from gigaevo.memory.v2.causal.arrowhead import BlockDesign
-from gigaevo.memory.v2.causal.invalidity import Cubic
+from gigaevo.memory.v2.causal.invalidity import Cubic, _cube, _pairs
 
 PS, C, B = 5, 3, 4
 
@@ -36,8 +36,8 @@ def test_kept_products_give_the_bits_of_a_fresh_expansion_at_every_point() -> No
         at = 0.5 * rng.standard_normal(x.size)
         assert _same(Cubic.of_rows(x, at, outers), Cubic.of_rows(x, at))
     assert sorted(outers) == [-1, *range(B)]  # one entry per row group
-    assert outers[-1].shape[1] == PS * PS  # the control rows: their shared part only
-    assert outers[0].shape[1] == (PS + C) ** 2
+    assert outers[-1].shape[0] == PS * (PS + 1) // 2  # the control rows: their shared part
+    assert outers[0].shape[0] == (PS + C) * (PS + C + 1) // 2
 
 
 def test_a_design_without_whole_groups_shares_the_kept_products() -> None:
@@ -63,3 +63,14 @@ def test_products_of_other_rows_are_formed_again_not_taken() -> None:
     at = np.zeros(x.size)
     Cubic.of_rows(other, at, outers)
     assert _same(Cubic.of_rows(x, at, outers), Cubic.of_rows(x, at))
+
+
+def test_the_triangle_product_gives_the_bits_of_the_full_product() -> None:
+    """``_cube`` multiplies by each z_b z_c with b <= c once and copies it to (c, b): the
+    numbers the full (n, k k) product gave (each column of a matrix product is its own)."""
+    rng = np.random.default_rng(6)
+    for n, k in ((1, 11), (22, 16), (900, 16), (2803, 11), (1428, 16)):
+        zr = rng.standard_normal((n, k))
+        weighted = rng.standard_normal(n)[:, None] * zr
+        full = (weighted.T @ (zr[:, :, None] * zr[:, None, :]).reshape(n, k * k)).reshape(k, k, k)
+        assert np.array_equal(_cube(weighted, _pairs(zr)), full)

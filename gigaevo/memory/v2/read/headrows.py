@@ -332,7 +332,7 @@ EXPANSION_ERROR = 1e-3
 NEAR_STEP = 256  # near anchors every 1/256 of the anchor's rows past it ...
 NEAR_MIN = 16  # ... and at least this many rows apart
 # laplace_prefix: the near anchor keeps its row groups' z z' products (``_Near.outers``) while
-# they take at most this many numbers (32 MB: about 16,000 rows at P_s + C = 16)
+# they take at most this many numbers (32 MB: about 30,000 rows at P_s + C = 16)
 OUTERS_MAX = 1 << 22
 
 
@@ -752,7 +752,8 @@ class InvalidityFitter:
                 else:
                     block_of = {name: own.lineage_position(lin) for name, lin in key[2]}
                     self._near.design = table.design(block_of, len(own.lineages), m)
-                if m * (own.shared_size + own.n_context) ** 2 > OUTERS_MAX:
+                q = own.shared_size + own.n_context
+                if m * q * (q + 1) // 2 > OUTERS_MAX:
                     self._near.outers = None  # formed at each expansion instead
         return self._near
 
@@ -868,8 +869,8 @@ class _Near:
     mapped: dict[tuple[object, ...], Quadratic] = field(default_factory=dict)
     # each row group's z z' products (``Cubic.of_rows``'s ``outers``): the near anchor's rows
     # expanded at each set of wide cards (and at retirement's other levels) form them once;
-    # dropped when the fitter moves on to the next near anchor (m q^2 numbers, q = P_s + C:
-    # 10.6 MB at 6,662 rows and q = 16; None past ``OUTERS_MAX``)
+    # dropped when the fitter moves on to the next near anchor (m q (q + 1) / 2 numbers at
+    # most, q = P_s + C: 5.7 MB at 6,662 rows and q = 16; None past ``OUTERS_MAX``)
     outers: dict[int, np.ndarray] | None = field(default_factory=dict)
 
 
