@@ -8,6 +8,18 @@ import numpy as np
 
 from gigaevo.memory.v2.causal.arrowhead import BlockDesign
 from gigaevo.memory.v2.causal.invalidity import Cubic, _cube, _pairs
+from gigaevo.memory.v2.read.headrows import InvalidityFitter
+from tests.memory.test_invalidity_prefix import (
+    ALIAS,
+    PROTECTIVE,
+    WIDE,
+    WIDE_SPACE,
+    _first,
+    _ledger,
+    _levels,
+    _oldest,
+    _prior,
+)
 
 PS, C, B = 5, 3, 4
 
@@ -74,3 +86,26 @@ def test_the_triangle_product_gives_the_bits_of_the_full_product() -> None:
         weighted = rng.standard_normal(n)[:, None] * zr
         full = (weighted.T @ (zr[:, :, None] * zr[:, None, :]).reshape(n, k * k)).reshape(k, k, k)
         assert np.array_equal(_cube(weighted, _pairs(zr)), full)
+
+
+def test_the_near_anchor_keeps_its_products_until_the_fitter_moves_on() -> None:
+    """A block-form prefix fit keeps its near anchor's products (the wide level's expansion
+    and a card's other level take them); the next near anchor drops the old one's, and the
+    other level of a head fitted before still comes out as a fresh fitter's, bit for bit."""
+    n = _oldest(1100)
+    table = _ledger(n + 40, seed=9, cards=WIDE)
+    fitter = InvalidityFitter(True, False, shift_levels=_levels, method="laplace_prefix")
+    head = fitter.fit(_first(table, n), WIDE_SPACE, ALIAS, _prior)
+    near = fitter._near
+    assert near is not None and near.outers  # formed by the fit's expansions
+    assert all(a.shape[1] == int(np.sum(near.design.lineage == g)) for g, a in near.outers.items())
+    fitter.fit(table, WIDE_SPACE, ALIAS, _prior)  # a later near anchor
+    assert fitter._near is not near and near.outers is None
+    fresh = InvalidityFitter(True, False, shift_levels=_levels, method="laplace_prefix")
+    again = fresh.fit(_first(table, n), WIDE_SPACE, ALIAS, _prior)
+    for card in (PROTECTIVE, "c5"):
+        column = WIDE_SPACE.lineage_slice(card).start
+        wide = bool(np.isin(column, head.wide_columns_))
+        late, fresh_level = head.with_level(column, not wide), again.with_level(column, not wide)
+        assert np.array_equal(late.coef_, fresh_level.coef_)
+        assert late.log_evidence() == fresh_level.log_evidence()
