@@ -137,7 +137,7 @@ def _cube(weighted: np.ndarray, pairs: np.ndarray) -> np.ndarray:
     The full product against every z_b z_c (session 16's form) took twice the columns,
     each (c, b) the very numbers of its (b, c) twin; a column of a matrix product does not
     depend on the other columns beside it, so the triangle gives the same bits (checked
-    against that form on a real run's near anchors, ``test_invalidity_cubic``)."""
+    against that form on a real run's near anchors, and in ``test_invalidity_cubic``)."""
     k = weighted.shape[1]
     half = weighted.T @ pairs.T
     upper, lower = np.triu_indices(k)
