@@ -119,6 +119,34 @@ def shift_variance(post: BlockPosterior, columns: np.ndarray) -> np.ndarray:
     return variance
 
 
+def _pairs(zr: np.ndarray) -> np.ndarray:
+    """The rows' products z_a z_b, a <= b: (k (k + 1) / 2, n), pairs in ``np.triu_indices(k)``
+    order, each pair's products over the rows contiguous (one gather and one product of long
+    rows; the broadcast z z', (n, k, k), ran inner loops of k and cost more than the matrix
+    product it enters)."""
+    upper, lower = np.triu_indices(zr.shape[1])
+    zt = np.ascontiguousarray(zr.T)
+    return zt[upper] * zt[lower]
+
+
+def _cube(weighted: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+    """sum_i c_i z_i (x) z_i (x) z_i, (k, k, k), from the rows' c_i z_i (n, k) and their
+    ``_pairs`` (transposed): one product (k, n) @ (n, k (k + 1) / 2), each (b, c) column put
+    at [:, b, c] and [:, c, b].
+
+    The full product against every z_b z_c (session 16's form) took twice the columns,
+    each (c, b) the very numbers of its (b, c) twin; a column of a matrix product does not
+    depend on the other columns beside it, so the triangle gives the same bits (checked
+    against that form on a real run's near anchors, and in ``test_invalidity_cubic``)."""
+    k = weighted.shape[1]
+    half = weighted.T @ pairs.T
+    upper, lower = np.triu_indices(k)
+    out = np.empty((k, k, k))
+    out[:, upper, lower] = half
+    out[:, lower, upper] = half
+    return out
+
+
 @dataclass(frozen=True)
 class Cubic:
     """The third-order term of a sum of logistic losses around a point (memory-model.md "The
@@ -148,8 +176,17 @@ class Cubic:
     lineage_gram: np.ndarray
 
     @classmethod
-    def of_rows(cls, x: BlockDesign, at: np.ndarray) -> Cubic:
-        """The third-order term of rows ``x`` at ``at``: one pass and one product per group."""
+    def of_rows(
+        cls, x: BlockDesign, at: np.ndarray, outers: dict[int, np.ndarray] | None = None
+    ) -> Cubic:
+        """The third-order term of rows ``x`` at ``at``: one pass and one product per group.
+
+        ``outers``: each group's products z_ia z_ib, a <= b (``_pairs``, keyed by its
+        lineage, -1 for the control rows), kept by the caller across calls on designs whose
+        groups are the same rows in the same order (one design, and that design without
+        whole groups: a near anchor's rows expanded at several levels). They depend on the
+        rows only, not on ``at``: each is made once and the same array enters every product.
+        """
         from scipy.special import expit
 
         p = expit(x.dot(at))
@@ -162,13 +199,15 @@ class Cubic:
         groups, starts = np.unique(x.lineage[order], return_index=True)
         ends = np.r_[starts[1:], len(order)]
 
-        def summed(rows: np.ndarray, k: int) -> np.ndarray:
-            """sum_i c_i z_i z_i z_i over ``rows``, z's first ``k`` columns: one product
-            (k, n_g) @ (n_g, k k) (the full z z', a broadcast; gathering its upper triangle
-            cost 3.6x more at n_g = 4,500, k = 16)."""
+        def summed(rows: np.ndarray, k: int, group: int) -> np.ndarray:
+            """sum_i c_i z_i z_i z_i over ``rows``, z's first ``k`` columns (``_cube``)."""
             zr = z[rows, :k]
-            outer = (zr[:, :, None] * zr[:, None, :]).reshape(len(rows), k * k)
-            return ((c[rows, None] * zr).T @ outer).reshape(k, k, k)
+            pairs = None if outers is None else outers.get(group)
+            if pairs is None or pairs.shape != (k * (k + 1) // 2, len(rows)):
+                pairs = _pairs(zr)
+                if outers is not None:
+                    outers[group] = pairs
+            return _cube(c[rows, None] * zr, pairs)
 
         fourth = np.abs(w * (1.0 - 6.0 * w))
 
@@ -185,11 +224,11 @@ class Cubic:
         lineages, blocks, grams = [], [], []
         for group, lo, hi in zip(groups.tolist(), starts.tolist(), ends.tolist(), strict=True):
             if group < 0:  # control rows: their lineage part is zero, only the shared cube
-                control[:ps, :ps, :ps] = summed(order[lo:hi], ps)
+                control[:ps, :ps, :ps] = summed(order[lo:hi], ps, group)
                 control_gram = weighed(order[lo:hi], ps)
             else:
                 lineages.append(group)
-                blocks.append(summed(order[lo:hi], q))
+                blocks.append(summed(order[lo:hi], q, group))
                 grams.append(weighed(order[lo:hi], q))
         stacked = np.stack(blocks) if blocks else np.zeros((0, q, q, q))
         gram = np.stack(grams) if grams else np.zeros((0, q + 1, q + 1))

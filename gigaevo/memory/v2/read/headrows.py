@@ -331,6 +331,9 @@ WIDE_EXACT_ROWS = 256  # laplace_prefix: a wide card with fewer near-anchor rows
 EXPANSION_ERROR = 1e-3
 NEAR_STEP = 256  # near anchors every 1/256 of the anchor's rows past it ...
 NEAR_MIN = 16  # ... and at least this many rows apart
+# laplace_prefix: the near anchor keeps its row groups' z z' products (``_Near.outers``) while
+# they take at most this many numbers (32 MB: about 30,000 rows at P_s + C = 16)
+OUTERS_MAX = 1 << 22
 
 
 def near_size(n: int) -> int:
@@ -599,7 +602,7 @@ class InvalidityFitter:
             keep = np.flatnonzero(~np.isin(lineage, small))
             expanded = BlockDesign(expanded.shared[keep], lineage[keep],
                                    expanded.lineage_part[keep], expanded.n_lineages)  # fmt: skip
-        cubic = Cubic.of_rows(expanded, quad.point)
+        cubic = Cubic.of_rows(expanded, quad.point, near.outers)
         quad = dataclasses.replace(quad, cubic=cubic)
         near.levels[level] = (quad, rows)
         return quad, rows
@@ -739,6 +742,8 @@ class InvalidityFitter:
             head.fit(x, d, start=start)
             self.near_anchors += 1
             coef, precision = (head.coef_, head.precision) if head.ok_ else (None, None)
+            if self._near is not None:  # its products are not asked for again, or rarely
+                self._near.outers = None
             self._near = _Near(key, own, coef, (x, d, mu, var), precision, self._anchor_state())
             if head.ok_ and self.method == "laplace_prefix":
                 self._near.expansion = head.expansion()
@@ -747,6 +752,9 @@ class InvalidityFitter:
                 else:
                     block_of = {name: own.lineage_position(lin) for name, lin in key[2]}
                     self._near.design = table.design(block_of, len(own.lineages), m)
+                q = own.shared_size + own.n_context
+                if m * q * (q + 1) // 2 > OUTERS_MAX:
+                    self._near.outers = None  # formed at each expansion instead
         return self._near
 
     def _near_chord(
@@ -859,6 +867,11 @@ class _Near:
     # those expansions mapped into a fit's space (``_PrefixRows.terms``), per set of wide
     # blocks and mapping: made once for the fits of one near anchor in one space
     mapped: dict[tuple[object, ...], Quadratic] = field(default_factory=dict)
+    # each row group's z z' products (``Cubic.of_rows``'s ``outers``): the near anchor's rows
+    # expanded at each set of wide cards (and at retirement's other levels) form them once;
+    # dropped when the fitter moves on to the next near anchor (m q (q + 1) / 2 numbers at
+    # most, q = P_s + C: 5.7 MB at 6,662 rows and q = 16; None past ``OUTERS_MAX``)
+    outers: dict[int, np.ndarray] | None = field(default_factory=dict)
 
 
 _Terms = tuple[np.ndarray | BlockDesign, np.ndarray, Quadratic]
