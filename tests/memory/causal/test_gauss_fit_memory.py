@@ -105,3 +105,48 @@ def test_means_in_kept_scratch_memory_equal_fresh_ones() -> None:
     assert terms._scratch is not None
     copy = pickle.loads(pickle.dumps(terms))
     assert copy._scratch is None and copy.eigen is not None
+
+
+def _loop_update(
+    idx: np.ndarray,
+    c: np.ndarray,
+    fc: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    fa: np.ndarray,
+    fb: np.ndarray,
+    kept: np.ndarray,
+) -> None:
+    """The per-position loop ``quadrature._crossings`` ran before (the reference)."""
+    above = fc > 0.0
+    for i, j in enumerate(idx):
+        if fc[i] == 0.0:
+            a[j] = b[j] = c[i]
+        elif above[i]:
+            a[j], fa[j] = c[i], fc[i]
+            fb[j] = 0.5 * fb[j] if kept[j] == -1 else fb[j]
+            kept[j] = -1
+        else:
+            b[j], fb[j] = c[i], fc[i]
+            fa[j] = 0.5 * fa[j] if kept[j] == 1 else fa[j]
+            kept[j] = 1
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_regula_falsi_update_equals_the_loop(seed: int) -> None:
+    """The masked update of the brackets equals the loop over positions, with values at
+    zero and NaN among them, step after step."""
+    from gigaevo.memory.v2.causal.quadrature import _update
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 30))
+    state = [rng.standard_normal(n) for _ in range(4)] + [rng.integers(-1, 2, n)]
+    ref = [x.copy() for x in state]
+    for _ in range(8):
+        idx = np.flatnonzero(rng.random(n) < 0.7)
+        c = rng.standard_normal(len(idx))
+        fc = rng.choice([0.0, np.nan, 1.0, -1.0], len(idx)) * rng.random(len(idx))
+        _update(idx, c, fc, (state[0], state[1], state[2], state[3]), state[4])
+        _loop_update(idx, c, fc, *ref)
+        for got, want in zip(state, ref, strict=True):
+            np.testing.assert_array_equal(got, want)
