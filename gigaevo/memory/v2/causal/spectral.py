@@ -576,6 +576,15 @@ class NoisePencil:
         and their means formed, as one batch. The same numbers to rounding (a batched
         product's rounding depends on its row count), the log evidences, factors and
         variances of ``sigmas`` to the bit."""
+        posts, mean, lazy, moving = self.node_pair_moving(sigmas, coarse)
+        return posts, mean, lazy, moving[len(sigmas) :]
+
+    def node_pair_moving(
+        self, sigmas: np.ndarray, coarse: np.ndarray
+    ) -> tuple[list[BlockPosterior], np.ndarray, NodeVariances, np.ndarray]:
+        """``node_pair`` with the means on the ``moving`` columns of both sets of nodes,
+        (len(sigmas) + len(coarse), len(moving)): the fine nodes' rows are the columns of
+        their full means that a mixture weighs (``blr._moments``), without their gather."""
         k = len(sigmas)
         both = np.concatenate((np.asarray(sigmas, dtype=float), np.asarray(coarse, dtype=float)))
         w_all, chol_all, fss, logdet, z_all = self._schur(both)
@@ -588,7 +597,7 @@ class NoisePencil:
         inv_s = lower_inverse(chol_s)  # (K, P_s, P_s), S^-1 = inv_s' inv_s
         nodes = PencilNodes(self, w, f, inv_s)
         posts = PencilPosterior.of_nodes(mean, log_ev, chol_s, self.active, self.prior_var, nodes)
-        return posts, mean, NodeVariances(self, w, f, inv_s), moving[k:]
+        return posts, mean, NodeVariances(self, w, f, inv_s), moving
 
     def _variances(self, w: np.ndarray, f: np.ndarray, inv_s: np.ndarray) -> np.ndarray:
         """diag(Lambda^-1) per sigma, (K, P) (``NodeVariances.per_node``)."""
