@@ -75,6 +75,20 @@ class NodeList(list):
 
     covs: np.ndarray
 
+    @classmethod
+    def of(cls, means: np.ndarray, covs: np.ndarray, evidence: np.ndarray) -> NodeList:
+        """The K nodes' ``ConditionalPosterior`` (row k of means (K, P), covs (K, P, P) and
+        evidence (K,)): the fields K calls of the constructor set, each set as the frozen
+        dataclass's ``__init__`` sets it, in one update (a fit makes about 125)."""
+        new = object.__new__
+        out = cls()
+        for m, c, le in zip(means, covs, evidence.tolist(), strict=True):
+            post = new(ConditionalPosterior)
+            vars(post).update(mean=m, cov=c, log_evidence=le)
+            out.append(post)
+        out.covs = covs
+        return out
+
 
 def factor_nodes(posts: list[_Component], covs: np.ndarray | None = None) -> None:
     """Factor the dense nodes ``posts`` not factored yet (``ConditionalPosterior._chol``) in
@@ -627,11 +641,7 @@ class _DenseSolver(_BatchEvidence):
             return [], means, None
         covs = self._dense.covariances(sigmas)
         evidence = self._dense.log_evidence(sigmas)
-        posts = NodeList(
-            ConditionalPosterior(m, c, float(le))
-            for m, c, le in zip(means, covs, evidence, strict=True)
-        )
-        posts.covs = covs
+        posts = NodeList.of(means, covs, evidence)
         return posts, means, np.diagonal(covs, axis1=1, axis2=2).copy()
 
 
@@ -696,10 +706,11 @@ def _mixtures(
     coarse = _node_weights(nodes.coarse_nodes, nodes.coarse_log_weights)
     pencil = solver._block if isinstance(solver, _PencilSolver) else None
     if isinstance(pencil, NoisePencil):
-        posts, means, lazy, moving = pencil.node_pair(np.exp(fine[0]), np.exp(coarse[0]))
+        posts, means, lazy, moving = pencil.node_pair_moving(np.exp(fine[0]), np.exp(coarse[0]))
+        k = len(fine[0])
         return (
-            _moments(*fine, solver, list(posts), means, lazy, True),
-            _moments(*coarse, solver, [], moving, None, False),
+            _moments(*fine, solver, list(posts), means, lazy, True, moving[:k]),
+            _moments(*coarse, solver, [], moving[k:], None, False),
         )
     return (
         _moments(*fine, solver, *solver.nodes(fine[0], True), True),
@@ -716,9 +727,12 @@ def _moments(
     centred: np.ndarray,
     node_var: np.ndarray | NodeVariances | None,
     full: bool,
+    moving_means: np.ndarray | None = None,
 ) -> _Mixture:
     """The mixture of kept nodes ``taus`` with weights ``w`` from the solver's components,
-    centred means and (when ``full``) marginal variances of those nodes."""
+    centred means and (when ``full``) marginal variances of those nodes. ``moving_means``:
+    the centred means on the solver's moving columns, (K, len(moving)), when the caller
+    has them (``NoisePencil.node_pair_moving``): taken instead of gathering those columns."""
     mu0 = solver.mu0
     shifted = bool(np.any(mu0))
     moving = getattr(solver, "moving", None)
@@ -739,8 +753,14 @@ def _moments(
         # on the moving columns only when no per-node means are kept (``full`` False); then
         # ``means`` holds those columns.
         narrow = centred.shape[1] == len(moving)
-        # (a gather of columns is column-major: the weighted sums below are formed on it)
-        sub = centred if narrow else centred[:, moving]
+        # (a gather of columns is column-major: the weighted sums below are formed on it;
+        # given, the same numbers are copied into that layout, from contiguous rows)
+        if narrow:
+            sub = centred
+        elif moving_means is not None:
+            sub = np.array(moving_means, order="F")
+        else:
+            sub = centred[:, moving]
         if shifted:
             sub = sub + mu0[moving]
         means = sub if not full else (centred + mu0 if shifted else centred)

@@ -160,19 +160,39 @@ def _crossings(
         if step % 3 == 2:
             width[idx] = np.abs(b[idx] - a[idx])
         fc = _evaluate(h, h_batch, c) - level[idx]
-        above = fc > 0.0  # the crossing lies between c and b
-        for i, j in enumerate(idx):
-            if fc[i] == 0.0:
-                a[j] = b[j] = c[i]
-            elif above[i]:
-                a[j], fa[j] = c[i], fc[i]
-                fb[j] = 0.5 * fb[j] if kept[j] == -1 else fb[j]
-                kept[j] = -1
-            else:
-                b[j], fb[j] = c[i], fc[i]
-                fa[j] = 0.5 * fa[j] if kept[j] == 1 else fa[j]
-                kept[j] = 1
+        _update(idx, c, fc, (a, b, fa, fb), kept)
     return [float(x) for x in 0.5 * (a + b)]
+
+
+def _update(
+    idx: np.ndarray,
+    c: np.ndarray,
+    fc: np.ndarray,
+    brackets: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    kept: np.ndarray,
+) -> None:
+    """One regula falsi step's update of the brackets (a, b) (N,) with their values (fa, fb)
+    and which end was kept (``kept``), in place, at the live positions ``idx`` (distinct)
+    from the new points c and their values fc (len(idx),): c = 0 closes the bracket; the
+    crossing between c and b (fc > 0) moves a to c, else b moves (a NaN too), and the end
+    kept twice in a row has its value halved (Illinois). Every position is its own, so the
+    masks do at once what a loop over the positions does one by one (the same numbers)."""
+    a, b, fa, fb = brackets
+    zero = fc == 0.0
+    up = fc > 0.0  # the crossing lies between c and b
+    down = ~up & ~zero
+    at = idx[zero]
+    a[at] = b[at] = c[zero]
+    at = idx[up]
+    halve = at[kept[at] == -1]  # read before ``kept`` is set below
+    a[at], fa[at] = c[up], fc[up]
+    fb[halve] *= 0.5
+    kept[at] = -1
+    at = idx[down]
+    halve = at[kept[at] == 1]
+    b[at], fb[at] = c[down], fc[down]
+    fa[halve] *= 0.5
+    kept[at] = 1
 
 
 def _rule(a: float, b: float, x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

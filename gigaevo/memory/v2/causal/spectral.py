@@ -250,6 +250,10 @@ class BlockTerms:
     eigen: BlockEigen | None = None
     blocks_formed = 0
     blocks = 0
+    # the memory of the two temporary (K, A C) arrays of the means (``NoisePencil._means``),
+    # kept for the next fit: at 1,000 cards a fresh one is a few MB whose page faults cost
+    # about as much as the arithmetic on it (not pickled: ``__getstate__``)
+    _scratch: tuple[np.ndarray, np.ndarray] | None = None
 
     def __init__(self, keep: int = 1) -> None:
         self.keep = keep
@@ -267,6 +271,20 @@ class BlockTerms:
                 del self._batches[next(iter(self._batches))]
         self._batches[key] = out  # the latest batch last
         return out
+
+    def scratch(self, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+        """Two C-contiguous float arrays of ``shape`` in memory kept from the last call
+        (their contents undefined): for temporaries that do not outlive the caller."""
+        size = shape[0] * shape[1]
+        if self._scratch is None or len(self._scratch[0]) < size:
+            self._scratch = (np.empty(size), np.empty(size))
+        return self._scratch[0][:size].reshape(shape), self._scratch[1][:size].reshape(shape)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The kept state without the scratch memory."""
+        state = dict(vars(self))
+        state.pop("_scratch", None)
+        return state
 
 
 class NoisePencil:
@@ -319,6 +337,9 @@ class NoisePencil:
         self._batches: list[tuple[np.ndarray, ...]] = []
         self._flat: tuple[np.ndarray, ...] | None = None
         self.terms = terms
+        # the owner of the means' scratch memory (kept when ``terms`` is dropped for the
+        # evaluations of an adaptive integration or a bisection: ``blr``)
+        self._memory = terms
         # the chunks of the active blocks (lineage position // ``chunk_size``): each one's
         # rows [lo, hi) of the (A C)-row arrays, in lineage order
         size = chunk_size(stats.n_lineages)
@@ -477,10 +498,14 @@ class NoisePencil:
         n_act, c = len(self.active), self.width
         # (f w) (s - m_s R'), (K, N), in the memory of m_s R', f w in a scratch array that
         # then takes the blocks' products: the same products as the expressions', in two
-        # (K, N) arrays instead of six (a fresh large array costs its page faults)
-        proj = m_s @ self._r.T
+        # (K, N) arrays instead of six. Both in the memory kept on ``terms`` when there is
+        # one (a fresh large array costs its page faults at every fit): the same numbers,
+        # written into C-contiguous arrays as into fresh ones
+        shape = (k, n_act * c)
+        kept = self._memory.scratch(shape) if self._memory is not None else (None, None)
+        proj = np.matmul(m_s, self._r.T, out=kept[0])
         np.subtract(self._s, proj, out=proj)
-        scratch = np.multiply(f, w[:, None])
+        scratch = np.multiply(f, w[:, None], out=kept[1])
         proj *= scratch
         # V^1/2 Q (.) per block, as one (K, C) x (C, C) product per block (not K A tiny ones)
         blocks = proj.reshape(k, n_act, c).transpose(1, 0, 2)  # (A, K, C)
@@ -551,6 +576,15 @@ class NoisePencil:
         and their means formed, as one batch. The same numbers to rounding (a batched
         product's rounding depends on its row count), the log evidences, factors and
         variances of ``sigmas`` to the bit."""
+        posts, mean, lazy, moving = self.node_pair_moving(sigmas, coarse)
+        return posts, mean, lazy, moving[len(sigmas) :]
+
+    def node_pair_moving(
+        self, sigmas: np.ndarray, coarse: np.ndarray
+    ) -> tuple[list[BlockPosterior], np.ndarray, NodeVariances, np.ndarray]:
+        """``node_pair`` with the means on the ``moving`` columns of both sets of nodes,
+        (len(sigmas) + len(coarse), len(moving)): the fine nodes' rows are the columns of
+        their full means that a mixture weighs (``blr._moments``), without their gather."""
         k = len(sigmas)
         both = np.concatenate((np.asarray(sigmas, dtype=float), np.asarray(coarse, dtype=float)))
         w_all, chol_all, fss, logdet, z_all = self._schur(both)
@@ -563,7 +597,7 @@ class NoisePencil:
         inv_s = lower_inverse(chol_s)  # (K, P_s, P_s), S^-1 = inv_s' inv_s
         nodes = PencilNodes(self, w, f, inv_s)
         posts = PencilPosterior.of_nodes(mean, log_ev, chol_s, self.active, self.prior_var, nodes)
-        return posts, mean, NodeVariances(self, w, f, inv_s), moving[k:]
+        return posts, mean, NodeVariances(self, w, f, inv_s), moving
 
     def _variances(self, w: np.ndarray, f: np.ndarray, inv_s: np.ndarray) -> np.ndarray:
         """diag(Lambda^-1) per sigma, (K, P) (``NodeVariances.per_node``)."""
@@ -761,10 +795,19 @@ class DensePencil:
         p, k = vq.shape[0], len(s2)
         if k <= p:  # einsum contracts vq with shrink first here
             cov = np.einsum("ip,kp,jp->kij", vq, shrink, vq, optimize=True)
-        else:
-            pairs = vq[None, :, :] * vq[:, None, :]  # [i, j, p] = vq_jp vq_ip
-            cov = np.matmul(pairs.reshape(p * p, -1), shrink.T)
-            cov = cov.reshape(p, p, k).transpose(2, 0, 1)
+            return 0.5 * (cov + cov.transpose(0, 2, 1))
+        pairs = vq[None, :, :] * vq[:, None, :]  # [i, j, p] = vq_jp vq_ip
+        # the (P^2, K) product written into an array of its own in the memory layout of its
+        # (K, P, P) transpose, the layout the symmetric part below takes from it
+        cov = np.empty_like(np.empty((p, p, k)).transpose(2, 0, 1), order="K")
+        both = cov.transpose(1, 2, 0)  # (P, P, K), C-contiguous
+        np.matmul(pairs.reshape(p * p, -1), shrink.T, out=both.reshape(p * p, k))
+        # rows (i, j) and (j, i) of ``pairs`` are the same numbers (a product commutes), and
+        # the product forms them alike: cov is symmetric to the bit, and then its symmetric
+        # part 0.5 (cov + cov') is cov itself, in the same memory layout. Checked (one
+        # comparison, half the cost of the sum), else formed as before
+        if np.array_equal(both, both.transpose(1, 0, 2)):
+            return cov
         return 0.5 * (cov + cov.transpose(0, 2, 1))
 
 
