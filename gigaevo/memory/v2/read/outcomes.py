@@ -102,6 +102,7 @@ class OutcomeRecorder:
         self._open: dict[int, dict[str, None]] = {}  # island -> unsettled roots
         self._outcomes: dict[str, LineageOutcome] = {}  # each root's outcome before credit
         self._claims: dict[str, set[str]] = {}  # best descendant -> roots claiming it
+        self._waits: dict[str, tuple[int, int]] = {}  # root -> (H, O) of its plain wait
         self.rejected = 0
         self.ope_written_at: int | None = None
         self._ope = OpeColumns()
@@ -210,7 +211,6 @@ class OutcomeRecorder:
         again only among the roots naming the same best descendant as a changed one
         (``assign_credit`` per claim group, which is how it decides over all roots).
         """
-        r = self.reader
         new_edges = self.evidence.edges_since(self._edges_seen)
         self._edges_seen += len(new_edges)
         for e in new_edges:
@@ -227,15 +227,7 @@ class OutcomeRecorder:
                 self._open.setdefault(isl, {})[did] = None
         for isl in {e.island for e in new_edges} | rebuilt:
             dirty.update(self._open.get(isl, {}))
-        groups: set[str] = set()
-        empty = IslandEdges(())
-        for did in sorted(dirty, key=self._order.__getitem__):
-            root = self._roots[did]
-            island = self._islands.get(root.island, empty)
-            out = root_outcome(root, island, depth=r.reward.depth, budget=r.reward.budget)
-            if out.status != "pending":
-                self._open.get(root.island, {}).pop(did, None)
-            groups |= self._claim(did, out)
+        groups, waiting = self._evaluate(dirty, rebuilt)
         todo = set(dirty)
         for best in groups:
             todo.update(self._claims.get(best, ()))
@@ -243,7 +235,46 @@ class OutcomeRecorder:
         # one read of the ledger for all of them (a root's rows are appended only here)
         last = self.evidence.latest_lineages(order)
         for did in order:
+            if did in waiting and last[did] is None:
+                continue  # a pending outcome and no row: _append_if_changed writes nothing
             self._append_if_changed(self._credited(did), last[did])
+
+    def _evaluate(self, dirty: set[str], rebuilt: set[int]) -> tuple[set[str], set[str]]:
+        """``root_outcome`` of the ``dirty`` roots (in root order): the claim groups whose
+        credit may have moved, and the roots found still waiting (not evaluated again).
+
+        A root waits (outcome pending, no maturity ordinal: exactly ``root_outcome``'s
+        plain wait, ``_waits``) until ``budget`` edges completed after its own on its
+        island. Most open roots of an island that receives an edge are still waiting
+        (late in a run ~20 per outcome): for them ``root_outcome`` would return an equal
+        outcome, which claims nothing, so only ``maturity`` is asked. That holds on an
+        island indexed by appends since the wait was computed (a rebuilt one is evaluated
+        in full): the root's edge (``first``) and its place among the ordinals stand.
+        """
+        r = self.reader
+        depth, budget = r.reward.depth, r.reward.budget
+        groups: set[str] = set()
+        waiting: set[str] = set()
+        empty = IslandEdges(())
+        for did in sorted(dirty, key=self._order.__getitem__):
+            root = self._roots[did]
+            island = self._islands.get(root.island, empty)
+            if (
+                self._waits.get(did) == (depth, budget)
+                and root.island not in rebuilt
+                and island.maturity(root.ordinal, budget) is None
+            ):
+                waiting.add(did)
+                continue
+            out = root_outcome(root, island, depth=depth, budget=budget)
+            if out == LineageOutcome(did, "pending", depth, budget):
+                self._waits[did] = (depth, budget)
+            else:
+                self._waits.pop(did, None)
+            if out.status != "pending":
+                self._open.get(root.island, {}).pop(did, None)
+            groups |= self._claim(did, out)
+        return groups, waiting
 
     def _new_roots(self) -> set[str]:
         """Roots made from eligible valid observations whose edge has arrived (dirty)."""
