@@ -446,6 +446,31 @@ def test_one_block_part_draws_equal_the_per_group_path() -> None:
             np.testing.assert_array_equal(a, b)
 
 
+def test_node_loop_adds_give_the_same_draws_for_a_narrow_and_a_wide_bank(monkeypatch) -> None:
+    """``block_worlds`` adds each node's centre and noise inside its node loop from
+    ``PER_NODE_ADDS`` cards, at once after it below: the same operations on each value, so
+    the same bits either way."""
+    from gigaevo.memory.v2.causal import projection
+    from gigaevo.memory.v2.causal.projection import CardLayout, block_worlds
+
+    space = DesignSpace(4, tuple(f"L{i:02d}" for i in range(20)))
+    imm, inv, _ = _heads(space, 5)
+    ctx = np.r_[1.0, 0.3, -0.5, 0.2]
+    cards = [CandidateCard(f"k{i}", space.lineages[i], "insight") for i in range(8)]
+    z0, z1 = space.row(ctx, 0), card_rows(space, ctx, cards)
+    assert isinstance(z1, BlockDesign)
+    layout = CardLayout.of(z1)
+    for head in (imm, inv):
+        stack = block_stack(head)
+        assert stack is not None
+        draws = []
+        for threshold in (0, 10**6):  # in the loop, then after it
+            monkeypatch.setattr(projection, "PER_NODE_ADDS", threshold)
+            draws.append(block_worlds(stack, z0, z1, 256, np.random.default_rng(5), layout))
+        for a, b in zip(*draws, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
 def test_block_centres_are_the_block_gathers_product() -> None:
     """``_block_centres`` (one flat take) gives u'm_l of the two-index gather of the node
     means' (K, B, C) block view bit for bit: the same C-order (n, J, C) array and product,
