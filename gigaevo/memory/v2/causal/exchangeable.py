@@ -111,12 +111,21 @@ class ExchangeableCards:
 
     def gain(self, world: np.ndarray, xi_i: np.ndarray, xi_l: np.ndarray | None) -> np.ndarray:
         """W = s_i xi_i + max(0, c_L + s_L xi_L) of members in worlds ``world``."""
-        out = self.sds[0] * xi_i
-        if xi_l is not None:
-            lifted = self.centres[2][world] + self.sds[2] * xi_l
-            np.maximum(lifted, 0.0, out=lifted)
-            out += lifted
-        return out
+        if xi_l is None:
+            return self.sds[0] * xi_i
+        return _lifted_gain(self.sds[0], xi_i, self.centres[2][world], self.sds[2], xi_l)
+
+
+def _lifted_gain(
+    s_i: float, xi_i: np.ndarray, centre_l: np.ndarray, s_l: float, xi_l: np.ndarray
+) -> np.ndarray:
+    """W = s_i xi_i + max(0, c_L + s_L xi_L), elementwise (``ExchangeableCards.gain`` with
+    the lineage head; ``_draw_gains`` on the centres it already took)."""
+    out = s_i * xi_i
+    lifted = centre_l + s_l * xi_l
+    np.maximum(lifted, 0.0, out=lifted)
+    out += lifted
+    return out
 
 
 def _bivariate_cdf(
@@ -273,10 +282,7 @@ def _draw_gains(
             lifted = s_i * xi_i[up] + c_up + s_l * xi_l[up]
             in_both = (s_i * xi_i[up] > a_up) & (lifted > a_up)
             keep[up] = ~in_both | (rng.random(len(up)) < 0.5)
-        # W = s_i xi_i + max(0, c_L + s_L xi_L) (``cards.gain``, its operations), from the
-        # candidates' lineage centres c already taken
-        w = s_i * xi_i
-        w += np.maximum(c + s_l * xi_l, 0.0)
+        w = _lifted_gain(s_i, xi_i, c, s_l, xi_l)  # on the centres c already taken
         keep &= (w > a) & (w <= b)
         # a member's draw is its first kept candidate (columns walked from the last, so the
         # first kept one is written last; no reduction along the short candidate axis)
