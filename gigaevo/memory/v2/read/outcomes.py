@@ -102,7 +102,7 @@ class OutcomeRecorder:
         self._open: dict[int, dict[str, None]] = {}  # island -> unsettled roots
         self._outcomes: dict[str, LineageOutcome] = {}  # each root's outcome before credit
         self._claims: dict[str, set[str]] = {}  # best descendant -> roots claiming it
-        self._waits: dict[str, tuple[int, int]] = {}  # root -> (H, O) of its plain wait
+        self._waits: set[str] = set()  # roots found in their plain wait
         self.rejected = 0
         self.ope_written_at: int | None = None
         self._ope = OpeColumns()
@@ -260,7 +260,7 @@ class OutcomeRecorder:
             root = self._roots[did]
             island = self._islands.get(root.island, empty)
             if (
-                self._waits.get(did) == (depth, budget)
+                did in self._waits
                 and root.island not in rebuilt
                 and island.maturity(root.ordinal, budget) is None
             ):
@@ -268,9 +268,9 @@ class OutcomeRecorder:
                 continue
             out = root_outcome(root, island, depth=depth, budget=budget)
             if out == LineageOutcome(did, "pending", depth, budget):
-                self._waits[did] = (depth, budget)
+                self._waits.add(did)
             else:
-                self._waits.pop(did, None)
+                self._waits.discard(did)
             if out.status != "pending":
                 self._open.get(root.island, {}).pop(did, None)
             groups |= self._claim(did, out)
