@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pytest
@@ -30,6 +30,7 @@ from tests.conftest import compose_config, run_py
 from tests.memory.helpers import open_store, runtime
 from tests.memory.ledger_rows import context, decision, fast_dir, lineage, observe, put_card
 
+FitRows = Literal["every", "grid"]
 C = 4  # context width of the synthetic rows (``ledger_rows.context``)
 CARDS = ("A", "B")
 
@@ -103,8 +104,8 @@ def _moves(n: int) -> list[tuple[int, int]]:
     return out
 
 
-def _reader(path: Path, fit_rows: str) -> CausalReader:
-    settings = ReaderSettings(posterior=PosteriorSettings(fit_rows=fit_rows))  # type: ignore[arg-type]
+def _reader(path: Path, fit_rows: FitRows) -> CausalReader:
+    settings = ReaderSettings(posterior=PosteriorSettings(fit_rows=fit_rows))
     rt = runtime(path)
     return CausalReader(rt, open_store(rt.bank_dir), run_id="run-test", settings=settings)
 
@@ -137,7 +138,7 @@ def _valid_rows(n: int) -> int:
     return sum(_valid(i) for i in range(n))
 
 
-def _fitter(reader: CausalReader, fit_rows: str) -> HeadFitter:
+def _fitter(reader: CausalReader, fit_rows: FitRows) -> HeadFitter:
     """A head fitter of ``reader``'s ledger with ``fit_rows``, the other settings default."""
     post = dataclasses.replace(reader.settings.posterior, fit_rows=fit_rows)
     heads = reader.heads
@@ -154,18 +155,22 @@ def _fit(fitter: HeadFitter) -> HeadFit:
 
 
 def _bits(head: Any) -> list[np.ndarray]:
-    """The numbers a head's draws use: a Gaussian head's mixture (component means, weights,
-    mean, covariance, residual variance) or the invalidity head's MAP and covariance."""
+    """The numbers a head's draws use: a Gaussian head's mixture (nodes, weights, component
+    means, mean, covariance, residual variance) or the invalidity head's MAP and covariance;
+    and 64 draws at a fixed seed, the draws themselves."""
+    draws = head.sample(64, np.random.default_rng(0))
     if hasattr(head, "coef_mean_"):
         return [
-            head.coef_mean_,
-            head.coef_var_,
+            np.asarray(head.log_sd_nodes_),
             np.asarray(head.weights_),
             np.asarray(head.component_means_),
+            head.coef_mean_,
+            head.coef_var_,
             np.asarray(head.residual_variance_),
+            draws,
         ]
     assert head.coef_cov_ is not None
-    return [head.coef_, head.coef_cov_]
+    return [head.coef_, head.coef_cov_, draws]
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -364,6 +369,7 @@ def test_a_lineage_move_whose_root_row_waits_does_not_fail_the_fit(scratch: Path
     row = decision(reader, 260, [1.0, 0.1, 0.2, 0.3], proposed="N", z=1)  # waits: grid 256
     observe(reader, row, gain=0.1, cited=True)
     lineage(reader, row, 0.3 * reader.causal_reward.range)  # the first move: taken
-    assert _fitter(reader, "every").fitted(C, []).failure == ""
-    fit = _fitter(reader, "grid").fitted(C, [])
-    assert fit.failure == "", fit.failure
+    every, grid = (_fitter(reader, rows).fitted(C, []) for rows in ("every", "grid"))
+    reader.evidence.close()
+    assert every.failure == ""
+    assert grid.failure == "", grid.failure
