@@ -348,17 +348,12 @@ def test_run_py_refuses_a_bad_fit_rows_in_one_line(tmp_path: Path) -> None:
     assert not ckpt.exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a lineage move can enter before its root's eligible row: the key of a proposed "
-    "id that is no bank card is then no lineage of the fit (DesignError, the fit abstains)",
-)
 def test_a_lineage_move_whose_root_row_waits_does_not_fail_the_fit(scratch: Path) -> None:
     """Past 256 rows a root's eligible row may wait for the next grid point while its
     lineage move (fewer than 256 moves: every one enters) is taken at once. When its
-    proposed id is no card of the bank, the fit's lineages (the cards and the treated keys
-    of the rows taken) lack it: the same ledger fits under ``every``, but not on the grid
-    until the root's row enters."""
+    proposed id is no card of the bank, the fit's lineages still hold it (the cards, the
+    treated keys of the rows taken and the keys of the lineage rows taken), so the grid
+    fits as ``every`` does instead of abstaining until the root's row enters."""
     reader = _reader(scratch, "grid")
     rng = np.random.default_rng(0)
     for i in range(260):  # cited A / B rows and controls, no lineage row yet

@@ -172,6 +172,9 @@ class HeadRows:
         self.rag_contrast = rag_contrast
         self.widths: dict[int, WidthRows] = {}
         self.treated_keys: Counter[str] = Counter()  # proposed ids of eligible Z = 1 rows
+        # proposed ids of the Z = 1 roots of lineage rows taken: on the fit grid a root's move
+        # can be taken while its eligible row still waits (under ``every`` it never adds one)
+        self.lineage_keys: set[str] = set()
         self.last_width = 0  # context width of the newest eligible row
         self._row_failure = ""  # an eligible row that could not be taken (for good)
         self._lineage_failures: dict[str, str] = {}  # root -> its current row's failure
@@ -299,6 +302,8 @@ class HeadRows:
             if not math.isfinite(y):
                 raise ValueError(f"lineage residual {row.residual} is not finite")
             width.lineage.add(terms)
+            if terms.key is not None:
+                self.lineage_keys.add(terms.key)
             row_id = f"lineage:{root}:v{row.version}"
             width.lineage_terms[root] = (row_id, terms)
             width.change(added=row_id)
