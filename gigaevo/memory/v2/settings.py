@@ -203,7 +203,7 @@ class PosteriorSettings:
             this class's default: each fit takes every eligible row and every lineage move
             so far. ``grid``, the default of ``memory=v2``'s configuration: the first n rows
             while there are fewer than 256, then the first ``near_size(n)`` (a point of the
-            near-anchor grid: every 16th row up to 4,096 rows, every ⌊k/256⌋th past the
+            near-anchor grid: every 16th row up to 4,580 rows, every ⌊k/256⌋th past the
             anchor k after), and likewise for the lineage moves; the rows past the grid
             point wait for the next one, like outcomes still in flight. A function of the
             rows only, so a resumed run fits what the uninterrupted one did; the fits
