@@ -2,7 +2,7 @@
 
 Usage:
     .venv/bin/python benchmarks/bench_retirement_power.py [--seeds 200] [--rows 600]
-        [--jobs 2]
+        [--jobs 2] [--fit-rows every|grid]
 
 For each seed, 600 usefulness-eligible rows of one card: a proposal is delivered (and
 cited) with probability e = 0.7, else withheld as a control. Contexts come from a
@@ -21,6 +21,11 @@ Each seed is judged once, after its 600 rows, exactly as a sweep judges a card
 a seed-specific evidence version), with the production priors (``PosteriorSettings``)
 and the measurement as declared: omega = 0 (a deterministic evaluation, the built-ins)
 and, for comparison, omega = 0.15 (nothing declared: every outcome before issue 20).
+
+``--fit-rows grid`` fits the heads as ``memory=v2`` does (memory.posterior_config.fit_rows:
+grid, memory-model.md "The fit grid"): on the first ``grid_size(n)`` of the n rows only,
+while the support and theta still come from all n rows, as the evictor keeps them; the
+default ``every`` fits on all n rows (``PosteriorSettings``' own default).
 
 Targets (issue 20): helpful retired in at most alpha = 10 % of seeds; drag retired in at
 least 90 %.
@@ -58,6 +63,7 @@ from gigaevo.memory.v2.causal.retirement import (  # noqa: E402
     judge_card,
     practical_threshold,
 )
+from gigaevo.memory.v2.read.headrows import grid_size  # noqa: E402
 from gigaevo.memory.v2.read.heads import invalidity_prior, shift_levels  # noqa: E402
 from gigaevo.memory.v2.settings import PosteriorSettings  # noqa: E402
 
@@ -138,8 +144,11 @@ def judge_looks(
 def judge_rows(
     data: dict[str, np.ndarray], version: str, omega: float, post: PosteriorSettings
 ) -> tuple[bool, str]:
-    """Judge the card on ``data`` as a sweep would: (retired, "retired" or the keep reason)."""
-    fitted = heads(data, omega, post)
+    """Judge the card on ``data`` as a sweep would: (retired, "retired" or the keep reason).
+    With ``post.fit_rows`` grid the heads see only the rows up to the latest grid point."""
+    n = len(data["z"])
+    fit_n = grid_size(n) if post.fit_rows == "grid" else n
+    fitted = heads({k: v[:fit_n] for k, v in data.items()}, omega, post)
     cfg = RetirementConfig()
     # omega 0 is a declared (deterministic) measurement, 0.15 the stand-in for none
     gate = heads_gate(fitted, cfg.alpha, declared=omega == 0.0)
@@ -195,8 +204,15 @@ def main() -> None:
         help="a memory.posterior_config key to change (repeatable), e.g. "
         "invalidity_lineage_prior_sd=0.3",
     )
+    parser.add_argument(
+        "--fit-rows",
+        default="every",
+        choices=("every", "grid"),
+        help="memory.posterior_config.fit_rows: the heads fit on every row (the default) or, "
+        "as memory=v2 does, on the rows up to the latest point of the fit grid",
+    )
     args = parser.parse_args()
-    post = PosteriorSettings()
+    post = PosteriorSettings(fit_rows=args.fit_rows)
     for item in args.set:
         key, _, value = item.partition("=")
         post = dataclasses.replace(post, **{key: None if value == "null" else float(value)})
@@ -215,7 +231,8 @@ def main() -> None:
     changed = f", changed {args.set}" if args.set else ""
     print(
         f"retirement power: {args.seeds} seeds x {args.rows} rows (e = 0.7), production priors "
-        f"(invalidity levels {levels}{changed}); load {os.getloadavg()[0]:.1f}"
+        f"(invalidity levels {levels}{changed}), fit_rows {post.fit_rows}; "
+        f"load {os.getloadavg()[0]:.1f}"
     )
     started = time.perf_counter()
     cards = [c for c in args.cards.split(",") if c]

@@ -195,6 +195,7 @@ class Committer:
         self.n_initial = int(self.store.get_meta("n_initial") or 0)
         self.counters = RunCounters.from_dict(state["counters"])
         self.islands.load_dict(state["islands"], values_of=self._values_of)
+        self._coordinates.clear()  # keyed by the grid's version, which the load restores
         self.feedback.restore(self._kept(self.store.iter_programs()))
         self._digests = self.store.digests()
         replayed = self.outbox.replay()  # effects of commits a kill cut short, first

@@ -286,8 +286,10 @@ class BehaviourSpace:
 
     # -- checkpoint --------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """The live ranges of the adaptive axes (JSON-friendly, exact)."""
-        return {"axes": {self.descriptors[i].name: g.to_dict() for i, g in self._grids.items()}}
+        """The live ranges of the adaptive axes (JSON-friendly, exact) and the count of grid
+        changes so far (``version``)."""
+        axes = {self.descriptors[i].name: g.to_dict() for i, g in self._grids.items()}
+        return {"axes": axes, "version": self.version}
 
     def load_state(self, d: Mapping[str, Any]) -> None:
         """Restore ranges saved by :meth:`state_dict` (axes it does not name start afresh).
@@ -304,7 +306,9 @@ class BehaviourSpace:
             self._grids[i] = _initial_grid(self.descriptors[i])
         for name, state in axes.items():
             self._grids[index[name]].load(state)
-        self.version += 1
+        # the saved count, so a resumed run numbers its re-drawings (the ``rebin`` events) as
+        # the uninterrupted run did; a state saved without it counts the load as one change
+        self.version = int(d["version"]) if "version" in d else self.version + 1
 
     def _check_rank(self, values: Sequence[float]) -> None:
         if len(values) != len(self.descriptors):

@@ -216,3 +216,25 @@ def test_a_ceiling_anchors_the_range_from_above() -> None:
 def test_bad_adaptive_declarations_are_refused(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         Descriptor("x", **kwargs)
+
+
+def test_a_restored_space_numbers_its_re_drawings_as_the_uninterrupted_one() -> None:
+    """The grid's version (what each ``rebin`` event carries) survives a save and load, so a
+    run resumed from a checkpoint reports the re-drawings the uninterrupted run reports."""
+    rng = np.random.default_rng(4)
+    values = [(float(a), float(b)) for a, b in rng.lognormal(0.0, 2.0, size=(60, 2))]
+    whole = _space()
+    versions = [whole.version for v in values if whole.observe(v) or True]
+    for cut in (0, 7, 30):
+        saved = _space()
+        for v in values[:cut]:
+            saved.observe(v)
+        state = json.loads(json.dumps(saved.state_dict()))
+        resumed = _space()
+        resumed.load_state(state)
+        assert resumed.version == saved.version
+        after = [resumed.version for v in values[cut:] if resumed.observe(v) or True]
+        assert after == versions[cut:]
+    legacy = _space()  # a state saved before it kept its version: the load counts as one
+    legacy.load_state({"axes": whole.state_dict()["axes"]})
+    assert legacy.version == 1

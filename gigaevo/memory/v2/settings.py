@@ -132,6 +132,9 @@ def _positive(name: str, value: float) -> None:
         raise ValueError(f"{name} must be > 0, got {value}")
 
 
+FIT_ROWS = ("every", "grid")  # ``PosteriorSettings.fit_rows``
+
+
 @dataclass(frozen=True)
 class PosteriorSettings:
     """``memory.posterior_config``: priors and measurement model of the heads (memory-model.md
@@ -196,6 +199,15 @@ class PosteriorSettings:
             term costs O(lineages) per Newton point, the exact fit O(rows) per pass, and
             below about 256 rows a lineage the exact fit is the cheaper (1,000 cards, 2,876
             rows on 385 lineages: 5.4 against 16.6 ms CPU).
+        fit_rows: which rows the heads fit on (memory-model.md "The fit grid"). ``every``,
+            this class's default: each fit takes every eligible row and every lineage move
+            so far. ``grid``, the default of ``memory=v2``'s configuration: the first n rows
+            while there are fewer than 256, then the first ``near_size(n)`` (a point of the
+            near-anchor grid: every 16th row up to 4,580 rows, every ⌊k/256⌋th past the
+            anchor k after), and likewise for the lineage moves; the rows past the grid
+            point wait for the next one, like outcomes still in flight. A function of the
+            rows only, so a resumed run fits what the uninterrupted one did; the fits
+            between two grid points are the same heads, reused.
     """
 
     baseline_prior_sd: float = 0.75
@@ -218,6 +230,7 @@ class PosteriorSettings:
     invalidity_fit: Literal["exact", "laplace_prefix"] = "laplace_prefix"
     invalidity_prefix_min_rows: int = 1024
     invalidity_prefix_rows_per_lineage: int = 256
+    fit_rows: Literal["every", "grid"] = "every"
 
     def __post_init__(self) -> None:
         for name in (
@@ -262,6 +275,8 @@ class PosteriorSettings:
                 "invalidity_prefix_rows_per_lineage must be >= 0, got "
                 f"{self.invalidity_prefix_rows_per_lineage}"
             )
+        if self.fit_rows not in FIT_ROWS:
+            raise ValueError(f"fit_rows must be one of {list(FIT_ROWS)}, got {self.fit_rows!r}")
         if not 0 < self.invalidity_base_rate < 1:
             raise ValueError(
                 f"invalidity_base_rate must lie in (0, 1), got {self.invalidity_base_rate}"

@@ -19,6 +19,10 @@ terminal order) and each move of a root's matured lineage row with the row it mo
   D): the logistic MAP needs the rows themselves, but never their rebuild;
 - the ids of the rows fitted on, and how they changed since the last fit.
 
+With ``fit_rows: grid`` (``memory=v2``'s configuration) it takes the eligible observations
+and the lineage moves up to the latest point of the fit grid (``grid_size``) only; the
+rest wait in the ledger for the next point (memory-model.md "The fit grid").
+
 Block keys are the proposed card ids the rows were decided under; a fit maps them to
 its lineage blocks through the bank's aliases, so a card absorbing another sums both
 blocks exactly. A design row is the one ``DesignSpace.row`` gives in a one-lineage space
@@ -168,6 +172,9 @@ class HeadRows:
         self.rag_contrast = rag_contrast
         self.widths: dict[int, WidthRows] = {}
         self.treated_keys: Counter[str] = Counter()  # proposed ids of eligible Z = 1 rows
+        # proposed ids of the Z = 1 roots of lineage rows taken: on the fit grid a root's move
+        # can be taken while its eligible row still waits (under ``every`` it never adds one)
+        self.lineage_keys: set[str] = set()
         self.last_width = 0  # context width of the newest eligible row
         self._row_failure = ""  # an eligible row that could not be taken (for good)
         self._lineage_failures: dict[str, str] = {}  # root -> its current row's failure
@@ -177,7 +184,8 @@ class HeadRows:
 
     def sync(self) -> None:
         """Take the eligible observations and lineage changes since the last call."""
-        for obs in self.evidence.eligible_since(self._seen):
+        new = self.evidence.eligible_since(self._seen)
+        for obs in new[: self._admitted(self._seen + len(new)) - self._seen]:
             self._seen += 1
             try:
                 self._observation(obs)
@@ -185,13 +193,19 @@ class HeadRows:
                 self._row_failure = self._row_failure or f"row {obs.decision.decision_id}: {exc}"
         # every move of a matured row in ledger order, each with the row it moved to: a
         # resumed reader replays the states (and plan points) the live one passed through
-        for root, found in self.evidence.matured_moves_since(self._changes):
+        moves = self.evidence.matured_moves_since(self._changes)
+        for root, found in moves[: self._admitted(self._changes + len(moves)) - self._changes]:
             self._changes += 1
             self._lineage_failures.pop(root, None)
             try:
                 self._lineage(root, found)
             except ValueError as exc:  # fails the fits while it is the root's row
                 self._lineage_failures[root] = f"lineage row of {root}: {exc}"
+
+    def _admitted(self, n: int) -> int:
+        """How many of the first ``n`` rows (or moves) the heads take: all of them, or with
+        ``fit_rows: grid`` the latest point of the fit grid (``grid_size``)."""
+        return grid_size(n) if self.posterior.fit_rows == "grid" else n
 
     @property
     def failure(self) -> str:
@@ -288,6 +302,8 @@ class HeadRows:
             if not math.isfinite(y):
                 raise ValueError(f"lineage residual {row.residual} is not finite")
             width.lineage.add(terms)
+            if terms.key is not None:
+                self.lineage_keys.add(terms.key)
             row_id = f"lineage:{root}:v{row.version}"
             width.lineage_terms[root] = (row_id, terms)
             width.change(added=row_id)
@@ -344,6 +360,12 @@ def near_size(n: int) -> int:
         return 0
     step = max(NEAR_MIN, k // NEAR_STEP)
     return k + (n - k) // step * step
+
+
+def grid_size(n: int) -> int:
+    """The latest point of the fit grid <= n (memory-model.md "The fit grid"): n itself
+    below ``ANCHOR_MIN`` rows, then the near-anchor points (``near_size``)."""
+    return n if n < ANCHOR_MIN else near_size(n)
 
 
 Prior = Callable[[DesignSpace], tuple[np.ndarray, np.ndarray]]

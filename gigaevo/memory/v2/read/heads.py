@@ -178,7 +178,8 @@ class HeadFitter:
             alias = {a: c.id for c in cards for a in (c.id, *c.aliases)}
             kept = self._lineage_cache = (cards, alias, frozenset(alias.values()), None)
         _, alias, ids, last = kept
-        treated = frozenset(alias.get(k, k) for k in self.rows.treated_keys)
+        keys = self.rows.lineage_keys.union(self.rows.treated_keys)
+        treated = frozenset(alias.get(k, k) for k in keys)
         extra = treated - ids
         if last is None or last[0] != extra:
             last = (extra, tuple(sorted(ids | extra)))
