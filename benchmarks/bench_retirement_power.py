@@ -63,7 +63,7 @@ from gigaevo.memory.v2.causal.retirement import (  # noqa: E402
     judge_card,
     practical_threshold,
 )
-from gigaevo.memory.v2.read.headrows import grid_size  # noqa: E402
+from gigaevo.memory.v2.read.headrows import rows_taken  # noqa: E402
 from gigaevo.memory.v2.read.heads import invalidity_prior, shift_levels  # noqa: E402
 from gigaevo.memory.v2.settings import PosteriorSettings  # noqa: E402
 
@@ -146,8 +146,7 @@ def judge_rows(
 ) -> tuple[bool, str]:
     """Judge the card on ``data`` as a sweep would: (retired, "retired" or the keep reason).
     With ``post.fit_rows`` grid the heads see only the rows up to the latest grid point."""
-    n = len(data["z"])
-    fit_n = grid_size(n) if post.fit_rows == "grid" else n
+    fit_n = rows_taken(post.fit_rows, len(data["z"]))
     fitted = heads({k: v[:fit_n] for k, v in data.items()}, omega, post)
     cfg = RetirementConfig()
     # omega 0 is a declared (deterministic) measurement, 0.15 the stand-in for none

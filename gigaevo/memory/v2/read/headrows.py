@@ -203,9 +203,7 @@ class HeadRows:
                 self._lineage_failures[root] = f"lineage row of {root}: {exc}"
 
     def _admitted(self, n: int) -> int:
-        """How many of the first ``n`` rows (or moves) the heads take: all of them, or with
-        ``fit_rows: grid`` the latest point of the fit grid (``grid_size``)."""
-        return grid_size(n) if self.posterior.fit_rows == "grid" else n
+        return rows_taken(self.posterior.fit_rows, n)
 
     @property
     def failure(self) -> str:
@@ -366,6 +364,13 @@ def grid_size(n: int) -> int:
     """The latest point of the fit grid <= n (memory-model.md "The fit grid"): n itself
     below ``ANCHOR_MIN`` rows, then the near-anchor points (``near_size``)."""
     return n if n < ANCHOR_MIN else near_size(n)
+
+
+def rows_taken(fit_rows: str, n: int) -> int:
+    """How many of the first ``n`` rows (or lineage moves) the heads fit on under
+    ``memory.posterior_config.fit_rows``: all of them (``every``), or the latest point of
+    the fit grid (``grid``, ``grid_size``)."""
+    return grid_size(n) if fit_rows == "grid" else n
 
 
 Prior = Callable[[DesignSpace], tuple[np.ndarray, np.ndarray]]
