@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from hydra.errors import InstantiationException
-from hydra.utils import instantiate
+from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from gigaevo.evaluation.base import Evaluator
@@ -382,6 +382,28 @@ def _feedback_settings(cfg: DictConfig) -> FeedbackSettings:
         raise ConfigError(f"evolution.feedback: {exc}") from exc
 
 
+def _check_memory_options(cfg: DictConfig) -> None:
+    """A bad ``memory.*`` option is refused before the run folder gets anything.
+
+    The memory's class checks its options when it has a ``check_options`` (memory=v2);
+    the rest (the bank itself) is checked when the memory is built.
+    """
+    plain = OmegaConf.to_container(cfg.memory, resolve=True)
+    assert isinstance(plain, dict)
+    check_node(plain, "memory")
+    try:
+        target = get_class(str(plain.get("_target_", "")))
+    except Exception:  # an unknown target: refused by name when the memory is built
+        return
+    check = getattr(target, "check_options", None)
+    if not callable(check):
+        return
+    try:
+        check(**{str(k): v for k, v in plain.items() if not str(k).startswith("_")})
+    except MemoryUsageError as exc:
+        raise ConfigError(str(exc).splitlines()[0]) from exc
+
+
 def _build_memory(
     cfg: DictConfig, problem: Problem, ckpt: Path, notes: RunScratchpad | None
 ) -> MemoryProvider:
@@ -445,6 +467,7 @@ def _build(cfg: DictConfig, show_progress: bool) -> BuiltRun:
     stopper = _build_stopper(cfg, problem, max_cost_usd)
     islands = _build_islands(cfg, problem)
     feedback = _feedback_settings(cfg)  # checked before the run folder is made
+    _check_memory_options(cfg)  # so is the memory's (not yet its bank)
     parts = {
         name: _instantiate(evo[name], f"evolution.{name}")
         for name in ("selector", "inspirations", "scheduler", "migration")

@@ -38,6 +38,7 @@ from gigaevo.memory.v2.bank.recordjournal import RUN_COMPACT_FROM_BYTES, RUN_JOU
 from gigaevo.memory.v2.bank.store import LocalMemoryStore
 from gigaevo.memory.v2.bank.tombstones import Tombstones
 from gigaevo.memory.v2.blas import hold, one_blas_thread, release
+from gigaevo.memory.v2.causal.transfer import TransferConfig
 from gigaevo.memory.v2.errors import (
     BankLockTimeout,
     CorruptBankError,
@@ -116,6 +117,83 @@ def run_identity(runtime: MemoryRuntime) -> str:
     return "run-" + hashlib.sha256(key.encode()).hexdigest()[:10]
 
 
+@dataclasses.dataclass(frozen=True)
+class _Options:
+    """The ``memory.*`` options of ``CardBankMemory`` parsed, before anything is opened."""
+
+    settings: MemorySettings
+    read: ReadSideSettings
+    transfer: TransferConfig
+    applicability: ApplicabilitySettings
+    reader: ReaderSettings
+    evictor: EvictorSettings
+
+    @classmethod
+    def parse(
+        cls,
+        *,
+        llm: object = None,
+        write: dict[str, Any] | None = None,
+        writer: dict[str, Any] | None = None,
+        program_exemplars: dict[str, Any] | None = None,
+        store: dict[str, Any] | None = None,
+        selection: str = "none",
+        causal: dict[str, Any] | None = None,
+        transfer: dict[str, Any] | None = None,
+        posterior_config: dict[str, Any] | None = None,
+        context: dict[str, Any] | None = None,
+        excluder: dict[str, Any] | None = None,
+        no_card_evidence: dict[str, Any] | None = None,
+        applicability: dict[str, Any] | None = None,
+        evictor: dict[str, Any] | None = None,
+    ) -> _Options:
+        """Every option checked alone and against the others (not against the bank).
+
+        Raises:
+            MemoryConfigError: one line naming the key.
+        """
+        settings = MemorySettings.parse(
+            write=write, writer=writer, program_exemplars=program_exemplars, store=store
+        )
+        read = ReadSideSettings.parse(
+            posterior_config=posterior_config,
+            context=context,
+            excluder=excluder,
+            no_card_evidence=no_card_evidence,
+        )
+        moved = parse_transfer(transfer)
+        labels = ApplicabilitySettings.parse(applicability)
+        if labels.mode == "agentic" and llm is None:
+            raise MemoryConfigError(
+                "memory.applicability.mode=agentic needs memory.llm (it labels the cards)"
+            )
+        authoring = settings.writer.authoring_enabled
+        if llm is None and authoring and settings.write.cadence != "none":
+            raise MemoryConfigError("memory.llm must be set when memory.writer.authoring_enabled")
+        if selection not in SELECTION_MODES:
+            raise MemoryConfigError(f"memory.selection must be one of {list(SELECTION_MODES)}")
+        try:
+            reader = ReaderSettings.parse(causal)
+        except (TypeError, ValueError) as exc:
+            raise MemoryConfigError(str(exc)) from exc
+        return cls(settings, read, moved, labels, reader, EvictorSettings.parse(evictor))
+
+
+def check_options(**options: Any) -> None:
+    """Refuse a bad ``memory.*`` option of memory=v2 before a run opens anything.
+
+    ``options``: the ``memory`` config node's keys (``_target_``-style keys and the
+    ``embedder`` are not options and are ignored; ``llm`` only counts as set or not).
+    The pipeline calls it before the run folder gets its scratchpad, so a refused
+    setting leaves nothing behind and prints nothing but its one error line.
+
+    Raises:
+        MemoryConfigError: one line naming the key.
+    """
+    names = set(_Options.parse.__kwdefaults__ or {})
+    _Options.parse(**{k: v for k, v in options.items() if k in names})
+
+
 class CardBankMemory:
     """memory=v2 (see the module docstring).
 
@@ -139,6 +217,9 @@ class CardBankMemory:
         CorruptBankError: ``cards.json`` exists and does not parse.
     """
 
+    # the pipeline refuses a bad option before the run folder gets anything (``check_options``)
+    check_options = staticmethod(check_options)
+
     def __init__(
         self,
         runtime: MemoryRuntime,
@@ -160,29 +241,20 @@ class CardBankMemory:
         evictor: dict[str, Any] | None = None,
     ) -> None:
         self.runtime = runtime
-        self.settings = MemorySettings.parse(
-            write=write, writer=writer, program_exemplars=program_exemplars, store=store
-        )
-        self.read_settings = ReadSideSettings.parse(
-            posterior_config=posterior_config,
-            context=context,
-            excluder=excluder,
-            no_card_evidence=no_card_evidence,
-        )
-        self.transfer = parse_transfer(transfer)
-        self.applicability = ApplicabilitySettings.parse(applicability)
-        if self.applicability.mode == "agentic" and llm is None:
-            raise MemoryConfigError(
-                "memory.applicability.mode=agentic needs memory.llm (it labels the cards)"
-            )
+        options = _Options.parse(
+            llm=llm, write=write, writer=writer, program_exemplars=program_exemplars,
+            store=store, selection=selection, causal=causal, transfer=transfer,
+            posterior_config=posterior_config, context=context, excluder=excluder,
+            no_card_evidence=no_card_evidence, applicability=applicability, evictor=evictor,
+        )  # fmt: skip
+        self.settings, self.read_settings = options.settings, options.read
+        self.transfer, self.applicability = options.transfer, options.applicability
         if self.transfer.enabled:
             check_shared_bank(runtime, self.settings)
         if self.settings.write.cadence != "none":
             check_bank_writable(Path(runtime.bank_dir))
         authoring = self.settings.writer.authoring_enabled
         writes = self.settings.write.cadence != "none"
-        if llm is None and authoring and writes:
-            raise MemoryConfigError("memory.llm must be set when memory.writer.authoring_enabled")
         self.llm = llm
         self.run_id = run_identity(runtime)
         self._earlier = _earlier_stats(Path(runtime.checkpoint_dir) / STATS_FILE, self.run_id)
@@ -216,14 +288,14 @@ class CardBankMemory:
         self._eligible = 0
         self._closed = False
         self._bank_error: str | None = None
-        self.reader, self.recorder = self._reader(selection, causal)
+        self.reader, self.recorder = self._reader(selection, options.reader)
         # outcomes of the run so far (the retirement cadence counts them across sessions)
         self._run_outcomes = 0 if self.reader is None else len(self.reader.evidence.edges())
         self.stamper: TrialStamper | None = None
         if self.reader is not None and writes:
             self.stamper = TrialStamper(self.store, self.reader.evidence)
             self.stamper.recover()  # a resumed run stamps what a kill left unstamped
-        self.evictor = self._evictor(EvictorSettings.parse(evictor))
+        self.evictor = self._evictor(options.evictor)
         # one BLAS thread in the process until close (``blas``); released if never closed
         hold()
         self._blas = weakref.finalize(self, release)
@@ -250,17 +322,11 @@ class CardBankMemory:
         return CausalEvictor(self.reader, settings, retire=run, task_key=self.runtime.task_key)
 
     def _reader(
-        self, selection: str, causal: dict[str, Any] | None
+        self, selection: str, settings: ReaderSettings
     ) -> tuple[CausalReader | None, OutcomeRecorder | None]:
         """The causal read side when ``memory.selection`` is ``causal`` (``none``: abstain)."""
-        if selection not in SELECTION_MODES:
-            raise MemoryConfigError(f"memory.selection must be one of {list(SELECTION_MODES)}")
         if selection == "none":
             return None, None
-        try:
-            settings = ReaderSettings.parse(causal)
-        except (TypeError, ValueError) as exc:
-            raise MemoryConfigError(str(exc)) from exc
         rs = self.read_settings
         settings = dataclasses.replace(
             settings, posterior=rs.posterior, context=rs.context, excluder=rs.excluder
