@@ -858,8 +858,11 @@ def main() -> None:
             _medians("this checkout", runs)
             if base_runs:
                 _medians(f"baseline {args.baseline}", base_runs)
-        if args.none:
-            real_run(args.mutants, "memory=none", "pipeline=guided")
+        if args.none:  # in a fresh process: this one still holds the memory=v2 run's heap
+            here = Path(__file__).resolve().parents[1]
+            child = _real_in_checkout(here, args.mutants, ["memory=none", "pipeline=guided"])
+            out, _ = child.communicate()
+            print("\n".join(out.strip().splitlines()[:-1]), flush=True)
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
 
 
