@@ -34,6 +34,7 @@ The thresholds change only how many members are drawn, never the law of the resu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -239,61 +240,127 @@ def _draw_gains(
     {W <= hi}'s two constraints); the others propose from the union of the half-planes
     H1 = {s_i xi_i > lo} and H2 = {s_i xi_i + c_L + s_L xi_L > lo} (pick one by its mass,
     draw from it, keep with probability 1 / the number of the two holding the point).
-    Either proposal is then kept only if lo < W <= hi.
+    Either proposal is then kept only if lo < W <= hi (``_Proposals``).
     """
     s_i = cards.sds[0]
     if len(cards.sds) < 3:
         return s_i * _truncated(lo / s_i, hi / s_i, 1.0 - rng.random(len(world)))
-    s_l, centre = cards.sds[2], cards.centres[2][world]
-    sigma = np.hypot(s_i, s_l)
-    # per member, computed once for every rejection pass (elementwise, as a pass would):
-    # the half-planes' masses of the members with a threshold, the truncated law of
-    # xi_i of the others (lo = -inf: s_i xi_i <= hi)
-    at_floor = np.isneginf(lo)
-    slot = np.cumsum(~at_floor) - 1  # a member's row in the thresholded members' arrays
-    lo_up = lo[~at_floor]
-    p1, p2 = ndtr(-lo_up / s_i), ndtr((centre[~at_floor] - lo_up) / sigma)
-    floor_law = _TruncatedLaw(lo[at_floor], hi[at_floor] / s_i)
-    floor_slot = np.cumsum(at_floor) - 1
+    proposals = _Proposals(s_i, cards.sds[2], lo, hi, cards.centres[2][world])
     out = np.empty(len(world))
     todo = np.arange(len(world))
     for _ in range(MAX_PROPOSALS):
         if not len(todo):
             return out
-        # PROPOSALS candidates per member at once; the first one kept is its draw
-        rows = np.repeat(todo, PROPOSALS)
-        a, b, c, m = lo[rows], hi[rows], centre[rows], len(rows)
-        xi_i, xi_l = np.empty(m), rng.standard_normal(m)
-        keep = np.ones(m, dtype=bool)
-        floor = at_floor[rows]
-        u = 1.0 - rng.random(int(floor.sum()))
-        xi_i[floor] = floor_law.draw(u, floor_slot[rows[floor]])
-        up = np.flatnonzero(~floor)
-        if len(up):
-            at = slot[rows[up]]
-            a_up, c_up, q1, q2 = a[up], c[up], p1[at], p2[at]
-            first = rng.random(len(up)) * (q1 + q2) < q1
-            # the chosen half-plane's normal coordinate above its threshold, by inverse CDF
-            z = -ndtri((1.0 - rng.random(len(up))) * np.where(first, q1, q2))
-            other = xi_l[up]
-            # from H1: (z, other); from H2: rotate (z, other) back to (xi_i, xi_L)
-            xi_i[up] = np.where(first, z, (s_i * z - s_l * other) / sigma)
-            xi_l[up] = np.where(first, other, (s_l * z + s_i * other) / sigma)
-            lifted = s_i * xi_i[up] + c_up + s_l * xi_l[up]
-            in_both = (s_i * xi_i[up] > a_up) & (lifted > a_up)
-            keep[up] = ~in_both | (rng.random(len(up)) < 0.5)
-        w = _lifted_gain(s_i, xi_i, c, s_l, xi_l)  # on the centres c already taken
-        keep &= (w > a) & (w <= b)
-        # a member's draw is its first kept candidate (columns walked from the last, so the
-        # first kept one is written last; no reduction along the short candidate axis)
-        keep_of, w_of = keep.reshape(-1, PROPOSALS), w.reshape(-1, PROPOSALS)
-        got, first_kept = keep_of[:, -1].copy(), w_of[:, -1]
-        for p in range(PROPOSALS - 2, -1, -1):
-            got |= keep_of[:, p]
-            first_kept = np.where(keep_of[:, p], w_of[:, p], first_kept)
-        out[todo[got]] = first_kept[got]
+        got, value = proposals.rejection_pass(todo, rng)
+        out[todo[got]] = value[got]
         todo = todo[~got]
     raise RuntimeError("exchangeable cards: the gain draws were rejected too often")
+
+
+# a proposal's column of candidates for the members ``sel`` (all: a slice), and the p-th
+# candidate of each: (W, kept) per member
+_Column = Callable[[Any, int], tuple[np.ndarray, np.ndarray]]
+
+
+class _Proposals:
+    """``_draw_gains``' rejection passes with the lineage head, for members (m,) with
+    bounds lo, hi and lineage centres ``centre``.
+
+    What does not change between passes is computed once per member (elementwise, as a
+    pass would): the half-planes' masses of the members with a threshold, the truncated law
+    of xi_i of the others (lo = -inf: s_i xi_i <= hi). A pass reads the stream as one
+    candidate-interleaved draw per kind: xi_L of every candidate, the floor candidates'
+    uniforms, then the others' choice, inverse-CDF and coin uniforms; it then forms only
+    the candidates it needs (``_first_kept``): a member's draw is its first kept one."""
+
+    def __init__(
+        self, s_i: float, s_l: float, lo: np.ndarray, hi: np.ndarray, centre: np.ndarray
+    ) -> None:
+        self.s_i, self.s_l, self.sigma = s_i, s_l, np.hypot(s_i, s_l)
+        self.lo, self.hi, self.centre = lo, hi, centre
+        self.at_floor = at_floor = np.isneginf(lo)
+        self.slot = np.cumsum(~at_floor) - 1  # a member's row in the thresholded members'
+        lo_up = lo[~at_floor]
+        self.p1 = ndtr(-lo_up / s_i)
+        self.p2 = ndtr((centre[~at_floor] - lo_up) / self.sigma)
+        self.floor_law = _TruncatedLaw(lo[at_floor], hi[at_floor] / s_i)
+        self.floor_slot = np.cumsum(at_floor) - 1
+        self.n_floor = len(lo) - len(lo_up)
+
+    def rejection_pass(
+        self, todo: np.ndarray, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """PROPOSALS candidates for each member of ``todo`` (ascending): (t,) whether one
+        was kept, and the first kept one's W (arbitrary where none was)."""
+        t = len(todo)
+        xi_l = rng.standard_normal(PROPOSALS * t).reshape(t, PROPOSALS)
+        on_floor = self.at_floor[todo]
+        n_f = int(np.count_nonzero(on_floor))
+        # consecutive uniform draws are one stream: the floor's, then the others' three kinds
+        uni = rng.random(PROPOSALS * (n_f + 3 * (t - n_f)))
+        got, value = np.empty(t, dtype=bool), np.empty(t)
+        if n_f:
+            at = np.flatnonzero(on_floor)
+            u = 1.0 - uni[: PROPOSALS * n_f].reshape(n_f, PROPOSALS)
+            got[at], value[at] = _first_kept(self._floor(todo[at], u, xi_l[at]))
+        if n_f < t:
+            at = np.flatnonzero(~on_floor)
+            r = uni[PROPOSALS * n_f :].reshape(3, t - n_f, PROPOSALS)
+            got[at], value[at] = _first_kept(self._planes(todo[at], r, xi_l[at]))
+        return got, value
+
+    def _floor(self, members: np.ndarray, u: np.ndarray, xi_l: np.ndarray) -> _Column:
+        """Candidates of members with lo = -inf: xi_i from its truncated law by u (n, P)."""
+        # every floor member, in order: the law's rows as they are (no gather)
+        rows = None if len(members) == self.n_floor else self.floor_slot[members]
+        centre, hi, s_i, s_l = self.centre[members], self.hi[members], self.s_i, self.s_l
+
+        def column(sel: Any, p: int) -> tuple[np.ndarray, np.ndarray]:
+            at = sel if rows is None else rows[sel]
+            xi_i = self.floor_law.draw(u[sel, p], None if isinstance(at, slice) else at)
+            w = _lifted_gain(s_i, xi_i, centre[sel], s_l, xi_l[sel, p])
+            return w, (w > -np.inf) & (w <= hi[sel])
+
+        return column
+
+    def _planes(self, members: np.ndarray, r: np.ndarray, xi_l: np.ndarray) -> _Column:
+        """Candidates of members with a threshold, from the union of the half-planes by the
+        uniforms r (3, n, P): the choice of a half-plane, its inverse CDF, the coin."""
+        at = self.slot[members]
+        lo, hi, centre = self.lo[members], self.hi[members], self.centre[members]
+        q1, q2 = self.p1[at], self.p2[at]
+        s_i, s_l, sigma = self.s_i, self.s_l, self.sigma
+
+        def column(sel: Any, p: int) -> tuple[np.ndarray, np.ndarray]:
+            a, c, m1, m2 = lo[sel], centre[sel], q1[sel], q2[sel]
+            first = r[0, sel, p] * (m1 + m2) < m1
+            # the chosen half-plane's normal coordinate above its threshold, by inverse CDF
+            z = -ndtri((1.0 - r[1, sel, p]) * np.where(first, m1, m2))
+            other = xi_l[sel, p]
+            # from H1: (z, other); from H2: rotate (z, other) back to (xi_i, xi_L)
+            xi_i = np.where(first, z, (s_i * z - s_l * other) / sigma)
+            lin = np.where(first, other, (s_l * z + s_i * other) / sigma)
+            lifted = s_i * xi_i + c + s_l * lin
+            keep = ~((s_i * xi_i > a) & (lifted > a)) | (r[2, sel, p] < 0.5)
+            w = _lifted_gain(s_i, xi_i, c, s_l, lin)
+            return w, keep & (w > a) & (w <= hi[sel])
+
+        return column
+
+
+def _first_kept(column: _Column) -> tuple[np.ndarray, np.ndarray]:
+    """(n,) whether a member kept a candidate, and its first kept one's W: candidate p is
+    formed only for the members whose earlier candidates were all rejected (its random
+    numbers were read with the others)."""
+    value, got = column(slice(None), 0)
+    rest = np.flatnonzero(~got)
+    for p in range(1, PROPOSALS):
+        if not len(rest):
+            break
+        w, keep = column(rest, p)
+        got[rest], value[rest] = keep, w
+        rest = rest[~keep]
+    return got, value
 
 
 def _law(cards: ExchangeableCards, rows: np.ndarray) -> _Gain:
