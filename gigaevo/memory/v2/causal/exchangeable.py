@@ -183,6 +183,15 @@ class _Gain:
         return np.maximum(self.s_i * z, self.centre + np.hypot(self.s_i, self.s_l) * z)
 
 
+def _end_cdf(x: np.ndarray) -> np.ndarray:
+    """ndtr(x) at intervals' far ends (-inf where unbounded): zeros, without evaluating
+    ndtr, when every end is -inf (the floor cell's members, a first round's zeta), since
+    ndtr(-inf) = 0 (and a difference with 0 is its other term, bit for bit)."""
+    if x.size and x.max() == -np.inf:  # (NaN is not: max propagates it)
+        return np.zeros(x.shape)
+    return ndtr(x)
+
+
 def _truncated(lo: np.ndarray, hi: np.ndarray, u: np.ndarray) -> np.ndarray:
     """Standard normals given lo < xi <= hi by inverse CDF from u in (0, 1] (the upper form
     where the interval is in the upper half or unbounded above, so no 1 - tiny rounds)."""
@@ -199,15 +208,15 @@ class _TruncatedLaw:
         self.upper = upper = (lo >= 0.0) | np.isposinf(hi)
         n_upper = int(np.count_nonzero(upper))
         if n_upper in (0, len(lo)):  # one form for every interval: no mask to apply
-            qa = ndtr(-hi) if n_upper else ndtr(lo)  # upper: xi = -eta, eta in [-hi, -lo)
+            qa = _end_cdf(-hi if n_upper else lo)  # upper: xi = -eta, eta in [-hi, -lo)
             self.qa, self.span = qa, (ndtr(-lo) if n_upper else ndtr(hi)) - qa
             return
         self.qa = np.empty(len(lo))
         self.span = np.empty(len(lo))
-        qa = ndtr(-hi[upper])
+        qa = _end_cdf(-hi[upper])
         self.qa[upper], self.span[upper] = qa, ndtr(-lo[upper]) - qa
         lower = ~upper
-        qa = ndtr(lo[lower])
+        qa = _end_cdf(lo[lower])
         self.qa[lower], self.span[lower] = qa, ndtr(hi[lower]) - qa
 
     def draw(self, u: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
@@ -232,6 +241,7 @@ def _draw_gains(
     lo: np.ndarray,
     hi: np.ndarray,
     rng: np.random.Generator,
+    key: np.ndarray | None = None,
 ) -> np.ndarray:
     """Gains W of members given lo < W <= hi (per row; lo is -inf or a tail threshold).
 
@@ -241,11 +251,18 @@ def _draw_gains(
     H1 = {s_i xi_i > lo} and H2 = {s_i xi_i + c_L + s_L xi_L > lo} (pick one by its mass,
     draw from it, keep with probability 1 / the number of the two holding the point).
     Either proposal is then kept only if lo < W <= hi (``_Proposals``).
+
+    ``key``: (m,) small non-negative ints, one per (world, lo, hi) (a shell's cells): the
+    laws' CDF terms are evaluated once per key, then read by its members (the same values).
     """
-    s_i = cards.sds[0]
+    s_i, m = cards.sds[0], len(world)
+    if not m:
+        return np.empty(0)
+    first, entry = _distinct(key, m)
     if len(cards.sds) < 3:
-        return s_i * _truncated(lo / s_i, hi / s_i, 1.0 - rng.random(len(world)))
-    proposals = _Proposals(s_i, cards.sds[2], lo, hi, cards.centres[2][world])
+        law = _TruncatedLaw(lo[first] / s_i, hi[first] / s_i)
+        return s_i * law.draw(1.0 - rng.random(m), entry)
+    proposals = _Proposals(s_i, cards.sds[2], lo, hi, cards.centres[2][world], first, entry)
     out = np.empty(len(world))
     todo = np.arange(len(world))
     for _ in range(MAX_PROPOSALS):
@@ -257,9 +274,9 @@ def _draw_gains(
     raise RuntimeError("exchangeable cards: the gain draws were rejected too often")
 
 
-# a proposal's column of candidates for the members ``sel`` (all: a slice), and the p-th
-# candidate of each: (W, kept) per member
+# the p-th candidates of the members ``sel`` (all: a slice) of a group: (W, kept) per member
 _Column = Callable[[Any, int], tuple[np.ndarray, np.ndarray]]
+LAZY_MEMBERS = 1024  # a group this large forms a member's later candidates only when needed
 
 
 class _Proposals:
@@ -270,22 +287,32 @@ class _Proposals:
     pass would): the half-planes' masses of the members with a threshold, the truncated law
     of xi_i of the others (lo = -inf: s_i xi_i <= hi). A pass reads the stream as one
     candidate-interleaved draw per kind: xi_L of every candidate, the floor candidates'
-    uniforms, then the others' choice, inverse-CDF and coin uniforms; it then forms only
-    the candidates it needs (``_first_kept``): a member's draw is its first kept one."""
+    uniforms, then the others' choice, inverse-CDF and coin uniforms; a member's draw is
+    its first kept candidate (``_first_kept``)."""
 
     def __init__(
-        self, s_i: float, s_l: float, lo: np.ndarray, hi: np.ndarray, centre: np.ndarray
+        self,
+        s_i: float,
+        s_l: float,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        centre: np.ndarray,
+        first: np.ndarray,
+        entry: np.ndarray,
     ) -> None:
         self.s_i, self.s_l, self.sigma = s_i, s_l, np.hypot(s_i, s_l)
         self.lo, self.hi, self.centre = lo, hi, centre
-        self.at_floor = at_floor = np.isneginf(lo)
-        self.slot = np.cumsum(~at_floor) - 1  # a member's row in the thresholded members'
-        lo_up = lo[~at_floor]
+        # the laws per distinct entry (``_distinct``: ``first`` members, ``entry`` of each)
+        lo_d = lo[first]
+        floor = np.isneginf(lo_d)
+        self.at_floor = floor[entry]
+        below = np.cumsum(floor)  # floor entries up to each entry: its row in the floor law
+        # an entry's row in its group's arrays (the floor law or the half-planes' masses)
+        self.row = np.where(floor, below - 1, np.arange(len(floor)) - below)[entry]
+        lo_up = lo_d[~floor]
         self.p1 = ndtr(-lo_up / s_i)
-        self.p2 = ndtr((centre[~at_floor] - lo_up) / self.sigma)
-        self.floor_law = _TruncatedLaw(lo[at_floor], hi[at_floor] / s_i)
-        self.floor_slot = np.cumsum(at_floor) - 1
-        self.n_floor = len(lo) - len(lo_up)
+        self.p2 = ndtr((centre[first][~floor] - lo_up) / self.sigma)
+        self.floor_law = _TruncatedLaw(lo_d[floor], hi[first][floor] / s_i)
 
     def rejection_pass(
         self, todo: np.ndarray, rng: np.random.Generator
@@ -297,69 +324,101 @@ class _Proposals:
         on_floor = self.at_floor[todo]
         n_f = int(np.count_nonzero(on_floor))
         # consecutive uniform draws are one stream: the floor's, then the others' three kinds
-        uni = rng.random(PROPOSALS * (n_f + 3 * (t - n_f)))
+        uni = rng.random(PROPOSALS * (n_f + 3 * (t - n_f))).reshape(-1, PROPOSALS)
+        if n_f == t:
+            return _first_kept(self._floor, todo, xi_l, 1.0 - uni)
+        if not n_f:
+            return _first_kept(self._planes, todo, xi_l, *np.split(uni, 3))
         got, value = np.empty(t, dtype=bool), np.empty(t)
-        if n_f:
-            at = np.flatnonzero(on_floor)
-            u = 1.0 - uni[: PROPOSALS * n_f].reshape(n_f, PROPOSALS)
-            got[at], value[at] = _first_kept(self._floor(todo[at], u, xi_l[at]))
-        if n_f < t:
-            at = np.flatnonzero(~on_floor)
-            r = uni[PROPOSALS * n_f :].reshape(3, t - n_f, PROPOSALS)
-            got[at], value[at] = _first_kept(self._planes(todo[at], r, xi_l[at]))
+        at = on_floor.nonzero()[0]
+        got[at], value[at] = _first_kept(self._floor, todo[at], xi_l[at], 1.0 - uni[:n_f])
+        at = (~on_floor).nonzero()[0]
+        r = np.split(uni[n_f:], 3)
+        got[at], value[at] = _first_kept(self._planes, todo[at], xi_l[at], *r)
         return got, value
 
-    def _floor(self, members: np.ndarray, u: np.ndarray, xi_l: np.ndarray) -> _Column:
-        """Candidates of members with lo = -inf: xi_i from its truncated law by u (n, P)."""
-        # every floor member, in order: the law's rows as they are (no gather)
-        rows = None if len(members) == self.n_floor else self.floor_slot[members]
-        centre, hi, s_i, s_l = self.centre[members], self.hi[members], self.s_i, self.s_l
+    def _floor(self, members: np.ndarray, xi_l: np.ndarray, u: np.ndarray) -> _Column:
+        """Candidates of members with lo = -inf: xi_i from its truncated law by u."""
+        rows, hi, centre = self.row[members], self.hi[members], self.centre[members]
+        s_i, s_l, law = self.s_i, self.s_l, self.floor_law
 
         def column(sel: Any, p: int) -> tuple[np.ndarray, np.ndarray]:
-            at = sel if rows is None else rows[sel]
-            xi_i = self.floor_law.draw(u[sel, p], None if isinstance(at, slice) else at)
-            w = _lifted_gain(s_i, xi_i, centre[sel], s_l, xi_l[sel, p])
+            w = _lifted_gain(s_i, law.draw(u[sel, p], rows[sel]), centre[sel], s_l, xi_l[sel, p])
             return w, (w > -np.inf) & (w <= hi[sel])
 
         return column
 
-    def _planes(self, members: np.ndarray, r: np.ndarray, xi_l: np.ndarray) -> _Column:
+    def _planes(self, members: np.ndarray, xi_l: np.ndarray, *r: np.ndarray) -> _Column:
         """Candidates of members with a threshold, from the union of the half-planes by the
-        uniforms r (3, n, P): the choice of a half-plane, its inverse CDF, the coin."""
-        at = self.slot[members]
+        uniforms r: the choice of a half-plane, its inverse CDF, the coin."""
+        at = self.row[members]
         lo, hi, centre = self.lo[members], self.hi[members], self.centre[members]
         q1, q2 = self.p1[at], self.p2[at]
         s_i, s_l, sigma = self.s_i, self.s_l, self.sigma
+        pick, inverse, coin = r
 
         def column(sel: Any, p: int) -> tuple[np.ndarray, np.ndarray]:
             a, c, m1, m2 = lo[sel], centre[sel], q1[sel], q2[sel]
-            first = r[0, sel, p] * (m1 + m2) < m1
+            first = pick[sel, p] * (m1 + m2) < m1
             # the chosen half-plane's normal coordinate above its threshold, by inverse CDF
-            z = -ndtri((1.0 - r[1, sel, p]) * np.where(first, m1, m2))
+            z = -ndtri((1.0 - inverse[sel, p]) * np.where(first, m1, m2))
             other = xi_l[sel, p]
             # from H1: (z, other); from H2: rotate (z, other) back to (xi_i, xi_L)
             xi_i = np.where(first, z, (s_i * z - s_l * other) / sigma)
             lin = np.where(first, other, (s_l * z + s_i * other) / sigma)
             lifted = s_i * xi_i + c + s_l * lin
-            keep = ~((s_i * xi_i > a) & (lifted > a)) | (r[2, sel, p] < 0.5)
+            keep = ~((s_i * xi_i > a) & (lifted > a)) | (coin[sel, p] < 0.5)
             w = _lifted_gain(s_i, xi_i, c, s_l, lin)
             return w, keep & (w > a) & (w <= hi[sel])
 
         return column
 
 
-def _first_kept(column: _Column) -> tuple[np.ndarray, np.ndarray]:
-    """(n,) whether a member kept a candidate, and its first kept one's W: candidate p is
-    formed only for the members whose earlier candidates were all rejected (its random
-    numbers were read with the others)."""
-    value, got = column(slice(None), 0)
-    rest = np.flatnonzero(~got)
-    for p in range(1, PROPOSALS):
-        if not len(rest):
-            break
-        w, keep = column(rest, p)
-        got[rest], value[rest] = keep, w
-        rest = rest[~keep]
+def _distinct(key: np.ndarray | None, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """(d,) a member of each distinct key and (m,) each member's entry among them
+    (ascending keys); without keys every member is its own entry."""
+    if key is None:
+        every = np.arange(m)
+        return every, every
+    one = np.empty(int(key.max()) + 1, dtype=np.intp)
+    one[key] = np.arange(m)  # some member of each key: they share their laws
+    used = np.zeros(len(one), dtype=bool)
+    used[key] = True
+    keys = used.nonzero()[0]
+    entry = np.empty(len(one), dtype=np.intp)
+    entry[keys] = np.arange(len(keys))
+    return one[keys], entry[key]
+
+
+def _first_kept(
+    group: Callable[..., _Column], members: np.ndarray, *candidates: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(n,) whether each of ``members`` kept a candidate, and its first kept one's W.
+
+    ``candidates``: the group's random numbers, (n, PROPOSALS) each. A large group forms
+    candidate p only for the members whose earlier candidates were all rejected (its random
+    numbers were read with the others); a small one forms them all at once (fewer array
+    operations), then walks the columns from the last, so the first kept one is written
+    last."""
+    n = len(members)
+    if n >= LAZY_MEMBERS:
+        column = group(members, *candidates)
+        value, got = column(slice(None), 0)
+        rest = (~got).nonzero()[0]
+        for p in range(1, PROPOSALS):
+            if not len(rest):
+                break
+            w, keep = column(rest, p)
+            got[rest], value[rest] = keep, w
+            rest = rest[~keep]
+        return got, value
+    flat = (c.reshape(-1, 1) for c in candidates)
+    w, keep = group(np.repeat(members, PROPOSALS), *flat)(slice(None), 0)
+    keep_of, w_of = keep.reshape(n, PROPOSALS), w.reshape(n, PROPOSALS)
+    got, value = keep_of[:, -1].copy(), w_of[:, -1]
+    for p in range(PROPOSALS - 2, -1, -1):
+        got |= keep_of[:, p]
+        value = np.where(keep_of[:, p], w_of[:, p], value)
     return got, value
 
 
@@ -381,7 +440,7 @@ def _tail(
     lo, hi = np.broadcast_to(lo, out.shape), np.broadcast_to(hi, out.shape)
     upper = lo >= 0.0
     if np.any(upper):
-        out[upper] = ndtr(-lo[upper]) - ndtr(-hi[upper])
+        out[upper] = ndtr(-lo[upper]) - _end_cdf(-hi[upper])
     lower = ~upper
     if np.any(lower):
         if cdf is None:
@@ -463,8 +522,9 @@ def _level(
 
     Each step is ``_region_mass(grid, _heights(...)) > target`` with the same floats: what
     does not move with the level (the cells with room, the worlds' q0 and invalidity
-    centres) is taken once, and ndtr(-b_i) is taken of every cell, then set to ndtr(-inf) = 0
-    where r_i >= 1 and ndtr(inf) = 1 where r_i <= 0 (``_heights``' infinite heights)."""
+    centres) is taken once, and ndtr(-b_i) is taken of every cell with r_i clipped to [0, 1]:
+    b_i = inf where r_i >= 1 and -inf where r_i <= 0, whose tails ndtr(-inf) = 0 and
+    ndtr(inf) = 1 are those of ``_heights``' infinite heights."""
     lo, hi = bounds
     q0a = q0[active]
     low, high = lo - q0a, hi - q0a
@@ -479,14 +539,13 @@ def _level(
             r = num / room
             if any_flat:
                 r[flat] = np.broadcast_to(np.where(num >= 0.0, np.inf, -np.inf), r.shape)[flat]
+            # r in [0, 1]: r = 1 gives b = inf (log1p(-1) = -inf), r = 0 gives b = -inf
+            np.clip(r, 0.0, 1.0, out=r)
             b = np.log(r)
             b -= np.log1p(-r)
             b += centre
-            b /= sd
-            np.negative(b, out=b)
+            b /= -sd  # -(b / sd), exactly
             tail = ndtr(b)
-            tail[r >= 1.0] = 0.0
-            tail[r <= 0.0] = 1.0
             tail *= mass
             big = np.sum(tail, axis=1) > target
             low, high = np.where(big, mid, low), np.where(big, high, mid)
@@ -551,8 +610,9 @@ def _shell(
     at = rows * k + cell
     # zeta's law per (world, cell), then the members' draws from it (same values as per member)
     zeta = _TruncatedLaw(low.reshape(-1), high.reshape(-1)).draw(1.0 - rng.random(m), at)
-    lo_edge = edges.reshape(-1)[rows * (k + 1) + cell]
-    gain = _draw_gains(block, world, lo_edge, edges.reshape(-1)[rows * (k + 1) + cell + 1], rng)
+    lo_at = rows * (k + 1) + cell  # each member's cell's lower edge, a key of its laws
+    hi_edge = edges.reshape(-1)[lo_at + 1]
+    gain = _draw_gains(block, world, edges.reshape(-1)[lo_at], hi_edge, rng, key=lo_at)
     return gain, zeta
 
 
