@@ -177,10 +177,12 @@ class _Gain:
         return np.clip(self.sf(lo) - self.sf(hi), 0.0, 1.0)
 
     def above(self, z: np.ndarray) -> np.ndarray:
-        """A threshold whose tail is about ndtr(-z) (each half-plane's tail is exactly)."""
+        """A threshold whose tail is about ndtr(-z) (each half-plane's tail is exactly);
+        z: (rows,) or (rows, J), a row's centre for each of its columns."""
         if self.s_l is None or self.centre is None:
             return self.s_i * z
-        return np.maximum(self.s_i * z, self.centre + np.hypot(self.s_i, self.s_l) * z)
+        centre = self.centre if z.ndim == 1 else self.centre[:, None]
+        return np.maximum(self.s_i * z, centre + np.hypot(self.s_i, self.s_l) * z)
 
 
 def _end_cdf(x: np.ndarray) -> np.ndarray:
@@ -328,12 +330,12 @@ class _Proposals:
         if n_f == t:
             return _first_kept(self._floor, todo, xi_l, 1.0 - uni)
         if not n_f:
-            return _first_kept(self._planes, todo, xi_l, *np.split(uni, 3))
+            return _first_kept(self._planes, todo, xi_l, *uni.reshape(3, t, PROPOSALS))
         got, value = np.empty(t, dtype=bool), np.empty(t)
         at = on_floor.nonzero()[0]
         got[at], value[at] = _first_kept(self._floor, todo[at], xi_l[at], 1.0 - uni[:n_f])
         at = (~on_floor).nonzero()[0]
-        r = np.split(uni[n_f:], 3)
+        r = uni[n_f:].reshape(3, t - n_f, PROPOSALS)
         got[at], value[at] = _first_kept(self._planes, todo[at], xi_l[at], *r)
         return got, value
 
@@ -474,7 +476,7 @@ class _Grid:
             tails.append(tail)
             tail *= 2.0 if tail < FINE_CELLS / n else 8.0
         z = -ndtri(np.array(tails[::-1]))  # ascending edges
-        inner = np.column_stack([law.above(np.full(s, zk)) for zk in z])
+        inner = law.above(np.broadcast_to(z, (s, len(z))))  # (S, K - 1)
         edges = np.column_stack([np.full(s, -np.inf), inner, np.full(s, np.inf)])
         sf = np.column_stack([np.ones(s), law.sf(inner.T).T, np.zeros(s)])
         mass = np.clip(sf[:, :-1] - sf[:, 1:], 0.0, 1.0)
