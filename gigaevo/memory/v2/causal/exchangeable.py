@@ -70,6 +70,7 @@ FINE_CELLS = 64.0  # W's cells: upper tails 1/(8n), 2/(8n), ... 64/n, then x 8 u
 LEVEL_STEPS = 16  # bisection steps of a round's level (its region's mass is approximate)
 PROPOSALS = 2  # candidates per member and rejection pass (each kept with probability >= 1/4)
 MAX_PROPOSALS = 100  # rejection passes before the draw gives up
+LAZY_MEMBERS = 1024  # a group this large forms a member's later candidates only when needed
 
 
 @dataclass(frozen=True)
@@ -278,7 +279,6 @@ def _draw_gains(
 
 # the p-th candidates of the members ``sel`` (all: a slice) of a group: (W, kept) per member
 _Column = Callable[[Any, int], tuple[np.ndarray, np.ndarray]]
-LAZY_MEMBERS = 1024  # a group this large forms a member's later candidates only when needed
 
 
 class _Proposals:
