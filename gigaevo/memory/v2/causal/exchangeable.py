@@ -186,13 +186,16 @@ class _Gain:
         return np.maximum(self.s_i * z, centre + np.hypot(self.s_i, self.s_l) * z)
 
 
+def _unbounded(x: np.ndarray) -> bool:
+    """Whether every one of intervals' far ends x is -inf (NaN is not: max propagates it)."""
+    return bool(x.size) and bool(x.max() == -np.inf)
+
+
 def _end_cdf(x: np.ndarray) -> np.ndarray:
     """ndtr(x) at intervals' far ends (-inf where unbounded): zeros, without evaluating
-    ndtr, when every end is -inf (the floor cell's members, a first round's zeta), since
-    ndtr(-inf) = 0 (and a difference with 0 is its other term, bit for bit)."""
-    if x.size and x.max() == -np.inf:  # (NaN is not: max propagates it)
-        return np.zeros(x.shape)
-    return ndtr(x)
+    ndtr, when every end is -inf (a first round's zeta cells, a mask's share of them),
+    since ndtr(-inf) = 0 (and a difference with 0 is its other term, bit for bit)."""
+    return np.zeros(x.shape) if _unbounded(x) else ndtr(x)
 
 
 def _truncated(lo: np.ndarray, hi: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -210,9 +213,15 @@ class _TruncatedLaw:
     def __init__(self, lo: np.ndarray, hi: np.ndarray) -> None:
         self.upper = upper = (lo >= 0.0) | np.isposinf(hi)
         n_upper = int(np.count_nonzero(upper))
-        if n_upper in (0, len(lo)):  # one form for every interval: no mask to apply
-            qa = _end_cdf(-hi if n_upper else lo)  # upper: xi = -eta, eta in [-hi, -lo)
-            self.qa, self.span = qa, (ndtr(-lo) if n_upper else ndtr(hi)) - qa
+        # the form of every interval (True: the upper one), None where they are mixed
+        self.form = None if 0 < n_upper < len(lo) else n_upper > 0
+        self.qa: np.ndarray | None
+        if self.form is not None:  # one form for every interval: no mask to apply
+            end = -hi if n_upper else lo  # upper: xi = -eta, eta in [-hi, -lo)
+            cdf = ndtr(-lo) if n_upper else ndtr(hi)
+            # every far end unbounded: qa = ndtr(-inf) = 0, and 0 + u span = u span (>= +0)
+            self.qa = None if _unbounded(end) else ndtr(end)
+            self.span = cdf if self.qa is None else cdf - self.qa
             return
         self.qa = np.empty(len(lo))
         self.span = np.empty(len(lo))
@@ -224,9 +233,14 @@ class _TruncatedLaw:
 
     def draw(self, u: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         """Draws from u for the intervals ``rows`` (all when None), in that order."""
-        upper, qa, span = self.upper, self.qa, self.span
+        qa, span = self.qa, self.span
         if rows is not None:
-            upper, qa, span = upper[rows], qa[rows], span[rows]
+            qa, span = None if qa is None else qa[rows], span[rows]
+        if self.form is not None:  # one form for every interval
+            x = ndtri(u * span if qa is None else qa + u * span)
+            return -x if self.form else x
+        assert qa is not None  # (mixed forms keep every qa)
+        upper = self.upper if rows is None else self.upper[rows]
         n_upper = int(np.count_nonzero(upper))
         if n_upper in (0, len(u)):  # one form for every draw: no mask to apply
             x = ndtri(qa + u * span)
