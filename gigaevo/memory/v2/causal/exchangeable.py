@@ -45,10 +45,10 @@ from gigaevo.memory.v2.causal.policy import WorldVotes, top_two
 
 # scipy.special is imported on the first draw, not with the package: a run that makes no
 # decision (max_mutants=0, the CLI) never loads scipy (tests/pipeline/test_startup.py)
-def ndtr(x: Any) -> Any:
+def ndtr(x: Any, out: Any = None) -> Any:
     from scipy.special import ndtr as f
 
-    return f(x)
+    return f(x) if out is None else f(x, out=out)
 
 
 def ndtri(x: Any) -> Any:
@@ -123,11 +123,16 @@ def _lifted_gain(
 ) -> np.ndarray:
     """W = s_i xi_i + max(0, c_L + s_L xi_L), elementwise (``ExchangeableCards.gain`` with
     the lineage head; ``_draw_gains`` on the centres it already took)."""
-    out = s_i * xi_i
-    lifted = centre_l + s_l * xi_l
+    return _gain(s_i * xi_i, centre_l, s_l * xi_l)
+
+
+def _gain(own: np.ndarray, centre_l: np.ndarray, lift: np.ndarray) -> np.ndarray:
+    """W = own + max(0, c_L + lift) from the products own = s_i xi_i and lift = s_L xi_L
+    (``_lifted_gain``'s, for a caller that has them; a sum in either order is one float)."""
+    lifted = centre_l + lift
     np.maximum(lifted, 0.0, out=lifted)
-    out += lifted
-    return out
+    lifted += own
+    return lifted
 
 
 def _bivariate_cdf(
@@ -346,9 +351,9 @@ class _Proposals:
         if not n_f:
             return _first_kept(self._planes, todo, xi_l, *uni.reshape(3, t, PROPOSALS))
         got, value = np.empty(t, dtype=bool), np.empty(t)
-        at = on_floor.nonzero()[0]
+        at = on_floor
         got[at], value[at] = _first_kept(self._floor, todo[at], xi_l[at], 1.0 - uni[:n_f])
-        at = (~on_floor).nonzero()[0]
+        at = ~on_floor
         r = uni[n_f:].reshape(3, t - n_f, PROPOSALS)
         got[at], value[at] = _first_kept(self._planes, todo[at], xi_l[at], *r)
         return got, value
@@ -382,9 +387,10 @@ class _Proposals:
             # from H1: (z, other); from H2: rotate (z, other) back to (xi_i, xi_L)
             xi_i = np.where(first, z, (s_i * z - s_l * other) / sigma)
             lin = np.where(first, other, (s_l * z + s_i * other) / sigma)
-            lifted = s_i * xi_i + c + s_l * lin
-            keep = ~((s_i * xi_i > a) & (lifted > a)) | (coin[sel, p] < 0.5)
-            w = _lifted_gain(s_i, xi_i, c, s_l, lin)
+            own, lift = s_i * xi_i, s_l * lin  # each product taken once
+            lifted = own + c + lift
+            keep = ~((own > a) & (lifted > a)) | (coin[sel, p] < 0.5)
+            w = _gain(own, c, lift)
             return w, keep & (w > a) & (w <= hi[sel])
 
         return column
@@ -548,22 +554,25 @@ def _level(
     flat = ~(room > 0.0)  # cells without room: r = +-inf by the sign of num
     any_flat = bool(np.any(flat))
     centre, sd = block.centres[1][active, None], block.sds[1]
+    r, b, log1m = np.empty(room.shape), np.empty(room.shape), np.empty(room.shape)
+    total = np.empty(len(active))  # each step's region mass, in buffers kept across steps
     with np.errstate(divide="ignore", invalid="ignore"):
         for _ in range(LEVEL_STEPS):
             mid = 0.5 * (low + high)
             num = (mid - lo + q0a)[:, None]
-            r = num / room
+            np.divide(num, room, out=r)
             if any_flat:
                 r[flat] = np.broadcast_to(np.where(num >= 0.0, np.inf, -np.inf), r.shape)[flat]
             # r in [0, 1]: r = 1 gives b = inf (log1p(-1) = -inf), r = 0 gives b = -inf
             np.clip(r, 0.0, 1.0, out=r)
-            b = np.log(r)
-            b -= np.log1p(-r)
+            np.log(r, out=b)
+            np.negative(r, out=log1m)
+            b -= np.log1p(log1m, out=log1m)
             b += centre
             b /= -sd  # -(b / sd), exactly
-            tail = ndtr(b)
-            tail *= mass
-            big = np.sum(tail, axis=1) > target
+            ndtr(b, out=b)  # the tails
+            b *= mass
+            big = np.add.reduce(b, axis=1, out=total) > target  # (np.sum's reduction)
             low, high = np.where(big, mid, low), np.where(big, high, mid)
     return high
 
