@@ -297,6 +297,7 @@ def _draw_gains(
 
 
 # the p-th candidates of the members ``sel`` (all: a slice) of a group: (W, kept) per member
+# (a column read as a[:, p][sel]: a[sel, p] with an index array is several times slower)
 _Column = Callable[[Any, int], tuple[np.ndarray, np.ndarray]]
 
 
@@ -351,11 +352,14 @@ class _Proposals:
         if not n_f:
             return _first_kept(self._planes, todo, xi_l, *uni.reshape(3, t, PROPOSALS))
         got, value = np.empty(t, dtype=bool), np.empty(t)
-        at = on_floor
-        got[at], value[at] = _first_kept(self._floor, todo[at], xi_l[at], 1.0 - uni[:n_f])
-        at = ~on_floor
+        # (rows by np.take: indexing a (t, P) array by rows is many times slower)
+        at = on_floor.nonzero()[0]
+        own = np.take(xi_l, at, axis=0)
+        got[at], value[at] = _first_kept(self._floor, todo[at], own, 1.0 - uni[:n_f])
+        at = (~on_floor).nonzero()[0]
         r = uni[n_f:].reshape(3, t - n_f, PROPOSALS)
-        got[at], value[at] = _first_kept(self._planes, todo[at], xi_l[at], *r)
+        own = np.take(xi_l, at, axis=0)
+        got[at], value[at] = _first_kept(self._planes, todo[at], own, *r)
         return got, value
 
     def _floor(self, members: np.ndarray, xi_l: np.ndarray, u: np.ndarray) -> _Column:
@@ -364,7 +368,9 @@ class _Proposals:
         s_i, s_l, law = self.s_i, self.s_l, self.floor_law
 
         def column(sel: Any, p: int) -> tuple[np.ndarray, np.ndarray]:
-            w = _lifted_gain(s_i, law.draw(u[sel, p], rows[sel]), centre[sel], s_l, xi_l[sel, p])
+            w = _lifted_gain(
+                s_i, law.draw(u[:, p][sel], rows[sel]), centre[sel], s_l, xi_l[:, p][sel]
+            )
             return w, (w > -np.inf) & (w <= hi[sel])
 
         return column
@@ -380,16 +386,16 @@ class _Proposals:
 
         def column(sel: Any, p: int) -> tuple[np.ndarray, np.ndarray]:
             a, c, m1, m2 = lo[sel], centre[sel], q1[sel], q2[sel]
-            first = pick[sel, p] * (m1 + m2) < m1
+            first = pick[:, p][sel] * (m1 + m2) < m1
             # the chosen half-plane's normal coordinate above its threshold, by inverse CDF
-            z = -ndtri((1.0 - inverse[sel, p]) * np.where(first, m1, m2))
-            other = xi_l[sel, p]
+            z = -ndtri((1.0 - inverse[:, p][sel]) * np.where(first, m1, m2))
+            other = xi_l[:, p][sel]
             # from H1: (z, other); from H2: rotate (z, other) back to (xi_i, xi_L)
             xi_i = np.where(first, z, (s_i * z - s_l * other) / sigma)
             lin = np.where(first, other, (s_l * z + s_i * other) / sigma)
             own, lift = s_i * xi_i, s_l * lin  # each product taken once
             lifted = own + c + lift
-            keep = ~((own > a) & (lifted > a)) | (coin[sel, p] < 0.5)
+            keep = ~((own > a) & (lifted > a)) | (coin[:, p][sel] < 0.5)
             w = _gain(own, c, lift)
             return w, keep & (w > a) & (w <= hi[sel])
 
@@ -627,7 +633,7 @@ def _shell(
     (low_i, high_i] (members in ``world``; ``rows`` index their world's edges (A, K + 1),
     heights (A, K) and masses (A, K))."""
     m, k = len(world), pieces.shape[1]
-    cum = np.cumsum(pieces, axis=1)[rows]
+    cum = np.take(np.cumsum(pieces, axis=1), rows, axis=0)
     pick = rng.random(m) * cum[:, -1]
     cell = np.zeros(m, dtype=int)  # how many cumulative masses pick reaches, column by column
     for j in range(k - 1):  # (the last column's count is cut off by the min with k - 1)
