@@ -203,17 +203,14 @@ def _end_cdf(x: np.ndarray) -> np.ndarray:
     return np.zeros(x.shape) if _unbounded(x) else ndtr(x)
 
 
-def _truncated(lo: np.ndarray, hi: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """Standard normals given lo < xi <= hi by inverse CDF from u in (0, 1] (the upper form
-    where the interval is in the upper half or unbounded above, so no 1 - tiny rounds)."""
-    return _TruncatedLaw(lo, hi).draw(u)
-
-
 class _TruncatedLaw:
-    """The inverse-CDF terms of ``_truncated`` for intervals (lo, hi], kept so that draws
-    of a subset of them (``draw(u, rows)``, the members a rejection pass still needs) read
-    them instead of evaluating the normal CDF at the same bounds again: the same values
-    (elementwise), so the same draws."""
+    """Standard normals given lo < xi <= hi by inverse CDF from u in (0, 1] (the upper form
+    where the interval is in the upper half or unbounded above, so no 1 - tiny rounds).
+
+    The CDF terms of intervals (lo, hi] are kept so that draws of a subset of them
+    (``draw(u, rows)``: a shell's members of each cell, the members a rejection pass still
+    needs) read them instead of evaluating the normal CDF at the same bounds again: the
+    same values (elementwise), so the same draws."""
 
     def __init__(self, lo: np.ndarray, hi: np.ndarray) -> None:
         self.upper = upper = (lo >= 0.0) | np.isposinf(hi)
@@ -305,12 +302,15 @@ class _Proposals:
     """``_draw_gains``' rejection passes with the lineage head, for members (m,) with
     bounds lo, hi and lineage centres ``centre``.
 
-    What does not change between passes is computed once per member (elementwise, as a
-    pass would): the half-planes' masses of the members with a threshold, the truncated law
-    of xi_i of the others (lo = -inf: s_i xi_i <= hi). A pass reads the stream as one
-    candidate-interleaved draw per kind: xi_L of every candidate, the floor candidates'
-    uniforms, then the others' choice, inverse-CDF and coin uniforms; a member's draw is
-    its first kept candidate (``_first_kept``)."""
+    What does not change between passes is computed once per entry of ``_distinct``
+    (elementwise, as a pass would): the half-planes' masses of the members with a threshold,
+    the truncated law of xi_i of the others (lo = -inf: s_i xi_i <= hi). A pass reads the
+    stream as one candidate-interleaved draw per kind: xi_L of every candidate, the floor
+    candidates' uniforms, then the others' choice, inverse-CDF and coin uniforms; a
+    member's draw is its first kept candidate (``_first_kept``).
+
+    Args:
+        first, entry: ``_distinct``'s members of each entry and entry of each member."""
 
     def __init__(
         self,
