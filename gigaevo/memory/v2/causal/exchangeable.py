@@ -34,6 +34,7 @@ The thresholds change only how many members are drawn, never the law of the resu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,10 +45,10 @@ from gigaevo.memory.v2.causal.policy import WorldVotes, top_two
 
 # scipy.special is imported on the first draw, not with the package: a run that makes no
 # decision (max_mutants=0, the CLI) never loads scipy (tests/pipeline/test_startup.py)
-def ndtr(x: Any) -> Any:
+def ndtr(x: Any, out: Any = None) -> Any:
     from scipy.special import ndtr as f
 
-    return f(x)
+    return f(x) if out is None else f(x, out=out)
 
 
 def ndtri(x: Any) -> Any:
@@ -69,6 +70,7 @@ FINE_CELLS = 64.0  # W's cells: upper tails 1/(8n), 2/(8n), ... 64/n, then x 8 u
 LEVEL_STEPS = 16  # bisection steps of a round's level (its region's mass is approximate)
 PROPOSALS = 2  # candidates per member and rejection pass (each kept with probability >= 1/4)
 MAX_PROPOSALS = 100  # rejection passes before the draw gives up
+LAZY_MEMBERS = 1024  # a group this large forms a member's later candidates only when needed
 
 
 @dataclass(frozen=True)
@@ -121,11 +123,16 @@ def _lifted_gain(
 ) -> np.ndarray:
     """W = s_i xi_i + max(0, c_L + s_L xi_L), elementwise (``ExchangeableCards.gain`` with
     the lineage head; ``_draw_gains`` on the centres it already took)."""
-    out = s_i * xi_i
-    lifted = centre_l + s_l * xi_l
+    return _gain(s_i * xi_i, centre_l, s_l * xi_l)
+
+
+def _gain(own: np.ndarray, centre_l: np.ndarray, lift: np.ndarray) -> np.ndarray:
+    """W = own + max(0, c_L + lift) from the products own = s_i xi_i and lift = s_L xi_L
+    (``_lifted_gain``'s, for a caller that has them; a sum in either order is one float)."""
+    lifted = centre_l + lift
     np.maximum(lifted, 0.0, out=lifted)
-    out += lifted
-    return out
+    lifted += own
+    return lifted
 
 
 def _bivariate_cdf(
@@ -176,44 +183,66 @@ class _Gain:
         return np.clip(self.sf(lo) - self.sf(hi), 0.0, 1.0)
 
     def above(self, z: np.ndarray) -> np.ndarray:
-        """A threshold whose tail is about ndtr(-z) (each half-plane's tail is exactly)."""
+        """A threshold whose tail is about ndtr(-z) (each half-plane's tail is exactly);
+        z: (rows,) or (rows, J), a row's centre for each of its columns."""
         if self.s_l is None or self.centre is None:
             return self.s_i * z
-        return np.maximum(self.s_i * z, self.centre + np.hypot(self.s_i, self.s_l) * z)
+        centre = self.centre if z.ndim == 1 else self.centre[:, None]
+        return np.maximum(self.s_i * z, centre + np.hypot(self.s_i, self.s_l) * z)
 
 
-def _truncated(lo: np.ndarray, hi: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """Standard normals given lo < xi <= hi by inverse CDF from u in (0, 1] (the upper form
-    where the interval is in the upper half or unbounded above, so no 1 - tiny rounds)."""
-    return _TruncatedLaw(lo, hi).draw(u)
+def _unbounded(x: np.ndarray) -> bool:
+    """Whether every one of intervals' far ends x is -inf (NaN is not: max propagates it)."""
+    return bool(x.size) and bool(x.max() == -np.inf)
+
+
+def _end_cdf(x: np.ndarray) -> np.ndarray:
+    """ndtr(x) at intervals' far ends (-inf where unbounded): zeros, without evaluating
+    ndtr, when every end is -inf (a first round's zeta cells, a mask's share of them),
+    since ndtr(-inf) = 0 (and a difference with 0 is its other term, bit for bit)."""
+    return np.zeros(x.shape) if _unbounded(x) else ndtr(x)
 
 
 class _TruncatedLaw:
-    """The inverse-CDF terms of ``_truncated`` for intervals (lo, hi], kept so that draws
-    of a subset of them (``draw(u, rows)``, the members a rejection pass still needs) read
-    them instead of evaluating the normal CDF at the same bounds again: the same values
-    (elementwise), so the same draws."""
+    """Standard normals given lo < xi <= hi by inverse CDF from u in (0, 1] (the upper form
+    where the interval is in the upper half or unbounded above, so no 1 - tiny rounds).
+
+    The CDF terms of intervals (lo, hi] are kept so that draws of a subset of them
+    (``draw(u, rows)``: a shell's members of each cell, the members a rejection pass still
+    needs) read them instead of evaluating the normal CDF at the same bounds again: the
+    same values (elementwise), so the same draws."""
 
     def __init__(self, lo: np.ndarray, hi: np.ndarray) -> None:
         self.upper = upper = (lo >= 0.0) | np.isposinf(hi)
         n_upper = int(np.count_nonzero(upper))
-        if n_upper in (0, len(lo)):  # one form for every interval: no mask to apply
-            qa = ndtr(-hi) if n_upper else ndtr(lo)  # upper: xi = -eta, eta in [-hi, -lo)
-            self.qa, self.span = qa, (ndtr(-lo) if n_upper else ndtr(hi)) - qa
+        # the form of every interval (True: the upper one), None where they are mixed
+        self.form = None if 0 < n_upper < len(lo) else n_upper > 0
+        self.qa: np.ndarray | None
+        if self.form is not None:  # one form for every interval: no mask to apply
+            end = -hi if n_upper else lo  # upper: xi = -eta, eta in [-hi, -lo)
+            cdf = ndtr(-lo) if n_upper else ndtr(hi)
+            # every far end unbounded: qa = ndtr(-inf) = 0, and 0 + u span = u span (>= +0)
+            self.qa = None if _unbounded(end) else ndtr(end)
+            self.span = cdf if self.qa is None else cdf - self.qa
             return
         self.qa = np.empty(len(lo))
         self.span = np.empty(len(lo))
-        qa = ndtr(-hi[upper])
+        qa = _end_cdf(-hi[upper])
         self.qa[upper], self.span[upper] = qa, ndtr(-lo[upper]) - qa
         lower = ~upper
-        qa = ndtr(lo[lower])
+        qa = _end_cdf(lo[lower])
         self.qa[lower], self.span[lower] = qa, ndtr(hi[lower]) - qa
 
     def draw(self, u: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         """Draws from u for the intervals ``rows`` (all when None), in that order."""
-        upper, qa, span = self.upper, self.qa, self.span
+        qa, span = self.qa, self.span
         if rows is not None:
-            upper, qa, span = upper[rows], qa[rows], span[rows]
+            qa, span = None if qa is None else qa[rows], span[rows]
+        if self.form is not None:  # one form for every interval
+            x = ndtri(u * span if qa is None else qa + u * span)
+            return -x if self.form else x
+        assert qa is not None  # (mixed forms keep every qa)
+        upper = self.upper if rows is None else self.upper[rows]
         n_upper = int(np.count_nonzero(upper))
         if n_upper in (0, len(u)):  # one form for every draw: no mask to apply
             x = ndtri(qa + u * span)
@@ -231,6 +260,7 @@ def _draw_gains(
     lo: np.ndarray,
     hi: np.ndarray,
     rng: np.random.Generator,
+    key: np.ndarray | None = None,
 ) -> np.ndarray:
     """Gains W of members given lo < W <= hi (per row; lo is -inf or a tail threshold).
 
@@ -239,61 +269,185 @@ def _draw_gains(
     {W <= hi}'s two constraints); the others propose from the union of the half-planes
     H1 = {s_i xi_i > lo} and H2 = {s_i xi_i + c_L + s_L xi_L > lo} (pick one by its mass,
     draw from it, keep with probability 1 / the number of the two holding the point).
-    Either proposal is then kept only if lo < W <= hi.
+    Either proposal is then kept only if lo < W <= hi (``_Proposals``).
+
+    ``key``: (m,) small non-negative ints, one per (world, lo, hi) (a shell's cells): the
+    laws' CDF terms are evaluated once per key, then read by its members (the same values).
     """
-    s_i = cards.sds[0]
+    s_i, m = cards.sds[0], len(world)
+    if not m:
+        return np.empty(0)
+    first, entry = _distinct(key, m)
     if len(cards.sds) < 3:
-        return s_i * _truncated(lo / s_i, hi / s_i, 1.0 - rng.random(len(world)))
-    s_l, centre = cards.sds[2], cards.centres[2][world]
-    sigma = np.hypot(s_i, s_l)
-    # per member, computed once for every rejection pass (elementwise, as a pass would):
-    # the half-planes' masses of the members with a threshold, the truncated law of
-    # xi_i of the others (lo = -inf: s_i xi_i <= hi)
-    at_floor = np.isneginf(lo)
-    slot = np.cumsum(~at_floor) - 1  # a member's row in the thresholded members' arrays
-    lo_up = lo[~at_floor]
-    p1, p2 = ndtr(-lo_up / s_i), ndtr((centre[~at_floor] - lo_up) / sigma)
-    floor_law = _TruncatedLaw(lo[at_floor], hi[at_floor] / s_i)
-    floor_slot = np.cumsum(at_floor) - 1
+        law = _TruncatedLaw(lo[first] / s_i, hi[first] / s_i)
+        return s_i * law.draw(1.0 - rng.random(m), entry)
+    proposals = _Proposals(s_i, cards.sds[2], lo, hi, cards.centres[2][world], first, entry)
     out = np.empty(len(world))
     todo = np.arange(len(world))
     for _ in range(MAX_PROPOSALS):
         if not len(todo):
             return out
-        # PROPOSALS candidates per member at once; the first one kept is its draw
-        rows = np.repeat(todo, PROPOSALS)
-        a, b, c, m = lo[rows], hi[rows], centre[rows], len(rows)
-        xi_i, xi_l = np.empty(m), rng.standard_normal(m)
-        keep = np.ones(m, dtype=bool)
-        floor = at_floor[rows]
-        u = 1.0 - rng.random(int(floor.sum()))
-        xi_i[floor] = floor_law.draw(u, floor_slot[rows[floor]])
-        up = np.flatnonzero(~floor)
-        if len(up):
-            at = slot[rows[up]]
-            a_up, c_up, q1, q2 = a[up], c[up], p1[at], p2[at]
-            first = rng.random(len(up)) * (q1 + q2) < q1
-            # the chosen half-plane's normal coordinate above its threshold, by inverse CDF
-            z = -ndtri((1.0 - rng.random(len(up))) * np.where(first, q1, q2))
-            other = xi_l[up]
-            # from H1: (z, other); from H2: rotate (z, other) back to (xi_i, xi_L)
-            xi_i[up] = np.where(first, z, (s_i * z - s_l * other) / sigma)
-            xi_l[up] = np.where(first, other, (s_l * z + s_i * other) / sigma)
-            lifted = s_i * xi_i[up] + c_up + s_l * xi_l[up]
-            in_both = (s_i * xi_i[up] > a_up) & (lifted > a_up)
-            keep[up] = ~in_both | (rng.random(len(up)) < 0.5)
-        w = _lifted_gain(s_i, xi_i, c, s_l, xi_l)  # on the centres c already taken
-        keep &= (w > a) & (w <= b)
-        # a member's draw is its first kept candidate (columns walked from the last, so the
-        # first kept one is written last; no reduction along the short candidate axis)
-        keep_of, w_of = keep.reshape(-1, PROPOSALS), w.reshape(-1, PROPOSALS)
-        got, first_kept = keep_of[:, -1].copy(), w_of[:, -1]
-        for p in range(PROPOSALS - 2, -1, -1):
-            got |= keep_of[:, p]
-            first_kept = np.where(keep_of[:, p], w_of[:, p], first_kept)
-        out[todo[got]] = first_kept[got]
+        got, value = proposals.rejection_pass(todo, rng)
+        out[todo[got]] = value[got]
         todo = todo[~got]
     raise RuntimeError("exchangeable cards: the gain draws were rejected too often")
+
+
+# the p-th candidates of the members ``sel`` (all: a slice) of a group: (W, kept) per member
+# (a column read as a[:, p][sel]: a[sel, p] with an index array is several times slower)
+_Column = Callable[[Any, int], tuple[np.ndarray, np.ndarray]]
+
+
+class _Proposals:
+    """``_draw_gains``' rejection passes with the lineage head, for members (m,) with
+    bounds lo, hi and lineage centres ``centre``.
+
+    What does not change between passes is computed once per entry of ``_distinct``
+    (elementwise, as a pass would): the half-planes' masses of the members with a threshold,
+    the truncated law of xi_i of the others (lo = -inf: s_i xi_i <= hi). A pass reads the
+    stream as one candidate-interleaved draw per kind: xi_L of every candidate, the floor
+    candidates' uniforms, then the others' choice, inverse-CDF and coin uniforms; a
+    member's draw is its first kept candidate (``_first_kept``).
+
+    Args:
+        first, entry: ``_distinct``'s members of each entry and entry of each member."""
+
+    def __init__(
+        self,
+        s_i: float,
+        s_l: float,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        centre: np.ndarray,
+        first: np.ndarray,
+        entry: np.ndarray,
+    ) -> None:
+        self.s_i, self.s_l, self.sigma = s_i, s_l, np.hypot(s_i, s_l)
+        self.lo, self.hi, self.centre = lo, hi, centre
+        # the laws per distinct entry (``_distinct``: ``first`` members, ``entry`` of each)
+        lo_d = lo[first]
+        floor = np.isneginf(lo_d)
+        self.at_floor = floor[entry]
+        below = np.cumsum(floor)  # floor entries up to each entry: its row in the floor law
+        # an entry's row in its group's arrays (the floor law or the half-planes' masses)
+        self.row = np.where(floor, below - 1, np.arange(len(floor)) - below)[entry]
+        lo_up = lo_d[~floor]
+        self.p1 = ndtr(-lo_up / s_i)
+        self.p2 = ndtr((centre[first][~floor] - lo_up) / self.sigma)
+        self.floor_law = _TruncatedLaw(lo_d[floor], hi[first][floor] / s_i)
+
+    def rejection_pass(
+        self, todo: np.ndarray, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """PROPOSALS candidates for each member of ``todo`` (ascending): (t,) whether one
+        was kept, and the first kept one's W (arbitrary where none was)."""
+        t = len(todo)
+        xi_l = rng.standard_normal(PROPOSALS * t).reshape(t, PROPOSALS)
+        on_floor = self.at_floor[todo]
+        n_f = int(np.count_nonzero(on_floor))
+        # consecutive uniform draws are one stream: the floor's, then the others' three kinds
+        uni = rng.random(PROPOSALS * (n_f + 3 * (t - n_f))).reshape(-1, PROPOSALS)
+        if n_f == t:
+            return _first_kept(self._floor, todo, xi_l, 1.0 - uni)
+        if not n_f:
+            return _first_kept(self._planes, todo, xi_l, *uni.reshape(3, t, PROPOSALS))
+        got, value = np.empty(t, dtype=bool), np.empty(t)
+        # (rows by np.take: indexing a (t, P) array by rows is many times slower)
+        at = on_floor.nonzero()[0]
+        own = np.take(xi_l, at, axis=0)
+        got[at], value[at] = _first_kept(self._floor, todo[at], own, 1.0 - uni[:n_f])
+        at = (~on_floor).nonzero()[0]
+        r = uni[n_f:].reshape(3, t - n_f, PROPOSALS)
+        own = np.take(xi_l, at, axis=0)
+        got[at], value[at] = _first_kept(self._planes, todo[at], own, *r)
+        return got, value
+
+    def _floor(self, members: np.ndarray, xi_l: np.ndarray, u: np.ndarray) -> _Column:
+        """Candidates of members with lo = -inf: xi_i from its truncated law by u."""
+        rows, hi, centre = self.row[members], self.hi[members], self.centre[members]
+        s_i, s_l, law = self.s_i, self.s_l, self.floor_law
+
+        def column(sel: Any, p: int) -> tuple[np.ndarray, np.ndarray]:
+            w = _lifted_gain(
+                s_i, law.draw(u[:, p][sel], rows[sel]), centre[sel], s_l, xi_l[:, p][sel]
+            )
+            return w, (w > -np.inf) & (w <= hi[sel])
+
+        return column
+
+    def _planes(self, members: np.ndarray, xi_l: np.ndarray, *r: np.ndarray) -> _Column:
+        """Candidates of members with a threshold, from the union of the half-planes by the
+        uniforms r: the choice of a half-plane, its inverse CDF, the coin."""
+        at = self.row[members]
+        lo, hi, centre = self.lo[members], self.hi[members], self.centre[members]
+        q1, q2 = self.p1[at], self.p2[at]
+        s_i, s_l, sigma = self.s_i, self.s_l, self.sigma
+        pick, inverse, coin = r
+
+        def column(sel: Any, p: int) -> tuple[np.ndarray, np.ndarray]:
+            a, c, m1, m2 = lo[sel], centre[sel], q1[sel], q2[sel]
+            first = pick[:, p][sel] * (m1 + m2) < m1
+            # the chosen half-plane's normal coordinate above its threshold, by inverse CDF
+            z = -ndtri((1.0 - inverse[:, p][sel]) * np.where(first, m1, m2))
+            other = xi_l[:, p][sel]
+            # from H1: (z, other); from H2: rotate (z, other) back to (xi_i, xi_L)
+            xi_i = np.where(first, z, (s_i * z - s_l * other) / sigma)
+            lin = np.where(first, other, (s_l * z + s_i * other) / sigma)
+            own, lift = s_i * xi_i, s_l * lin  # each product taken once
+            lifted = own + c + lift
+            keep = ~((own > a) & (lifted > a)) | (coin[:, p][sel] < 0.5)
+            w = _gain(own, c, lift)
+            return w, keep & (w > a) & (w <= hi[sel])
+
+        return column
+
+
+def _distinct(key: np.ndarray | None, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """(d,) a member of each distinct key and (m,) each member's entry among them
+    (ascending keys); without keys every member is its own entry."""
+    if key is None:
+        every = np.arange(m)
+        return every, every
+    one = np.empty(int(key.max()) + 1, dtype=np.intp)
+    one[key] = np.arange(m)  # some member of each key: they share their laws
+    used = np.zeros(len(one), dtype=bool)
+    used[key] = True
+    keys = used.nonzero()[0]
+    entry = np.empty(len(one), dtype=np.intp)
+    entry[keys] = np.arange(len(keys))
+    return one[keys], entry[key]
+
+
+def _first_kept(
+    group: Callable[..., _Column], members: np.ndarray, *candidates: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(n,) whether each of ``members`` kept a candidate, and its first kept one's W.
+
+    ``candidates``: the group's random numbers, (n, PROPOSALS) each. A large group forms
+    candidate p only for the members whose earlier candidates were all rejected (its random
+    numbers were read with the others); a small one forms them all at once (fewer array
+    operations), then walks the columns from the last, so the first kept one is written
+    last."""
+    n = len(members)
+    if n >= LAZY_MEMBERS:
+        column = group(members, *candidates)
+        value, got = column(slice(None), 0)
+        rest = (~got).nonzero()[0]
+        for p in range(1, PROPOSALS):
+            if not len(rest):
+                break
+            w, keep = column(rest, p)
+            got[rest], value[rest] = keep, w
+            rest = rest[~keep]
+        return got, value
+    flat = (c.reshape(-1, 1) for c in candidates)
+    w, keep = group(np.repeat(members, PROPOSALS), *flat)(slice(None), 0)
+    keep_of, w_of = keep.reshape(n, PROPOSALS), w.reshape(n, PROPOSALS)
+    got, value = keep_of[:, -1].copy(), w_of[:, -1]
+    for p in range(PROPOSALS - 2, -1, -1):
+        got |= keep_of[:, p]
+        value = np.where(keep_of[:, p], w_of[:, p], value)
+    return got, value
 
 
 def _law(cards: ExchangeableCards, rows: np.ndarray) -> _Gain:
@@ -314,7 +468,7 @@ def _tail(
     lo, hi = np.broadcast_to(lo, out.shape), np.broadcast_to(hi, out.shape)
     upper = lo >= 0.0
     if np.any(upper):
-        out[upper] = ndtr(-lo[upper]) - ndtr(-hi[upper])
+        out[upper] = ndtr(-lo[upper]) - _end_cdf(-hi[upper])
     lower = ~upper
     if np.any(lower):
         if cdf is None:
@@ -348,7 +502,7 @@ class _Grid:
             tails.append(tail)
             tail *= 2.0 if tail < FINE_CELLS / n else 8.0
         z = -ndtri(np.array(tails[::-1]))  # ascending edges
-        inner = np.column_stack([law.above(np.full(s, zk)) for zk in z])
+        inner = law.above(np.broadcast_to(z, (s, len(z))))  # (S, K - 1)
         edges = np.column_stack([np.full(s, -np.inf), inner, np.full(s, np.inf)])
         sf = np.column_stack([np.ones(s), law.sf(inner.T).T, np.zeros(s)])
         mass = np.clip(sf[:, :-1] - sf[:, 1:], 0.0, 1.0)
@@ -396,8 +550,9 @@ def _level(
 
     Each step is ``_region_mass(grid, _heights(...)) > target`` with the same floats: what
     does not move with the level (the cells with room, the worlds' q0 and invalidity
-    centres) is taken once, and ndtr(-b_i) is taken of every cell, then set to ndtr(-inf) = 0
-    where r_i >= 1 and ndtr(inf) = 1 where r_i <= 0 (``_heights``' infinite heights)."""
+    centres) is taken once, and ndtr(-b_i) is taken of every cell with r_i clipped to [0, 1]:
+    b_i = inf where r_i >= 1 and -inf where r_i <= 0, whose tails ndtr(-inf) = 0 and
+    ndtr(inf) = 1 are those of ``_heights``' infinite heights."""
     lo, hi = bounds
     q0a = q0[active]
     low, high = lo - q0a, hi - q0a
@@ -405,23 +560,25 @@ def _level(
     flat = ~(room > 0.0)  # cells without room: r = +-inf by the sign of num
     any_flat = bool(np.any(flat))
     centre, sd = block.centres[1][active, None], block.sds[1]
+    r, b, log1m = np.empty(room.shape), np.empty(room.shape), np.empty(room.shape)
+    total = np.empty(len(active))  # each step's region mass, in buffers kept across steps
     with np.errstate(divide="ignore", invalid="ignore"):
         for _ in range(LEVEL_STEPS):
             mid = 0.5 * (low + high)
             num = (mid - lo + q0a)[:, None]
-            r = num / room
+            np.divide(num, room, out=r)
             if any_flat:
                 r[flat] = np.broadcast_to(np.where(num >= 0.0, np.inf, -np.inf), r.shape)[flat]
-            b = np.log(r)
-            b -= np.log1p(-r)
+            # r in [0, 1]: r = 1 gives b = inf (log1p(-1) = -inf), r = 0 gives b = -inf
+            np.clip(r, 0.0, 1.0, out=r)
+            np.log(r, out=b)
+            np.negative(r, out=log1m)
+            b -= np.log1p(log1m, out=log1m)
             b += centre
-            b /= sd
-            np.negative(b, out=b)
-            tail = ndtr(b)
-            tail[r >= 1.0] = 0.0
-            tail[r <= 0.0] = 1.0
-            tail *= mass
-            big = np.sum(tail, axis=1) > target
+            b /= -sd  # -(b / sd), exactly
+            ndtr(b, out=b)  # the tails
+            b *= mass
+            big = np.add.reduce(b, axis=1, out=total) > target  # (np.sum's reduction)
             low, high = np.where(big, mid, low), np.where(big, high, mid)
     return high
 
@@ -476,7 +633,7 @@ def _shell(
     (low_i, high_i] (members in ``world``; ``rows`` index their world's edges (A, K + 1),
     heights (A, K) and masses (A, K))."""
     m, k = len(world), pieces.shape[1]
-    cum = np.cumsum(pieces, axis=1)[rows]
+    cum = np.take(np.cumsum(pieces, axis=1), rows, axis=0)
     pick = rng.random(m) * cum[:, -1]
     cell = np.zeros(m, dtype=int)  # how many cumulative masses pick reaches, column by column
     for j in range(k - 1):  # (the last column's count is cut off by the min with k - 1)
@@ -484,8 +641,9 @@ def _shell(
     at = rows * k + cell
     # zeta's law per (world, cell), then the members' draws from it (same values as per member)
     zeta = _TruncatedLaw(low.reshape(-1), high.reshape(-1)).draw(1.0 - rng.random(m), at)
-    lo_edge = edges.reshape(-1)[rows * (k + 1) + cell]
-    gain = _draw_gains(block, world, lo_edge, edges.reshape(-1)[rows * (k + 1) + cell + 1], rng)
+    lo_at = rows * (k + 1) + cell  # each member's cell's lower edge, a key of its laws
+    hi_edge = edges.reshape(-1)[lo_at + 1]
+    gain = _draw_gains(block, world, edges.reshape(-1)[lo_at], hi_edge, rng, key=lo_at)
     return gain, zeta
 
 
