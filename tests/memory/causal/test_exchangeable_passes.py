@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy.special import ndtr, ndtri
 
-from gigaevo.memory.v2.causal import exchangeable
+from gigaevo.memory.v2.causal import gainlaw
 from gigaevo.memory.v2.causal.exchangeable import (
     MAX_PROPOSALS,
     PROPOSALS,
@@ -90,7 +90,7 @@ def test_passes_draw_the_plain_candidates_bit_for_bit(
 ) -> None:
     """Small and large groups (every group lazy, none lazy), floor and thresholded members
     mixed, keys shared by many members or not given: the plain passes' draws and stream."""
-    monkeypatch.setattr(exchangeable, "LAZY_MEMBERS", lazy)
+    monkeypatch.setattr(gainlaw, "LAZY_MEMBERS", lazy)
     centre, s_i, s_l, world, lo, hi, key = _shell_like(m, np.random.default_rng(m))
     cards = ExchangeableCards(np.arange(2), (centre, centre, centre), (s_i, 0.3, s_l))
     if m >= 300:  # floor members, thresholded ones, and cells unbounded above
