@@ -572,6 +572,9 @@ def block_worlds(
     # used in that order) and put back in the order of ks (world order[i] is slice row i)
     back = np.empty(n, dtype=int)
     back[order] = np.arange(n)
+    # one visited node (a one-node head: the invalidity head): its slice is every world in
+    # order (a stable sort of equal keys), so the gathers below would only copy
+    regroup = n_nodes > 1
     beta_s = np.empty((n, ps))
     eta1 = np.empty((n, len(lin)))
     if len(single) == len(lin):  # every card alone in its block (the usual bank): per node,
@@ -606,7 +609,8 @@ def block_worlds(
             eta1 += base[node_of]
             xi_1 *= sd[node_of]
             eta1 += xi_1
-        eta1 = eta1[back]  # the worlds' own order
+        if regroup:
+            eta1 = eta1[back]  # the worlds' own order
     else:
         lift = np.empty((n, len(single)))  # lineage-block part of z_1j'theta, single cards
         beta_v = np.empty((n, len(vec_blocks), c))
@@ -623,7 +627,8 @@ def block_worlds(
         which = np.searchsorted(vec_blocks, card_slot[multi])
         eta1[:, multi] += np.einsum("njc,jc->nj", beta_v[:, which], z1.lineage_part[multi])
         eta1 = eta1[back]
-    beta_s = beta_s[back]
+    if regroup:
+        beta_s = beta_s[back]
     return beta_s @ z0[:ps], eta1, beta_s
 
 
