@@ -550,7 +550,11 @@ def block_worlds(
         sd = np.sqrt(quad)
         shared_t = np.ascontiguousarray(z1.shared.T)
         slope = np.empty((n_nodes, ps, len(lin)))
-        np.subtract(shared_t, part.transpose(0, 2, 1), out=slope)
+        # the shifts put node-major by one transposing copy, then subtracted in place:
+        # the same differences as subtracting the transposed view, in about two thirds of
+        # the time (a copy's strided loop is cheaper than a ufunc's)
+        np.copyto(slope, part.transpose(0, 2, 1))
+        np.subtract(shared_t, slope, out=slope)
         cold = np.flatnonzero(~hot)
         if len(cold):  # a card without rows keeps its prior: sd, zero shift (s_1j - 0 = s_1j)
             sd[:, cold] = prior_sd_single[cold]

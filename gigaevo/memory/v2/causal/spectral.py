@@ -905,7 +905,9 @@ class PencilNodes:
         # nodes' w, each repeated P_s times: the products w * (u T_l) of the node-major
         # view), then viewed node-major
         shift = np.matmul(fg.transpose(1, 0, 2), self._r[pos])
-        shift.reshape(len(pos), -1)[...] *= np.repeat(self.w[nodes], shift.shape[2])
+        shift.reshape(len(pos), len(nodes) * shift.shape[2])[...] *= np.repeat(
+            self.w[nodes], shift.shape[2]
+        )
         return quad, shift.transpose(1, 0, 2)
 
 
