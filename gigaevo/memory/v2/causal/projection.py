@@ -532,7 +532,7 @@ def block_worlds(
     nodes = np.flatnonzero(visits)  # the visited nodes, ascending (``np.unique``'s)
     counts = visits[nodes]
     order = np.argsort(ks, kind="stable")  # worlds grouped by node: contiguous slices
-    bounds = np.r_[0, np.cumsum(counts)]
+    bounds = np.concatenate(([0], np.cumsum(counts)))  # (np.r_ parses its index: slower)
     n_nodes = len(nodes)  # only the nodes the worlds visit are projected (row i: node nodes[i])
     # per visited node, for the cards alone in their block: centre u'm_l, shift l21_l a,
     # sd |a|; the block parts u take a few distinct values (kind and RAG state), so each
