@@ -882,7 +882,9 @@ class PencilNodes:
         ``nodes``: (u' D_l^-1 u (n, len(pos)), u T_l (n, len(pos), P_s)), without D_l^-1 or
         T_l. With g_l = (V_l^1/2 Q_l)' u (the same for every node): u' D_l^-1 u =
         sum_i f_i g_i^2 and u T_l = w (f * g_l) R_l, O(n len(pos) C P_s) for every node at
-        once instead of the blocks' C x C and C x P_s matrices per node."""
+        once instead of the blocks' C x C and C x P_s matrices per node. ``nodes`` and
+        ``pos`` are in [0, K) and [0, A) (they index rows of f as one (K A, C) array, so a
+        negative one does not wrap within its own axis)."""
         c, k, n_act = self.width, len(self.w), len(self.active)
         g = u @ self._vq[pos]  # (len(pos), C)
         # f of each (node, card): its C values are one row of f as a (K A, C) array, taken
