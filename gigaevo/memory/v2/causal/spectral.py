@@ -882,23 +882,34 @@ class PencilNodes:
         ``nodes``: (u' D_l^-1 u (n, len(pos)), u T_l (n, len(pos), P_s)), without D_l^-1 or
         T_l. With g_l = (V_l^1/2 Q_l)' u (the same for every node): u' D_l^-1 u =
         sum_i f_i g_i^2 and u T_l = w (f * g_l) R_l, O(n len(pos) C P_s) for every node at
-        once instead of the blocks' C x C and C x P_s matrices per node."""
-        c = self.width
+        once instead of the blocks' C x C and C x P_s matrices per node. ``nodes`` and
+        ``pos`` are in [0, K) and [0, A) (they index rows of f as one (K A, C) array, so a
+        negative one does not wrap within its own axis)."""
+        c, k, n_act = self.width, len(self.w), len(self.active)
         g = u @ self._vq[pos]  # (len(pos), C)
-        f = self.f.reshape(len(self.w), len(self.active), c)[np.ix_(nodes, pos)]
-        fg = f * g  # (n, len(pos), C)
+        # f of each (node, card): its C values are one row of f as a (K A, C) array, taken
+        # into a C-order (n, len(pos), C) array by one ``take`` (the values the two-index
+        # gather [np.ix_(nodes, pos)] gives, without its cost per C-value piece)
+        rows = (nodes * n_act)[:, None] + pos
+        fg = np.take(self.f.reshape(k * n_act, c), rows, axis=0)
+        fg *= g  # (n, len(pos), C)
         if c < _SEQUENTIAL_SUM:
             # np.sum(fg * g, axis=2) adds fewer than 8 terms to 0.0 left to right: the same
-            # sums column by column, without a reduction's cost per (node, card)
-            quad = np.zeros(fg.shape[:2])
-            for i in range(c):
-                quad += fg[..., i] * g[:, i]
+            # sums column by column (0.0 + x is x + 0.0, signed zeros included), without a
+            # reduction's cost per (node, card)
+            terms = fg * g
+            quad = np.add(terms[..., 0], 0.0)
+            for i in range(1, c):
+                quad += terms[..., i]
         else:
             quad = np.sum(fg * g, axis=2)
-        # one product per card (len(pos), n, P_s), scaled while contiguous, then viewed
-        # node-major (elementwise the same products as scaling the node-major view)
+        # one product per card (len(pos), n, P_s), scaled while contiguous (each row by the
+        # nodes' w, each repeated P_s times: the products w * (u T_l) of the node-major
+        # view), then viewed node-major
         shift = np.matmul(fg.transpose(1, 0, 2), self._r[pos])
-        shift *= self.w[nodes][None, :, None]
+        shift.reshape(len(pos), len(nodes) * shift.shape[2])[...] *= np.repeat(
+            self.w[nodes], shift.shape[2]
+        )
         return quad, shift.transpose(1, 0, 2)
 
 
