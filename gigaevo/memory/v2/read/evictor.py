@@ -5,13 +5,14 @@ fitted heads (``causal.retirement``) and leaves one-use ``Verdict``s (V, the
 exact card record). A sweep on the cadence is bounded (memory-model.md "A bounded
 sweep"): every card whose support fails the cheap checks, every card cited among the
 last ``sweep_every`` eligible rows, and a rotating window of ``sweep_budget`` of the
-other supported cards; the sweep at close judges every card. ``CausalEvictor.run``
-then deletes through the card store's transaction with a ``CardAdmissionGate`` as
-``still_retirable``: inside the bank lock the gate pops the card's verdict and keeps
-the card when the evidence version moved, an outcome is pending, the card changed, its
-id or an alias is leased, or another task holds positive evidence for it. Deleted cards are
-tombstoned, ledgered as ``retired`` and reported in a ``retired`` event whose
-``retired_card_ids`` is exact.
+other supported cards; the sweep at close judges every card. A card judged again on the
+same inputs (heads, V, support, controls, threshold) keeps its last judgement instead of
+drawing the same worlds again (``_judge``). ``CausalEvictor.run`` then deletes through
+the card store's transaction with a ``CardAdmissionGate`` as ``still_retirable``: inside
+the bank lock the gate pops the card's verdict and keeps the card when the evidence
+version moved, an outcome is pending, the card changed, its id or an alias is leased, or
+another task holds positive evidence for it. Deleted cards are tombstoned, ledgered as
+``retired`` and reported in a ``retired`` event whose ``retired_card_ids`` is exact.
 
 The provider calls ``maybe_run`` after each observed outcome (every
 ``memory.evictor.sweep_every`` outcomes, live cadence) and ``run`` at close.
@@ -40,6 +41,7 @@ from typing import Any, Literal
 from gigaevo.memory.v2.bank.cards import Card
 from gigaevo.memory.v2.causal.retirement import (
     CardSupport,
+    Judgement,
     RetirementConfig,
     RetirementHeads,
     SupportContext,
@@ -185,6 +187,7 @@ class EvictorCounts:
 
     sweeps: int = 0
     judged: int = 0
+    reused: int = 0  # judgements of ``judged`` taken from the card's last one (same inputs)
     not_due: int = 0  # supported cards a bounded sweep left to a later one
     evaluations: int = 0
     verdicts: int = 0
@@ -306,6 +309,9 @@ class CausalEvictor:
         ] = {}
         self._undeclared = 0  # valid eligible rows whose omega is the unknown stand-in
         self._retirements: Counter[str] = Counter()  # retirements run, by evidence version
+        # per card: (V, support, valid controls, theta) of its last judgement under the current
+        # heads, and that judgement (``_judge``); cleared when the heads are rebuilt
+        self._judged: dict[str, tuple[tuple[str, CardSupport, int, float], Judgement]] = {}
 
     # -- cadence ---------------------------------------------------------------
     def maybe_run(self, outcomes: int) -> list[str]:
@@ -396,6 +402,7 @@ class CausalEvictor:
                 fit,
                 RetirementHeads(fit.space, fit.immediate, fit.invalidity, fit.lineage),
             )
+            self._judged.clear()  # judgements of other heads
         heads = self._heads[1]
         controls, _ = self._rows()
         reason = heads_gate(heads, self.config.alpha, declared=self._undeclared == 0)
@@ -414,20 +421,39 @@ class CausalEvictor:
                 self.counts.not_due += 1
                 continue
             self.counts.judged += 1
-            out = judge_card(
-                heads,
-                support,
-                n_controls=len(controls),
-                theta=theta,
-                evidence_version=version,
-                cfg=self.config,
-            )
+            out = self._judge(heads, support, (version, support, len(controls), theta))
             self.counts.evaluations += len(out.evaluations)
             if out.retire:
                 self.verdicts[card.id] = Verdict(card.id, version, card_digest(card))
                 self.counts.verdicts += 1
             else:
                 self.counts.keep_reasons[_reason_key(out.reason)] += 1
+
+    def _judge(
+        self, heads: RetirementHeads, support: CardSupport, key: tuple[str, CardSupport, int, float]
+    ) -> Judgement:
+        """``judge_card`` of one card, or its last judgement when the inputs it is a function
+        of stand: the heads (the memo is cleared when they are rebuilt), V (the draws' RNG
+        key), the card's support (lineage, kind, pending outcomes, treated rows, contexts),
+        the valid controls and theta (the settings are the evictor's). The same inputs draw
+        the same worlds, so the judgement is the one judging afresh gives; V moves with every
+        usefulness-eligible row, so this spares a sweep that finds no new evidence (as the
+        sweep at close after one on the cadence)."""
+        known = self._judged.get(support.card_id)
+        if known is not None and known[0] == key:
+            self.counts.reused += 1
+            return known[1]
+        version, _, n_controls, theta = key
+        out = judge_card(
+            heads,
+            support,
+            n_controls=n_controls,
+            theta=theta,
+            evidence_version=version,
+            cfg=self.config,
+        )
+        self._judged[support.card_id] = (key, out)
+        return out
 
     def due(
         self,
