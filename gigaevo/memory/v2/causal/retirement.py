@@ -393,14 +393,13 @@ def evaluate(
     n = cfg.retirement_draws
     counter = 2 * index + RAG_STATES.index(state)
     rng = rng_stream(evidence_version, card.card_id, counter)
-    latent = heads.draws(heads.immediate).draw(card.lineage, z0, z1, n, rng)
+    v = heads.draws(heads.immediate).draw(card.lineage, z0, z1, n, rng)  # own arrays: in place
     if heads.lineage is not None:
-        latent = latent + np.maximum(
-            0.0, heads.draws(heads.lineage).draw(card.lineage, z0, z1, n, rng)
-        )
+        lineage = heads.draws(heads.lineage).draw(card.lineage, z0, z1, n, rng)
+        v += np.maximum(0.0, lineage, out=lineage)
     eta = eta_mean + rng.standard_normal((n, 2)) @ chol2x2(eta_cov[None])[0].T
     lo, hi = ctx.gain_bounds
-    v = np.clip(latent, lo, hi)
+    np.clip(v, lo, hi, out=v)
     k = _useful_worlds(v, eta, lo, theta, cfg.delta)
     if k is None:
         return f"prediction not finite in context {index} ({state})"
@@ -446,10 +445,13 @@ def _useful_worlds(
     from scipy.special import expit
 
     p = expit(eta)
-    q = (1.0 - p) * v + p * lo
-    if not (np.all(np.isfinite(q)) and np.all(np.isfinite(p))):
+    q = 1.0 - p  # q = (1 - p) v + p lo, the same products and sum, without temporaries
+    q *= v
+    q += p * lo
+    if not np.isfinite(q).all():  # a NaN p (the only non-finite expit) makes its q NaN
         return None
-    return int(np.sum((p[:, 1] - p[:, 0] <= delta) & (q[:, 1] - q[:, 0] > theta)))
+    useful = (p[:, 1] - p[:, 0] <= delta) & (q[:, 1] - q[:, 0] > theta)
+    return int(np.count_nonzero(useful))
 
 
 def judge_card(
