@@ -9,6 +9,7 @@ retirements and events.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,15 @@ import pytest
 
 from gigaevo.memory.v2.causal import BayesianLinearHead, BlockDesign, LogisticLaplaceHead
 from gigaevo.memory.v2.causal.projection import MixtureProjector, node_cdf
-from gigaevo.memory.v2.causal.retirement import NODE_BINS, MixtureDraws, RetirementHeads
+from gigaevo.memory.v2.causal.retirement import (
+    NODE_BINS,
+    MixtureDraws,
+    RetirementHeads,
+    judge_card,
+    sorted_threshold,
+)
 from gigaevo.memory.v2.read.events import EVENTS_FILE
-from gigaevo.memory.v2.read.evictor import CausalEvictor
+from gigaevo.memory.v2.read.evictor import CausalEvictor, _reason_key
 from tests.memory.causal.simulate import CARD as WORLD_CARD
 from tests.memory.causal.simulate import card_world
 from tests.memory.ledger_rows import fast_dir, put_card
@@ -166,3 +173,48 @@ def test_a_judgement_kept_for_unchanged_inputs_is_the_one_judging_afresh_gives(
     assert "viable" in kept["steps"][-1][0]["ins-other"]
     assert kept["retired"] == fresh["retired"] and kept["retired"]
     assert kept["stats"] == fresh["stats"]  # the same counts (a kept judgement counts too)
+
+
+def test_a_sweeps_counts_are_judge_cards_card_by_card(tmp_path: Path) -> None:
+    """The sweep gates every card once and counts a gated card as ``judge_card`` keeps it:
+    its keep reasons, evaluations and verdicts are those of ``judge_card`` on each card."""
+    with fast_dir(tmp_path) as base:
+        run = build_run(base, effect=-0.05, p_invalid=0.35)
+        try:
+            for i in range(3):
+                put_card(run.store, f"ins-decoy-{i}")  # no cited row: min_treated
+            put_card(run.store, "ins-other")
+            for i in range(4):
+                row = run.row(z=1, parent=5.0, island=i % 2, cell=i % 3, proposed="ins-other")
+                run.commit(row, y=0.02)
+            ev = run.evictor
+            verdicts = ev.sweep()
+            heads = ev._heads[1] if ev._heads else None
+            assert heads is not None
+            controls, _ = ev._rows()
+            pending = ev.pending_by_proposal()
+            cfg = ev.config
+            theta = sorted_threshold(
+                ev._magnitudes, cfg.min_global_control, cfg.practical_effect_quantile
+            )
+            reasons: Counter[str] = Counter()
+            retire, evaluations = set(), 0
+            for card in sorted(run.store.cards(task_key="toy"), key=lambda c: c.id):
+                out = judge_card(
+                    heads,
+                    ev.support(card, pending),
+                    n_controls=len(controls),
+                    theta=theta,
+                    evidence_version=ev.version,
+                    cfg=cfg,
+                )
+                evaluations += len(out.evaluations)
+                if out.retire:
+                    retire.add(card.id)
+                else:
+                    reasons[_reason_key(out.reason)] += 1
+        finally:
+            run.reader.evidence.close()
+    assert set(verdicts) == retire == {CARD}
+    assert ev.counts.keep_reasons == reasons == Counter(min_treated=3, viable=1)
+    assert ev.counts.evaluations == evaluations and ev.counts.judged == 5
