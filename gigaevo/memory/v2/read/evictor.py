@@ -5,13 +5,14 @@ fitted heads (``causal.retirement``) and leaves one-use ``Verdict``s (V, the
 exact card record). A sweep on the cadence is bounded (memory-model.md "A bounded
 sweep"): every card whose support fails the cheap checks, every card cited among the
 last ``sweep_every`` eligible rows, and a rotating window of ``sweep_budget`` of the
-other supported cards; the sweep at close judges every card. ``CausalEvictor.run``
-then deletes through the card store's transaction with a ``CardAdmissionGate`` as
-``still_retirable``: inside the bank lock the gate pops the card's verdict and keeps
-the card when the evidence version moved, an outcome is pending, the card changed, its
-id or an alias is leased, or another task holds positive evidence for it. Deleted cards are
-tombstoned, ledgered as ``retired`` and reported in a ``retired`` event whose
-``retired_card_ids`` is exact.
+other supported cards; the sweep at close judges every card. A card judged again on the
+same inputs (heads, V, support, controls, threshold) keeps its last judgement instead of
+drawing the same worlds again (``_judge``). ``CausalEvictor.run`` then deletes through
+the card store's transaction with a ``CardAdmissionGate`` as ``still_retirable``: inside
+the bank lock the gate pops the card's verdict and keeps the card when the evidence
+version moved, an outcome is pending, the card changed, its id or an alias is leased, or
+another task holds positive evidence for it. Deleted cards are tombstoned, ledgered as
+``retired`` and reported in a ``retired`` event whose ``retired_card_ids`` is exact.
 
 The provider calls ``maybe_run`` after each observed outcome (every
 ``memory.evictor.sweep_every`` outcomes, live cadence) and ``run`` at close.
@@ -26,6 +27,7 @@ made atomic. The gate is fail-closed before it, and retired ids are exact.
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import json
 import logging
@@ -40,6 +42,7 @@ from typing import Any, Literal
 from gigaevo.memory.v2.bank.cards import Card
 from gigaevo.memory.v2.causal.retirement import (
     CardSupport,
+    Judgement,
     RetirementConfig,
     RetirementHeads,
     SupportContext,
@@ -185,6 +188,7 @@ class EvictorCounts:
 
     sweeps: int = 0
     judged: int = 0
+    reused: int = 0  # judgements of ``judged`` taken from the card's last one (same inputs)
     not_due: int = 0  # supported cards a bounded sweep left to a later one
     evaluations: int = 0
     verdicts: int = 0
@@ -299,13 +303,14 @@ class CausalEvictor:
         self._contexts: dict[str, dict[_Cell, tuple[_Key, _Key, Observation]]] = {}
         # proposed id of each of the last sweep_every eligible rows ("" unless cited)
         self._cited: deque[str] = deque(maxlen=settings.sweep_every)
-        # per card: (its ids and their cited-row counts, (treated rows, contexts)) of the last
-        # support built (``support``); a card's contexts move only with its rows or aliases
-        self._supports: dict[
-            str, tuple[tuple[tuple[str, int], ...], tuple[int, tuple[SupportContext, ...]]]
-        ] = {}
+        # per card: (its ids and their cited-row counts, the support) of the last support
+        # built (``support``); a card's contexts move only with its rows or aliases
+        self._supports: dict[str, tuple[tuple[tuple[str, int], ...], CardSupport]] = {}
         self._undeclared = 0  # valid eligible rows whose omega is the unknown stand-in
         self._retirements: Counter[str] = Counter()  # retirements run, by evidence version
+        # per card: (V, support, valid controls, theta) of its last judgement under the current
+        # heads, and that judgement (``_judge``); cleared when the heads are rebuilt
+        self._judged: dict[str, tuple[tuple[str, CardSupport, int, float], Judgement]] = {}
 
     # -- cadence ---------------------------------------------------------------
     def maybe_run(self, outcomes: int) -> list[str]:
@@ -396,6 +401,7 @@ class CausalEvictor:
                 fit,
                 RetirementHeads(fit.space, fit.immediate, fit.invalidity, fit.lineage),
             )
+            self._judged.clear()  # judgements of other heads
         heads = self._heads[1]
         controls, _ = self._rows()
         reason = heads_gate(heads, self.config.alpha, declared=self._undeclared == 0)
@@ -408,26 +414,50 @@ class CausalEvictor:
         )
         pending = self.pending_by_proposal()
         supports = [self.support(card, pending) for card in cards]
-        due = self.due(cards, supports, len(controls), theta, ordinal)
-        for card, support in zip(cards, supports, strict=True):
+        n_controls = len(controls)
+        gates = [support_gate(s, n_controls, theta, self.config) for s in supports]
+        due = self.due(cards, supports, n_controls, theta, ordinal, gates)
+        for card, support, gate in zip(cards, supports, gates, strict=True):
             if not due[card.id]:
                 self.counts.not_due += 1
                 continue
             self.counts.judged += 1
-            out = judge_card(
-                heads,
-                support,
-                n_controls=len(controls),
-                theta=theta,
-                evidence_version=version,
-                cfg=self.config,
-            )
+            if gate:  # ``judge_card``'s first check keeps the card: no worlds to draw
+                self.counts.keep_reasons[_reason_key(gate)] += 1
+                continue
+            out = self._judge(heads, support, (version, support, n_controls, theta))
             self.counts.evaluations += len(out.evaluations)
             if out.retire:
                 self.verdicts[card.id] = Verdict(card.id, version, card_digest(card))
                 self.counts.verdicts += 1
             else:
                 self.counts.keep_reasons[_reason_key(out.reason)] += 1
+
+    def _judge(
+        self, heads: RetirementHeads, support: CardSupport, key: tuple[str, CardSupport, int, float]
+    ) -> Judgement:
+        """``judge_card`` of one card, or its last judgement when the inputs it is a function
+        of stand: the heads (the memo is cleared when they are rebuilt), V (the draws' RNG
+        key), the card's support (lineage, kind, pending outcomes, treated rows, contexts),
+        the valid controls and theta (the settings are the evictor's). The same inputs draw
+        the same worlds, so the judgement is the one judging afresh gives; V moves with every
+        usefulness-eligible row, so this spares a sweep that finds no new evidence (as the
+        sweep at close after one on the cadence)."""
+        known = self._judged.get(support.card_id)
+        if known is not None and known[0] == key:
+            self.counts.reused += 1
+            return known[1]
+        version, _, n_controls, theta = key
+        out = judge_card(
+            heads,
+            support,
+            n_controls=n_controls,
+            theta=theta,
+            evidence_version=version,
+            cfg=self.config,
+        )
+        self._judged[support.card_id] = (key, out)
+        return out
 
     def due(
         self,
@@ -436,6 +466,7 @@ class CausalEvictor:
         n_controls: int,
         theta: float,
         ordinal: int | None,
+        gates: Sequence[str] | None = None,
     ) -> dict[str, bool]:
         """Which cards this sweep judges (memory-model.md "A bounded sweep").
 
@@ -446,17 +477,15 @@ class CausalEvictor:
         hold every row since the last sweep), and the ``sweep_budget`` supported cards from
         position ordinal x budget (mod their number) in id order. Each is a function of the
         ledger and the bank at the sweep, so a resumed run judges what the uninterrupted
-        run judged.
+        run judged. ``gates``: the cards' ``support_gate`` reasons when the sweep has them.
         """
         budget = self.settings.sweep_budget
         everyone = dict.fromkeys((c.id for c in cards), True)
         if ordinal is None or budget <= 0:
             return everyone
-        supported = [
-            c.id
-            for c, s in zip(cards, supports, strict=True)
-            if not support_gate(s, n_controls, theta, self.config)
-        ]
+        if gates is None:
+            gates = [support_gate(s, n_controls, theta, self.config) for s in supports]
+        supported = [c.id for c, gate in zip(cards, gates, strict=True) if not gate]
         if len(supported) <= budget:
             return everyone
         out = dict(everyone)
@@ -517,17 +546,27 @@ class CausalEvictor:
         """The support of ``card``'s lineage from its cited treated rows (all its ids): each
         distinct context (island, cell) with its latest row, in the order of their first
         rows (by attempt, decision id). From the contexts kept as rows arrive (``_rows``),
-        so a sweep does not sort every card's rows again."""
-        ids = (card.id, *card.aliases)
-        key = tuple((i, len(self._treated.get(i, ()))) for i in ids)
+        so a sweep does not sort every card's rows again; the last support itself while its
+        kind and pending count stand too."""
+        if card.aliases:
+            ids = (card.id, *card.aliases)
+            key = tuple((i, len(self._treated.get(i, ()))) for i in ids)
+            n_pending = sum(pending[i] for i in set(ids))
+        else:  # most cards: the same key and count, without a loop over one id
+            ids = (card.id,)
+            key = ((card.id, len(self._treated.get(card.id, ()))),)
+            n_pending = pending[card.id]
         known = self._supports.get(card.id)
-        if known is not None and known[0] == key:
-            treated, contexts = known[1]
-        else:
+        if known is None or known[0] != key:
             treated, contexts = self._contexts_of(ids)
-            self._supports[card.id] = (key, (treated, contexts))
-        n_pending = sum(pending[i] for i in {card.id, *card.aliases})
-        return CardSupport(card.id, card.id, card.kind, n_pending, treated, contexts)
+        else:
+            last = known[1]
+            if last.pending == n_pending and last.kind == card.kind:
+                return last
+            treated, contexts = last.treated, last.contexts
+        out = CardSupport(card.id, card.id, card.kind, n_pending, treated, contexts)
+        self._supports[card.id] = (key, out)
+        return out
 
     def _contexts_of(self, ids: Sequence[str]) -> tuple[int, tuple[SupportContext, ...]]:
         """The cited treated rows of ``ids`` and their distinct contexts (``support``)."""
@@ -597,6 +636,7 @@ class CausalEvictor:
         }
 
 
+@functools.lru_cache(maxsize=1024)  # a sweep keeps most cards for a few distinct reasons
 def _reason_key(reason: str) -> str:
     """A keep reason without its numbers, for counting."""
     for key in (
