@@ -2,8 +2,8 @@
 
 A card judged again on the same inputs (heads, V, support, controls, threshold) keeps its
 last judgement (``CausalEvictor._judge``), and a head's worlds are drawn through a node table
-(``MixtureDraws``): the same random numbers in the same order, so the same draws, verdicts,
-retirements and events.
+(``projection.NodeTable``, read by ``MixtureProjector.draw``): the same random numbers in the
+same order, so the same draws, verdicts, retirements and events.
 """
 
 from __future__ import annotations
@@ -18,10 +18,13 @@ import numpy as np
 import pytest
 
 from gigaevo.memory.v2.causal import BayesianLinearHead, BlockDesign, LogisticLaplaceHead
-from gigaevo.memory.v2.causal.projection import MixtureProjector, node_cdf
-from gigaevo.memory.v2.causal.retirement import (
+from gigaevo.memory.v2.causal.projection import (
     NODE_BINS,
-    MixtureDraws,
+    NodeTable,
+    chol2x2,
+    node_cdf,
+)
+from gigaevo.memory.v2.causal.retirement import (
     RetirementHeads,
     judge_card,
     sorted_threshold,
@@ -36,11 +39,9 @@ from tests.memory.test_evictor import CARD, Run, build_run
 # -- the node table --------------------------------------------------------------------
 
 
-def _table(weights: np.ndarray) -> MixtureDraws:
-    """A ``MixtureDraws`` whose projector has only the node weights (all ``nodes`` reads)."""
-    projector = MixtureProjector.__new__(MixtureProjector)
-    projector.weights = np.asarray(weights, dtype=float)
-    return MixtureDraws(BayesianLinearHead(np.ones(1)), projector)
+def _table(weights: np.ndarray) -> NodeTable:
+    """The node table of a mixture with node ``weights``."""
+    return NodeTable(node_cdf(np.asarray(weights, dtype=float)))
 
 
 @pytest.mark.parametrize(
@@ -73,7 +74,9 @@ def test_the_node_table_finds_the_nodes_searchsorted_finds(weights: np.ndarray) 
 
 
 @pytest.mark.parametrize("block", [False, True])
-def test_the_retirement_draws_are_the_projectors_draws(block: bool) -> None:
+def test_the_projector_draws_by_its_table_what_a_searched_fancy_gather_draws(
+    block: bool,
+) -> None:
     world = card_world(60, 40, np.random.default_rng(8), effect=0.03)
     space = world.space
     design: Any = world.design
@@ -83,14 +86,26 @@ def test_the_retirement_draws_are_the_projectors_draws(block: bool) -> None:
     head.fit(design, world.y)
     mu, var = space.invalidity_prior()
     heads = RetirementHeads(space, head, LogisticLaplaceHead(mu, var).fit(world.design, world.d))
-    draws = heads.draws(head)
-    assert heads.draws(head) is draws  # kept per head
+    projector = heads.projector(head)
+    assert heads.projector(head) is projector  # kept per head
+
+    def plain(lineage: str, z0: np.ndarray, z1: np.ndarray, rng: np.random.Generator) -> Any:
+        """The draw by ``rng.choice``'s search and fancy-index gathers (the session-18 code)."""
+        means, covs = projector.moments(lineage, z0, z1)
+        ks = np.searchsorted(projector.node_cdf, rng.random(4096), side="right")
+        xi = rng.standard_normal((4096, 2))
+        roots = chol2x2(covs)
+        out = means[ks]
+        out[:, 0] += roots[ks, 0, 0] * xi[:, 0]
+        out[:, 1] += roots[ks, 1, 0] * xi[:, 0] + roots[ks, 1, 1] * xi[:, 1]
+        return out
+
     for i, x in enumerate(np.random.default_rng(3).uniform(-1, 1, size=(5, space.n_context))):
         x[0] = 1.0
         z0, z1 = space.row(x, 0), space.row(x, 1, WORLD_CARD, "insight", "applicable")
         want_rng, got_rng = np.random.default_rng(i), np.random.default_rng(i)
-        want = heads.projector(head).draw(WORLD_CARD, z0, z1, 4096, want_rng)
-        got = draws.draw(WORLD_CARD, z0, z1, 4096, got_rng)
+        want = plain(WORLD_CARD, z0, z1, want_rng)
+        got = projector.draw(WORLD_CARD, z0, z1, 4096, got_rng)
         assert np.array_equal(got, want)
         assert got_rng.random() == want_rng.random()  # the stream read to the same point
 

@@ -82,6 +82,36 @@ def choose_nodes(rng: np.random.Generator, cdf: np.ndarray, n: int) -> np.ndarra
     return np.searchsorted(cdf, rng.random(n), side="right")
 
 
+NODE_BINS = 4096  # bins of a ``NodeTable`` (a power of two: u * NODE_BINS is exact)
+
+
+class NodeTable:
+    """``np.searchsorted(cdf, u, side="right")`` for uniforms u in [0, 1) through a table.
+
+    A binary search per uniform is branchy: 4,096 unsorted uniforms in the cdf of 136 nodes
+    cost about 0.2 ms. The table splits [0, 1) into ``NODE_BINS`` equal bins; a uniform u lies
+    in bin b = floor(u * NODE_BINS), and its node (the number of cdf values <= u) is the
+    count at b's left edge when no cdf value falls inside the bin. Only the uniforms of the
+    at most K bins that hold a cdf value are searched. The same nodes, exactly.
+    """
+
+    def __init__(self, cdf: np.ndarray) -> None:
+        self.cdf = cdf
+        edges = np.arange(NODE_BINS + 1) / NODE_BINS
+        self.first = np.searchsorted(cdf, edges[:-1], side="right")  # #{cdf <= b / M}
+        below = np.searchsorted(cdf, edges[1:], side="left")  # #{cdf < (b + 1) / M}
+        self.split = self.first != below  # a cdf value inside the bin
+
+    def nodes(self, u: np.ndarray) -> np.ndarray:
+        """The node of each uniform u (n,): ``np.searchsorted(cdf, u, side="right")``."""
+        bins = (u * NODE_BINS).astype(np.intp)
+        ks = self.first.take(bins)
+        open_ = np.flatnonzero(self.split.take(bins))
+        if len(open_):
+            ks[open_] = np.searchsorted(self.cdf, u.take(open_), side="right")
+        return ks
+
+
 class MixtureProjector:
     """Exact joint law of (z_0'beta, z_1'beta) under a fitted Gaussian-mixture head.
 
@@ -245,17 +275,29 @@ class MixtureProjector:
         """``node_cdf`` of the node weights (the draws' nodes), formed at the first draw."""
         return node_cdf(self.weights)
 
+    @cached_property
+    def node_table(self) -> NodeTable:
+        """The draws' nodes found through a table (``NodeTable``), formed at the first draw."""
+        return NodeTable(self.node_cdf)
+
     def draw(
         self, lineage: str, z0: np.ndarray, z1: np.ndarray, n: int, rng: np.random.Generator
     ) -> np.ndarray:
-        """n joint draws of (z_0'beta, z_1'beta), shape (n, 2)."""
+        """n joint draws of (z_0'beta, z_1'beta), shape (n, 2).
+
+        Node k with probability w_k (``rng.choice(K, size=n, p=weights)``'s uniforms and
+        nodes), then the node's mean plus its 2x2 root times two normals; the per-node values
+        are gathered by ``take`` (several times faster than fancy indexing, the same values).
+        """
         means, covs = self.moments(lineage, z0, z1)
-        ks = choose_nodes(rng, self.node_cdf, n)  # rng.choice(K, size=n, p=weights)
+        ks = self.node_table.nodes(rng.random(n))
         xi = rng.standard_normal((n, 2))
         roots = chol2x2(covs)  # lower: (r00, 0; r10, r11)
-        out = means[ks]
-        out[:, 0] += roots[ks, 0, 0] * xi[:, 0]
-        out[:, 1] += roots[ks, 1, 0] * xi[:, 0] + roots[ks, 1, 1] * xi[:, 1]
+        out = np.empty((n, 2))
+        out[:, 0] = means[:, 0].take(ks) + roots[:, 0, 0].take(ks) * xi[:, 0]
+        out[:, 1] = means[:, 1].take(ks) + (
+            roots[:, 1, 0].take(ks) * xi[:, 0] + roots[:, 1, 1].take(ks) * xi[:, 1]
+        )
         return out
 
 

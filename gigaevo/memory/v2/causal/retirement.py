@@ -14,7 +14,7 @@ each world, so the draws are taken from their exact joint law: for a Gaussian-mi
 This is the distribution of the projected coherent world draws at O(P_s + C) cost per card
 instead of O(P) (P grows with the bank). The RNG of one evaluation is keyed by the evidence
 version V, the card id as domain and the counter 2 * context index + state index; a head's
-worlds read it as ``MixtureProjector.draw`` does (``MixtureDraws``).
+worlds are ``MixtureProjector.draw``'s.
 """
 
 from __future__ import annotations
@@ -30,8 +30,6 @@ from gigaevo.memory.v2.causal.features import DesignSpace
 from gigaevo.memory.v2.causal.invalidity import LogisticLaplaceHead, acceptance_probability
 from gigaevo.memory.v2.causal.policy import rng_stream
 from gigaevo.memory.v2.causal.projection import MixtureProjector, card_columns, chol2x2
-
-NODE_BINS = 4096  # node-table bins of ``MixtureDraws`` (a power of two: u * NODE_BINS is exact)
 
 RAG_STATES = ("unassessed", "applicable")  # r = 0 and r = +0.5 (memory-model.md "Eligibility")
 RESIDUAL_KNOB = "memory.posterior_config.reward_residual_sd_bounds"
@@ -155,57 +153,6 @@ class CardSupport:
         return tuple(sorted(self.contexts, key=lambda c: (c.island, c.cell)))
 
 
-class MixtureDraws:
-    """``MixtureProjector.draw`` of one head with its nodes found through a table: the same
-    random numbers, read in the same order, and the same arithmetic, so the same draws.
-
-    ``np.searchsorted`` of 4,096 unsorted uniforms in the cdf of 136 nodes cost about 0.19 ms
-    per head and evaluation (a branchy binary search per uniform). The table splits [0, 1)
-    into ``NODE_BINS`` equal bins; a uniform u lies in bin b = floor(u * NODE_BINS) and its
-    node (the number of cdf values <= u) is at least the count at b's left edge and at most
-    the count below its right edge, one number when no cdf value falls inside the bin. Only
-    the uniforms of the at most K bins that hold a cdf value are searched.
-    """
-
-    def __init__(self, head: BayesianLinearHead, projector: MixtureProjector) -> None:
-        self.head = head  # held: the cache is keyed by id(head), which it keeps from reuse
-        self.projector = projector
-        self._table: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-
-    def nodes(self, u: np.ndarray) -> np.ndarray:
-        """``np.searchsorted(cdf, u, side="right")`` for uniforms u in [0, 1), shape (n,)."""
-        if self._table is None:  # formed at the first draw, after ``moments`` (as ``draw``)
-            cdf = self.projector.node_cdf
-            edges = np.arange(NODE_BINS + 1) / NODE_BINS
-            first = np.searchsorted(cdf, edges[:-1], side="right")  # #{cdf <= b / M}
-            below = np.searchsorted(cdf, edges[1:], side="left")  # #{cdf < (b + 1) / M}
-            self._table = (cdf, first, first != below)
-        cdf, first, split = self._table
-        bins = (u * NODE_BINS).astype(np.intp)
-        ks = first.take(bins)
-        open_ = np.flatnonzero(split.take(bins))
-        if len(open_):
-            ks[open_] = np.searchsorted(cdf, u.take(open_), side="right")
-        return ks
-
-    def draw(
-        self, lineage: str, z0: np.ndarray, z1: np.ndarray, n: int, rng: np.random.Generator
-    ) -> np.ndarray:
-        """n joint draws of (z_0'beta, z_1'beta), shape (n, 2): ``MixtureProjector.draw``'s
-        numbers (the per-node values gathered with ``take``, the same sums in the same
-        order)."""
-        means, covs = self.projector.moments(lineage, z0, z1)
-        ks = self.nodes(rng.random(n))  # rng.choice(K, size=n, p=weights)
-        xi = rng.standard_normal((n, 2))
-        roots = chol2x2(covs)  # lower: (r00, 0; r10, r11)
-        out = np.empty((n, 2))
-        out[:, 0] = means[:, 0].take(ks) + roots[:, 0, 0].take(ks) * xi[:, 0]
-        out[:, 1] = means[:, 1].take(ks) + (
-            roots[:, 1, 0].take(ks) * xi[:, 0] + roots[:, 1, 1].take(ks) * xi[:, 1]
-        )
-        return out
-
-
 @dataclass
 class RetirementHeads:
     """Heads fitted on one evidence version; ``lineage`` is None while inactive (no rows)."""
@@ -215,7 +162,6 @@ class RetirementHeads:
     invalidity: LogisticLaplaceHead
     lineage: BayesianLinearHead | None = None
     _projectors: dict[int, MixtureProjector] = field(default_factory=dict, repr=False)
-    _draws: dict[int, MixtureDraws] = field(default_factory=dict, repr=False)
     _levels: dict[str, tuple[float, LogisticLaplaceHead] | None] = field(
         default_factory=dict, repr=False
     )
@@ -225,13 +171,6 @@ class RetirementHeads:
         if key not in self._projectors:
             self._projectors[key] = MixtureProjector(head, self.space)
         return self._projectors[key]
-
-    def draws(self, head: BayesianLinearHead) -> MixtureDraws:
-        """The worlds of ``head`` (its ``projector``'s law; ``MixtureDraws``)."""
-        known = self._draws.get(id(head))
-        if known is None or known.head is not head or known.projector is not self.projector(head):
-            known = self._draws[id(head)] = MixtureDraws(head, self.projector(head))
-        return known
 
     def other_level(self, lineage: str) -> tuple[float, LogisticLaplaceHead] | None:
         """(posterior probability, invalidity head) of the shift level of ``lineage`` that the
@@ -393,9 +332,9 @@ def evaluate(
     n = cfg.retirement_draws
     counter = 2 * index + RAG_STATES.index(state)
     rng = rng_stream(evidence_version, card.card_id, counter)
-    v = heads.draws(heads.immediate).draw(card.lineage, z0, z1, n, rng)  # own arrays: in place
+    v = heads.projector(heads.immediate).draw(card.lineage, z0, z1, n, rng)  # own arrays: in place
     if heads.lineage is not None:
-        lineage = heads.draws(heads.lineage).draw(card.lineage, z0, z1, n, rng)
+        lineage = heads.projector(heads.lineage).draw(card.lineage, z0, z1, n, rng)
         v += np.maximum(0.0, lineage, out=lineage)
     eta = eta_mean + rng.standard_normal((n, 2)) @ chol2x2(eta_cov[None])[0].T
     lo, hi = ctx.gain_bounds
