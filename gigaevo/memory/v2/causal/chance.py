@@ -15,12 +15,14 @@ Every other card (singular, non-finite, unresolved, or the "credible joint safe"
 goes through the careful ``acceptance_probability``, so the conservative guarantee is
 unchanged: P_acc - error is reported and failures give P_acc = 0. Cards whose
 (eta-bar, Sigma_eta) coincide exactly (all cold cards of one kind share them) are
-integrated once.
+integrated once. The rules' work arrays (a few MB at a decision's hundreds of cards) are
+kept per thread between calls: only the time to fault fresh pages in is saved.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +32,8 @@ from gigaevo.memory.v2.causal.invalidity import Acceptance, acceptance_probabili
 MAX_STEP = 0.05
 _TANH_DELTA = 1e-6  # below this margin p_0 is computed with expit (full relative accuracy)
 _TAIL = 1.523970604832094e-23  # 2.0 * scipy.special.ndtr(-10.0), bit for bit (no scipy import)
+_SCRATCH = threading.local()
+_SCRATCH_MAX = 1 << 22  # floats (32 MB): the most work space a thread keeps between calls
 
 
 def _composite(panels: int, order: int = 8) -> tuple[np.ndarray, np.ndarray]:
@@ -48,24 +52,25 @@ _COARSE_T, _COARSE_W = _composite(20)
 
 def _inner(
     t: np.ndarray, m0: np.ndarray, sd0: np.ndarray, m1: np.ndarray, zeta: np.ndarray,
-    vs: np.ndarray, delta: float,
+    vs: np.ndarray, delta: float, out: np.ndarray | None = None, work: np.ndarray | None = None,
 ) -> np.ndarray:  # fmt: skip
-    """Phi(gap(t) / varsigma) for cards (rows of m1, zeta, vs) at nodes t (columns).
+    """Phi(gap(t) / varsigma) for cards (rows of m1, zeta, vs) at nodes t (columns): (J, K).
 
     (m0, sd0) are the control arm's (eta-bar_0, sd_0): one per card, or one pair for every
     card (length 1; a decision's cards share one control row). Shared, logit(p_0(t) + delta)
     is taken once, a row of nodes, instead of once per card (elementwise the same operations
-    on the same floats)."""
+    on the same floats). ``out`` receives the result and ``work`` is scratch, both (J, K)
+    (new arrays when not given): each element is ((lam - m1) - zeta t) / varsigma as ever."""
     from scipy.special import ndtr
 
-    lam = _control_logit(t, m0, sd0, delta)
-    if len(m0) == len(m1):
-        lam -= m1[:, None]
-    else:
-        lam = np.subtract(lam, m1[:, None])
-    lam -= zeta[:, None] * t[None, :]
-    lam /= vs[:, None]
-    return ndtr(lam, out=lam)
+    shape = (len(m1), len(t))
+    out = np.empty(shape) if out is None else out
+    work = np.empty(shape) if work is None else work
+    np.subtract(_control_logit(t, m0, sd0, delta), m1[:, None], out=out)
+    np.multiply(zeta[:, None], t[None, :], out=work)
+    out -= work
+    out /= vs[:, None]
+    return ndtr(out, out=out)
 
 
 def _control_logit(t: np.ndarray, m0: np.ndarray, sd0: np.ndarray, delta: float) -> np.ndarray:
@@ -101,15 +106,48 @@ def _fast(
     zeta = s01 / sd0
     vs = np.sqrt(s11 - zeta * zeta)
     c0, c_sd = (m0[:1], sd0[:1]) if shared else (m0, sd0)
-    fine_phi = _inner(_FINE_T, c0, c_sd, m1, zeta, vs, delta)
-    coarse_phi = _inner(_COARSE_T, c0, c_sd, m1, zeta, vs, delta)
+    j, kf, kc = len(m1), len(_FINE_T), len(_COARSE_T)
+    space = _scratch(j * (2 * kf + kc))
+    fine_phi = space[: j * kf].reshape(j, kf)
+    coarse_phi = space[j * kf : j * (kf + kc)].reshape(j, kc)
+    work = space[j * (kf + kc) :]
+    _inner(_FINE_T, c0, c_sd, m1, zeta, vs, delta, fine_phi, work.reshape(j, kf))
+    _inner(_COARSE_T, c0, c_sd, m1, zeta, vs, delta, coarse_phi, work[: j * kc].reshape(j, kc))
     fine = fine_phi @ _FINE_W
     coarse = coarse_phi @ _COARSE_W
     error = np.abs(fine - coarse) + _TAIL
-    jumps = np.diff(fine_phi, axis=1)
-    step = np.max(np.abs(jumps, out=jumps), axis=1)
+    step = _largest_step(fine_phi, work)
     resolved = np.isfinite(fine) & (np.abs(fine - coarse) <= tolerance / 100.0) & (step <= MAX_STEP)
     return fine, error, resolved
+
+
+def _largest_step(phi: np.ndarray, work: np.ndarray) -> np.ndarray:
+    """max_k |phi[j, k + 1] - phi[j, k]| per row j of phi (J, K), with ``work`` (J K,) scratch.
+
+    One pass over phi flattened (a contiguous subtraction, not J strided ones); the
+    differences that straddle two rows land in each row's last column and are set to 0,
+    which no maximum of absolute values can tell from absent (K >= 2)."""
+    flat = phi.reshape(-1)
+    np.subtract(flat[1:], flat[:-1], out=work[:-1])
+    jumps = work.reshape(phi.shape)
+    jumps[:, -1] = 0.0
+    return np.max(np.abs(jumps, out=jumps), axis=1)
+
+
+def _scratch(size: int) -> np.ndarray:
+    """(size,) floats of this thread's reusable work space (contents undefined).
+
+    A decision's fixed rules need a few MB of work arrays; fresh ones are page-faulted in
+    on every call (about 0.25 ms per MB), reused ones are not. Per thread, so concurrent
+    decisions never share it; past ``_SCRATCH_MAX`` floats a fresh array is made each time
+    rather than kept."""
+    buf: np.ndarray | None = getattr(_SCRATCH, "buf", None)
+    if buf is not None and buf.size >= size:
+        return buf[:size]
+    buf = np.empty(size)
+    if size <= _SCRATCH_MAX:
+        _SCRATCH.buf = buf
+    return buf
 
 
 def _well_posed(means: np.ndarray, covs: np.ndarray) -> np.ndarray:
@@ -192,8 +230,7 @@ def acceptance_arrays(
     if not len(means):
         return AcceptanceArrays(np.zeros(0), np.zeros(0), np.zeros(0, dtype=bool))
     packed = np.concatenate([means, covs.reshape(-1, 4)], axis=1)
-    unique, inverse = np.unique(packed, axis=0, return_inverse=True)
-    inverse = np.asarray(inverse).reshape(-1)
+    unique, inverse = _distinct_rows(packed)
     u_means, u_covs = unique[:, :2], unique[:, 2:].reshape(-1, 2, 2)
     prob, err = np.empty(len(unique)), np.empty(len(unique))
     failed = np.zeros(len(unique), dtype=bool)
@@ -212,3 +249,24 @@ def acceptance_arrays(
         acc = acceptance_probability(u_means[k], u_covs[k], delta, tolerance, absolute_cap)
         prob[k], err[k], failed[k] = acc.probability, acc.error, acc.failed
     return AcceptanceArrays(prob[inverse], err[inverse], failed[inverse])
+
+
+def _distinct_rows(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(packed, axis=0, return_inverse=True)`` for rows packed (J, W): the distinct
+    rows (U, W) in np.unique's lexicographic order and each row's index among them (J,).
+
+    Without NaN or -0.0, two rows compare equal exactly when their bits are equal, so a
+    lexsort of the columns finds np.unique's rows in np.unique's order (the order matters:
+    the fixed rules' matrix-vector products round a row by its position). Otherwise
+    np.unique itself."""
+    if np.isnan(packed).any() or (np.signbit(packed) & (packed == 0.0)).any():
+        unique, inverse = np.unique(packed, axis=0, return_inverse=True)
+        return unique, np.asarray(inverse).reshape(-1)
+    order = np.lexsort(packed.T[::-1])  # the first column is the primary key
+    rows = packed[order]
+    new = np.empty(len(rows), dtype=bool)
+    new[:1] = True
+    np.any(rows[1:] != rows[:-1], axis=1, out=new[1:])
+    inverse = np.empty(len(rows), dtype=np.intp)
+    inverse[order] = np.cumsum(new) - 1
+    return rows[new], inverse
