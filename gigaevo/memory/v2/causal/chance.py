@@ -15,14 +15,12 @@ Every other card (singular, non-finite, unresolved, or the "credible joint safe"
 goes through the careful ``acceptance_probability``, so the conservative guarantee is
 unchanged: P_acc - error is reported and failures give P_acc = 0. Cards whose
 (eta-bar, Sigma_eta) coincide exactly (all cold cards of one kind share them) are
-integrated once. The rules' work arrays (a few MB at a decision's hundreds of cards) are
-kept per thread between calls: only the time to fault fresh pages in is saved.
+integrated once.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,8 +30,6 @@ from gigaevo.memory.v2.causal.invalidity import Acceptance, acceptance_probabili
 MAX_STEP = 0.05
 _TANH_DELTA = 1e-6  # below this margin p_0 is computed with expit (full relative accuracy)
 _TAIL = 1.523970604832094e-23  # 2.0 * scipy.special.ndtr(-10.0), bit for bit (no scipy import)
-_SCRATCH = threading.local()
-_SCRATCH_MAX = 1 << 22  # floats (32 MB): the most work space a thread keeps between calls
 
 
 def _composite(panels: int, order: int = 8) -> tuple[np.ndarray, np.ndarray]:
@@ -60,13 +56,15 @@ def _inner(
     card (length 1; a decision's cards share one control row). Shared, logit(p_0(t) + delta)
     is taken once, a row of nodes, instead of once per card (elementwise the same operations
     on the same floats). ``out`` receives the result and ``work`` is scratch, both (J, K)
-    (new arrays when not given): each element is ((lam - m1) - zeta t) / varsigma as ever."""
+    (new arrays when not given): each element is ((lam - m1) - zeta t) / varsigma."""
     from scipy.special import ndtr
 
     shape = (len(m1), len(t))
-    out = np.empty(shape) if out is None else out
+    lam = _control_logit(t, m0, sd0, delta)
+    if out is None:  # each card's own control row: its logits are the output's space
+        out = lam if lam.shape == shape else np.empty(shape)
     work = np.empty(shape) if work is None else work
-    np.subtract(_control_logit(t, m0, sd0, delta), m1[:, None], out=out)
+    np.subtract(lam, m1[:, None], out=out)
     np.multiply(zeta[:, None], t[None, :], out=work)
     out -= work
     out /= vs[:, None]
@@ -107,12 +105,11 @@ def _fast(
     vs = np.sqrt(s11 - zeta * zeta)
     c0, c_sd = (m0[:1], sd0[:1]) if shared else (m0, sd0)
     j, kf, kc = len(m1), len(_FINE_T), len(_COARSE_T)
-    space = _scratch(j * (2 * kf + kc))
-    fine_phi = space[: j * kf].reshape(j, kf)
-    coarse_phi = space[j * kf : j * (kf + kc)].reshape(j, kc)
-    work = space[j * (kf + kc) :]
-    _inner(_FINE_T, c0, c_sd, m1, zeta, vs, delta, fine_phi, work.reshape(j, kf))
-    _inner(_COARSE_T, c0, c_sd, m1, zeta, vs, delta, coarse_phi, work[: j * kc].reshape(j, kc))
+    work = np.empty(j * kf)  # scratch of both rules and of the step check, in turn
+    fine_phi = _inner(_FINE_T, c0, c_sd, m1, zeta, vs, delta, work=work.reshape(j, kf))
+    coarse_phi = _inner(
+        _COARSE_T, c0, c_sd, m1, zeta, vs, delta, work=work[: j * kc].reshape(j, kc)
+    )
     fine = fine_phi @ _FINE_W
     coarse = coarse_phi @ _COARSE_W
     error = np.abs(fine - coarse) + _TAIL
@@ -132,22 +129,6 @@ def _largest_step(phi: np.ndarray, work: np.ndarray) -> np.ndarray:
     jumps = work.reshape(phi.shape)
     jumps[:, -1] = 0.0
     return np.max(np.abs(jumps, out=jumps), axis=1)
-
-
-def _scratch(size: int) -> np.ndarray:
-    """(size,) floats of this thread's reusable work space (contents undefined).
-
-    A decision's fixed rules need a few MB of work arrays; fresh ones are page-faulted in
-    on every call (about 0.25 ms per MB), reused ones are not. Per thread, so concurrent
-    decisions never share it; past ``_SCRATCH_MAX`` floats a fresh array is made each time
-    rather than kept."""
-    buf: np.ndarray | None = getattr(_SCRATCH, "buf", None)
-    if buf is not None and buf.size >= size:
-        return buf[:size]
-    buf = np.empty(size)
-    if size <= _SCRATCH_MAX:
-        _SCRATCH.buf = buf
-    return buf
 
 
 def _well_posed(means: np.ndarray, covs: np.ndarray) -> np.ndarray:

@@ -1,17 +1,14 @@
-"""The fixed rules' bookkeeping (distinct rows, reused work space, the step check) gives the
+"""The fixed rules' bookkeeping (distinct rows, one scratch array, the step check) gives the
 floats of the plain formulation bit for bit (memory-model.md "Invalidity head and chance
 constraint")."""
 
 from __future__ import annotations
-
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 from scipy.special import ndtr
 
 from gigaevo.memory.v2.causal import chance
-from gigaevo.memory.v2.causal.chance import acceptance_arrays
 
 
 def _cards(seed: int, n: int, shared: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -50,7 +47,6 @@ def _plain_fast(
 
 @pytest.mark.parametrize("shared", [True, False])
 def test_the_fixed_rules_are_the_plain_formulation_bit_for_bit(shared: bool) -> None:
-    # sizes up and down, so the work space is reused both larger and exactly fitting
     for seed, n in enumerate((300, 7, 1, 300, 1200, 45)):
         means, covs = _cards(seed, n, shared)
         for delta in (0.10, 1e-7):
@@ -98,16 +94,3 @@ def test_distinct_rows_are_numpys_unique_bit_for_bit() -> None:
         np.testing.assert_array_equal(inverse, np.asarray(want_inv).reshape(-1))
         assert unique.flags.c_contiguous and inverse.dtype == np.intp
     assert len(chance._distinct_rows(rows)[0]) < len(rows)
-
-
-def test_threads_deciding_at_once_get_their_own_results() -> None:
-    """Each thread has its own work space: decisions run together give what they give alone."""
-    jobs = [_cards(20 + i, 150 + 40 * i, shared=True) for i in range(6)]
-    alone = [acceptance_arrays(m, c, shared_control=True) for m, c in jobs]
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        for _ in range(3):
-            together = list(pool.map(lambda j: acceptance_arrays(*j, shared_control=True), jobs))
-            for a, b in zip(alone, together, strict=True):
-                np.testing.assert_array_equal(a.probability, b.probability)
-                np.testing.assert_array_equal(a.error, b.error)
-                np.testing.assert_array_equal(a.failed, b.failed)
