@@ -48,24 +48,27 @@ _COARSE_T, _COARSE_W = _composite(20)
 
 def _inner(
     t: np.ndarray, m0: np.ndarray, sd0: np.ndarray, m1: np.ndarray, zeta: np.ndarray,
-    vs: np.ndarray, delta: float,
+    vs: np.ndarray, delta: float, out: np.ndarray | None = None, work: np.ndarray | None = None,
 ) -> np.ndarray:  # fmt: skip
-    """Phi(gap(t) / varsigma) for cards (rows of m1, zeta, vs) at nodes t (columns).
+    """Phi(gap(t) / varsigma) for cards (rows of m1, zeta, vs) at nodes t (columns): (J, K).
 
     (m0, sd0) are the control arm's (eta-bar_0, sd_0): one per card, or one pair for every
     card (length 1; a decision's cards share one control row). Shared, logit(p_0(t) + delta)
     is taken once, a row of nodes, instead of once per card (elementwise the same operations
-    on the same floats)."""
+    on the same floats). ``out`` receives the result and ``work`` is scratch, both (J, K)
+    (new arrays when not given): each element is ((lam - m1) - zeta t) / varsigma."""
     from scipy.special import ndtr
 
+    shape = (len(m1), len(t))
     lam = _control_logit(t, m0, sd0, delta)
-    if len(m0) == len(m1):
-        lam -= m1[:, None]
-    else:
-        lam = np.subtract(lam, m1[:, None])
-    lam -= zeta[:, None] * t[None, :]
-    lam /= vs[:, None]
-    return ndtr(lam, out=lam)
+    if out is None:  # each card's own control row: its logits are the output's space
+        out = lam if lam.shape == shape else np.empty(shape)
+    work = np.empty(shape) if work is None else work
+    np.subtract(lam, m1[:, None], out=out)
+    np.multiply(zeta[:, None], t[None, :], out=work)
+    out -= work
+    out /= vs[:, None]
+    return ndtr(out, out=out)
 
 
 def _control_logit(t: np.ndarray, m0: np.ndarray, sd0: np.ndarray, delta: float) -> np.ndarray:
@@ -101,15 +104,31 @@ def _fast(
     zeta = s01 / sd0
     vs = np.sqrt(s11 - zeta * zeta)
     c0, c_sd = (m0[:1], sd0[:1]) if shared else (m0, sd0)
-    fine_phi = _inner(_FINE_T, c0, c_sd, m1, zeta, vs, delta)
-    coarse_phi = _inner(_COARSE_T, c0, c_sd, m1, zeta, vs, delta)
+    j, kf, kc = len(m1), len(_FINE_T), len(_COARSE_T)
+    work = np.empty(j * kf)  # scratch of both rules and of the step check, in turn
+    fine_phi = _inner(_FINE_T, c0, c_sd, m1, zeta, vs, delta, work=work.reshape(j, kf))
+    coarse_phi = _inner(
+        _COARSE_T, c0, c_sd, m1, zeta, vs, delta, work=work[: j * kc].reshape(j, kc)
+    )
     fine = fine_phi @ _FINE_W
     coarse = coarse_phi @ _COARSE_W
     error = np.abs(fine - coarse) + _TAIL
-    jumps = np.diff(fine_phi, axis=1)
-    step = np.max(np.abs(jumps, out=jumps), axis=1)
+    step = _largest_step(fine_phi, work)
     resolved = np.isfinite(fine) & (np.abs(fine - coarse) <= tolerance / 100.0) & (step <= MAX_STEP)
     return fine, error, resolved
+
+
+def _largest_step(phi: np.ndarray, work: np.ndarray) -> np.ndarray:
+    """max_k |phi[j, k + 1] - phi[j, k]| per row j of phi (J, K), with ``work`` (J K,) scratch.
+
+    One pass over phi flattened (a contiguous subtraction, not J strided ones); the
+    differences that straddle two rows land in each row's last column and are set to 0,
+    which no maximum of absolute values can tell from absent (K >= 2)."""
+    flat = phi.reshape(-1)
+    np.subtract(flat[1:], flat[:-1], out=work[:-1])
+    jumps = work.reshape(phi.shape)
+    jumps[:, -1] = 0.0
+    return np.max(np.abs(jumps, out=jumps), axis=1)
 
 
 def _well_posed(means: np.ndarray, covs: np.ndarray) -> np.ndarray:
@@ -192,8 +211,7 @@ def acceptance_arrays(
     if not len(means):
         return AcceptanceArrays(np.zeros(0), np.zeros(0), np.zeros(0, dtype=bool))
     packed = np.concatenate([means, covs.reshape(-1, 4)], axis=1)
-    unique, inverse = np.unique(packed, axis=0, return_inverse=True)
-    inverse = np.asarray(inverse).reshape(-1)
+    unique, inverse = _distinct_rows(packed)
     u_means, u_covs = unique[:, :2], unique[:, 2:].reshape(-1, 2, 2)
     prob, err = np.empty(len(unique)), np.empty(len(unique))
     failed = np.zeros(len(unique), dtype=bool)
@@ -212,3 +230,24 @@ def acceptance_arrays(
         acc = acceptance_probability(u_means[k], u_covs[k], delta, tolerance, absolute_cap)
         prob[k], err[k], failed[k] = acc.probability, acc.error, acc.failed
     return AcceptanceArrays(prob[inverse], err[inverse], failed[inverse])
+
+
+def _distinct_rows(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(packed, axis=0, return_inverse=True)`` for rows packed (J, W): the distinct
+    rows (U, W) in np.unique's lexicographic order and each row's index among them (J,).
+
+    Without NaN or -0.0, two rows compare equal exactly when their bits are equal, so a
+    lexsort of the columns finds np.unique's rows in np.unique's order (the order matters:
+    the fixed rules' matrix-vector products round a row by its position). Otherwise
+    np.unique itself."""
+    if np.isnan(packed).any() or (np.signbit(packed) & (packed == 0.0)).any():
+        unique, inverse = np.unique(packed, axis=0, return_inverse=True)
+        return unique, np.asarray(inverse).reshape(-1)
+    order = np.lexsort(packed.T[::-1])  # the first column is the primary key
+    rows = packed[order]
+    new = np.empty(len(rows), dtype=bool)
+    new[:1] = True
+    np.any(rows[1:] != rows[:-1], axis=1, out=new[1:])
+    inverse = np.empty(len(rows), dtype=np.intp)
+    inverse[order] = np.cumsum(new) - 1
+    return rows[new], inverse
