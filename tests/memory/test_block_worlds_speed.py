@@ -10,26 +10,14 @@ from gigaevo.memory.v2.causal import BayesianLinearHead, DesignSpace, LogisticLa
 from gigaevo.memory.v2.causal.projection import CardLayout, block_stack, block_worlds
 from gigaevo.memory.v2.causal.selection import CandidateCard, card_rows
 from gigaevo.memory.v2.causal.spectral import PencilNodes
+from tests.memory.causal.test_world_fast_paths import _heads as fast_path_heads
 
 
 def _heads(space: DesignSpace, seed: int) -> tuple[BayesianLinearHead, LogisticLaplaceHead]:
     """An immediate head (one pencil's nodes) and an invalidity head (one node) fitted on
-    200 rows, the treated ones on lineages L00..L05."""
-    rng = np.random.default_rng(seed)
-    rows, y, d = [], [], []
-    for _ in range(200):
-        x = np.r_[1.0, rng.uniform(-1, 1, 3)]
-        treated = rng.random() < 0.6
-        lin = space.lineages[int(rng.integers(6))]
-        rows.append(space.row(x, 1, lin, "insight") if treated else space.row(x, 0))
-        y.append(rng.normal(0.03 * treated, 0.1))
-        d.append(float(rng.random() < 0.2))
-    xs, ys, ds = np.array(rows), np.array(y), np.array(d)
-    layout = (space.shared_size, 4)
-    imm = BayesianLinearHead(space.utility_prior_variance(), block_layout=layout)
-    imm.fit(xs, ys, np.zeros(len(ys)))
-    mu, v = space.invalidity_prior()
-    return imm, LogisticLaplaceHead(mu, v, layout).fit(xs, ds)
+    200 rows, the treated ones on lineages L00..L05 (the world fast paths' heads)."""
+    imm, inv, _ = fast_path_heads(space, seed)
+    return imm, inv
 
 
 def _plain_part_terms(

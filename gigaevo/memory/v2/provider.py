@@ -27,6 +27,7 @@ import hashlib
 import json
 import logging
 import weakref
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -129,40 +130,28 @@ class _Options:
     evictor: EvictorSettings
 
     @classmethod
-    def parse(
-        cls,
-        *,
-        llm: object = None,
-        write: dict[str, Any] | None = None,
-        writer: dict[str, Any] | None = None,
-        program_exemplars: dict[str, Any] | None = None,
-        store: dict[str, Any] | None = None,
-        selection: str = "none",
-        causal: dict[str, Any] | None = None,
-        transfer: dict[str, Any] | None = None,
-        posterior_config: dict[str, Any] | None = None,
-        context: dict[str, Any] | None = None,
-        excluder: dict[str, Any] | None = None,
-        no_card_evidence: dict[str, Any] | None = None,
-        applicability: dict[str, Any] | None = None,
-        evictor: dict[str, Any] | None = None,
-    ) -> _Options:
+    def parse(cls, raw: Mapping[str, Any]) -> _Options:
         """Every option checked alone and against the others (not against the bank).
 
         Raises:
             MemoryConfigError: one line naming the key.
         """
+        get = raw.get  # a key left out is the constructor's default (None; selection: none)
         settings = MemorySettings.parse(
-            write=write, writer=writer, program_exemplars=program_exemplars, store=store
+            write=get("write"),
+            writer=get("writer"),
+            program_exemplars=get("program_exemplars"),
+            store=get("store"),
         )
         read = ReadSideSettings.parse(
-            posterior_config=posterior_config,
-            context=context,
-            excluder=excluder,
-            no_card_evidence=no_card_evidence,
+            posterior_config=get("posterior_config"),
+            context=get("context"),
+            excluder=get("excluder"),
+            no_card_evidence=get("no_card_evidence"),
         )
-        moved = parse_transfer(transfer)
-        labels = ApplicabilitySettings.parse(applicability)
+        moved = parse_transfer(get("transfer"))
+        labels = ApplicabilitySettings.parse(get("applicability"))
+        llm = get("llm")
         if labels.mode == "agentic" and llm is None:
             raise MemoryConfigError(
                 "memory.applicability.mode=agentic needs memory.llm (it labels the cards)"
@@ -170,13 +159,13 @@ class _Options:
         authoring = settings.writer.authoring_enabled
         if llm is None and authoring and settings.write.cadence != "none":
             raise MemoryConfigError("memory.llm must be set when memory.writer.authoring_enabled")
-        if selection not in SELECTION_MODES:
+        if get("selection", "none") not in SELECTION_MODES:
             raise MemoryConfigError(f"memory.selection must be one of {list(SELECTION_MODES)}")
         try:
-            reader = ReaderSettings.parse(causal)
+            reader = ReaderSettings.parse(get("causal"))
         except (TypeError, ValueError) as exc:
             raise MemoryConfigError(str(exc)) from exc
-        return cls(settings, read, moved, labels, reader, EvictorSettings.parse(evictor))
+        return cls(settings, read, moved, labels, reader, EvictorSettings.parse(get("evictor")))
 
 
 def check_options(**options: Any) -> None:
@@ -190,8 +179,7 @@ def check_options(**options: Any) -> None:
     Raises:
         MemoryConfigError: one line naming the key.
     """
-    names = set(_Options.parse.__kwdefaults__ or {})
-    _Options.parse(**{k: v for k, v in options.items() if k in names})
+    _Options.parse(options)
 
 
 class CardBankMemory:
@@ -241,12 +229,13 @@ class CardBankMemory:
         evictor: dict[str, Any] | None = None,
     ) -> None:
         self.runtime = runtime
-        options = _Options.parse(
+        raw = dict(
             llm=llm, write=write, writer=writer, program_exemplars=program_exemplars,
             store=store, selection=selection, causal=causal, transfer=transfer,
             posterior_config=posterior_config, context=context, excluder=excluder,
             no_card_evidence=no_card_evidence, applicability=applicability, evictor=evictor,
         )  # fmt: skip
+        options = _Options.parse(raw)
         self.settings, self.read_settings = options.settings, options.read
         self.transfer, self.applicability = options.transfer, options.applicability
         if self.transfer.enabled:
