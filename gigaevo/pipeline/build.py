@@ -44,6 +44,7 @@ from gigaevo.llm import (
     config_wires,
     start_loading,
     stop_loading,
+    wait_for_first,
 )
 from gigaevo.memory.base import MemoryProvider, MemoryRuntime, MemoryUsageError
 from gigaevo.pipeline.noise import resolve_noise
@@ -386,11 +387,14 @@ def _check_memory_options(cfg: DictConfig) -> None:
     """A bad ``memory.*`` option is refused before the run folder gets anything.
 
     The memory's class checks its options when it has a ``check_options`` (memory=v2);
-    the rest (the bank itself) is checked when the memory is built.
+    the rest (the bank itself) is checked when the memory is built. Its package is imported
+    here only once the background thread has imported it (``wait_for_first``): two threads
+    importing one package's circular imports can fail in one of them.
     """
     plain = OmegaConf.to_container(cfg.memory, resolve=True)
     assert isinstance(plain, dict)
     check_node(plain, "memory")
+    wait_for_first()
     try:
         target = get_class(str(plain.get("_target_", "")))
     except Exception:  # an unknown target: refused by name when the memory is built
@@ -467,7 +471,6 @@ def _build(cfg: DictConfig, show_progress: bool) -> BuiltRun:
     stopper = _build_stopper(cfg, problem, max_cost_usd)
     islands = _build_islands(cfg, problem)
     feedback = _feedback_settings(cfg)  # checked before the run folder is made
-    _check_memory_options(cfg)  # so is the memory's (not yet its bank)
     parts = {
         name: _instantiate(evo[name], f"evolution.{name}")
         for name in ("selector", "inspirations", "scheduler", "migration")
@@ -478,6 +481,7 @@ def _build(cfg: DictConfig, show_progress: bool) -> BuiltRun:
         evaluator = _build_evaluator(cfg, problem)
         opened.callback(evaluator.close)
         ckpt.mkdir(parents=True, exist_ok=True)
+        _check_memory_options(cfg)  # before the scratchpad: a refused option leaves nothing
         notes = _open_scratchpad(cfg, ckpt, problem)  # read once, before anything else is opened
         store = _open_store(cfg, ckpt, problem)
         opened.callback(store.close)
