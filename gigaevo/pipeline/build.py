@@ -384,12 +384,13 @@ def _feedback_settings(cfg: DictConfig) -> FeedbackSettings:
 
 
 def _check_memory_options(cfg: DictConfig) -> None:
-    """A bad ``memory.*`` option is refused before the run folder gets anything.
+    """A bad ``memory.*`` option is refused before the run folder gets its scratchpad (a
+    refused run's folder is then removed with nothing in it).
 
     The memory's class checks its options when it has a ``check_options`` (memory=v2);
     the rest (the bank itself) is checked when the memory is built. Its package is imported
-    here only once the background thread has imported it (``wait_for_first``): two threads
-    importing one package's circular imports can fail in one of them.
+    here only once the background thread has imported it (``wait_for_first``, as the
+    engine's first decision does), so that the two threads never import it at once.
     """
     plain = OmegaConf.to_container(cfg.memory, resolve=True)
     assert isinstance(plain, dict)
