@@ -169,7 +169,7 @@ class _Options:
 
 
 def check_options(**options: Any) -> None:
-    """Refuse a bad ``memory.*`` option of memory=v2 before a run opens anything.
+    """Refuse a bad ``memory.*`` option of memory=v2 before the run opens its files.
 
     ``options``: the ``memory`` config node's keys (``_target_``-style keys and the
     ``embedder`` are not options and are ignored; ``llm`` only counts as set or not).
@@ -205,7 +205,7 @@ class CardBankMemory:
         CorruptBankError: ``cards.json`` exists and does not parse.
     """
 
-    # the pipeline refuses a bad option before the run folder gets anything (``check_options``)
+    # the pipeline refuses a bad option before the run folder gets its scratchpad
     check_options = staticmethod(check_options)
 
     def __init__(

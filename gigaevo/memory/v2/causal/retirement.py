@@ -403,10 +403,23 @@ def judge_card(
     cfg: RetirementConfig,
 ) -> Judgement:
     """memory-model.md "Eligibility" and "Viability" for one card (the sweep's own gate is
-    ``heads_gate``)."""
+    ``heads_gate``): ``support_gate``, then ``judge_supported``."""
     reason = support_gate(card, n_controls, theta, cfg)
     if reason:
         return Judgement(card.card_id, False, reason)
+    return judge_supported(heads, card, theta=theta, evidence_version=evidence_version, cfg=cfg)
+
+
+def judge_supported(
+    heads: RetirementHeads,
+    card: CardSupport,
+    *,
+    theta: float,
+    evidence_version: str,
+    cfg: RetirementConfig,
+) -> Judgement:
+    """memory-model.md "Viability" for a card that passed ``support_gate``: each (context,
+    RAG state) in order until one is viable or cannot be evaluated."""
     evaluations: list[Evaluation] = []
     for index, ctx in enumerate(card.sorted_contexts()):
         for state in RAG_STATES:

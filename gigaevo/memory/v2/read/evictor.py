@@ -47,7 +47,7 @@ from gigaevo.memory.v2.causal.retirement import (
     RetirementHeads,
     SupportContext,
     heads_gate,
-    judge_card,
+    judge_supported,
     sorted_threshold,
     support_gate,
 )
@@ -422,7 +422,7 @@ class CausalEvictor:
                 self.counts.not_due += 1
                 continue
             self.counts.judged += 1
-            if gate:  # ``judge_card``'s first check keeps the card: no worlds to draw
+            if gate:  # ``judge_card``'s gate keeps the card: no worlds to draw
                 self.counts.keep_reasons[_reason_key(gate)] += 1
                 continue
             out = self._judge(heads, support, (version, support, n_controls, theta))
@@ -436,25 +436,21 @@ class CausalEvictor:
     def _judge(
         self, heads: RetirementHeads, support: CardSupport, key: tuple[str, CardSupport, int, float]
     ) -> Judgement:
-        """``judge_card`` of one card, or its last judgement when the inputs it is a function
-        of stand: the heads (the memo is cleared when they are rebuilt), V (the draws' RNG
-        key), the card's support (lineage, kind, pending outcomes, treated rows, contexts),
-        the valid controls and theta (the settings are the evictor's). The same inputs draw
-        the same worlds, so the judgement is the one judging afresh gives; V moves with every
-        usefulness-eligible row, so this spares a sweep that finds no new evidence (as the
-        sweep at close after one on the cadence)."""
+        """``judge_card`` of one card that passed ``support_gate`` (so ``judge_supported``),
+        or its last judgement when the inputs it is a function of stand: the heads (the memo
+        is cleared when they are rebuilt), V (the draws' RNG key), the card's support
+        (lineage, kind, pending outcomes, treated rows, contexts), the valid controls and
+        theta (the settings are the evictor's). The same inputs draw the same worlds, so the
+        judgement is the one judging afresh gives; V moves with every usefulness-eligible
+        row, so this spares a sweep that finds no new evidence (as the sweep at close after
+        one on the cadence)."""
         known = self._judged.get(support.card_id)
         if known is not None and known[0] == key:
             self.counts.reused += 1
             return known[1]
-        version, _, n_controls, theta = key
-        out = judge_card(
-            heads,
-            support,
-            n_controls=n_controls,
-            theta=theta,
-            evidence_version=version,
-            cfg=self.config,
+        version, _, _, theta = key
+        out = judge_supported(
+            heads, support, theta=theta, evidence_version=version, cfg=self.config
         )
         self._judged[support.card_id] = (key, out)
         return out
@@ -548,14 +544,9 @@ class CausalEvictor:
         rows (by attempt, decision id). From the contexts kept as rows arrive (``_rows``),
         so a sweep does not sort every card's rows again; the last support itself while its
         kind and pending count stand too."""
-        if card.aliases:
-            ids = (card.id, *card.aliases)
-            key = tuple((i, len(self._treated.get(i, ()))) for i in ids)
-            n_pending = sum(pending[i] for i in set(ids))
-        else:  # most cards: the same key and count, without a loop over one id
-            ids = (card.id,)
-            key = ((card.id, len(self._treated.get(card.id, ()))),)
-            n_pending = pending[card.id]
+        ids = (card.id, *card.aliases)
+        key = tuple((i, len(self._treated.get(i, ()))) for i in ids)
+        n_pending = sum(pending[i] for i in set(ids))
         known = self._supports.get(card.id)
         if known is None or known[0] != key:
             treated, contexts = self._contexts_of(ids)
