@@ -16,6 +16,11 @@ goes through the careful ``acceptance_probability``, so the conservative guarant
 unchanged: P_acc - error is reported and failures give P_acc = 0. Cards whose
 (eta-bar, Sigma_eta) coincide exactly (all cold cards of one kind share them) are
 integrated once.
+
+A decision needs only which cards are admitted. Most cards are admitted by a wide
+margin, which a closed-form lower bound of P_acc (``certified``: two normal cdfs a card)
+proves without integrating; only the cards it cannot certify are integrated at once, the
+others when their floats are asked for.
 """
 
 from __future__ import annotations
@@ -164,22 +169,50 @@ def acceptance_probabilities(
     return acceptance_arrays(eta_means, eta_covs, delta, tolerance, absolute_cap).results()
 
 
+@dataclass
+class _Deferred:
+    """Cards admitted by ``certified`` alone, their integrals not taken yet: the distinct
+    rows (``means``, ``covs``), each card's place among them (``of_card``: -1 for the cards
+    integrated at once) and the level ``alpha`` the bound was checked against."""
+
+    means: np.ndarray
+    covs: np.ndarray
+    of_card: np.ndarray
+    alpha: float
+    args: tuple[float, float, bool]  # delta, tolerance, shared_control
+    done: bool = False
+
+
 @dataclass(frozen=True)
 class AcceptanceArrays:
     """``acceptance_probabilities`` as arrays (J,) in input order: P_acc, its error bound,
     failed. A decision reads only which cards are admitted (``admitted``), so the per-card
-    ``Acceptance`` records are made when asked for (``at``), not for every card."""
+    ``Acceptance`` records are made when asked for (``at``), not for every card.
+
+    ``deferred``: the cards a decision admitted by the certified bound (``certified``)
+    without integrating them; their floats are NaN until a record or a stricter level asks
+    for them, when they are integrated together (``acceptance_arrays`` of their rows)."""
 
     probability: np.ndarray
     error: np.ndarray
     failed: np.ndarray
+    deferred: _Deferred | None = None
 
     def admitted(self, alpha: float = 0.10) -> np.ndarray:
         """Admit iff P_acc > alpha (``Acceptance.admitted``), per card."""
+        late = self.deferred
+        if late is not None and not late.done:
+            if alpha <= late.alpha:  # the bound proved P_acc > late.alpha >= alpha
+                out = np.asarray(self.probability > alpha, dtype=bool)  # NaN: False
+                out[late.of_card >= 0] = True
+                return out
+            self._integrate_deferred()
         return np.asarray(self.probability > alpha, dtype=bool)
 
     def at(self, i: int) -> Acceptance:
         """Card i's ``Acceptance`` (the same floats as the list's)."""
+        if self.deferred is not None and not self.deferred.done:
+            self._integrate_deferred()
         return Acceptance(float(self.probability[i]), float(self.error[i]), bool(self.failed[i]))
 
     def results(self) -> list[Acceptance]:
@@ -187,6 +220,61 @@ class AcceptanceArrays:
 
     def __len__(self) -> int:
         return len(self.probability)
+
+    def _integrate_deferred(self) -> None:
+        late = self.deferred
+        assert late is not None
+        delta, tolerance, shared = late.args
+        got = acceptance_arrays(late.means, late.covs, delta, tolerance, None, shared)
+        cards = np.flatnonzero(late.of_card >= 0)
+        at = late.of_card[cards]
+        self.probability[cards] = got.probability[at]
+        self.error[cards] = got.error[at]
+        self.failed[cards] = got.failed[at]
+        late.done = True
+
+
+# a certified card's bound must clear alpha by this much: the integral it replaces is
+# reported minus an error bound of at most 1e-8, and the bound's own floats are exact to
+# far better than this
+CERTIFY_MARGIN = 1e-6
+_CERTIFY_T = 8.0  # the bound keeps eta_0 within 8 sd of its mean (2 Phi(-8) ~ 1.2e-15)
+
+
+def certified(means: np.ndarray, covs: np.ndarray, delta: float) -> np.ndarray:
+    """A lower bound of each card's P_acc (J,), from two normal cdfs, no integral.
+
+    lambda(eta) - eta = logit(p + delta) - logit(p) with p = expit(eta) is the integral of
+    1 / (u (1 - u)) over [p, p + delta]: it falls until p = (1 - delta) / 2 and rises after
+    (+inf once p + delta >= 1), its least value 2 log((1 + delta) / (1 - delta)). On the
+    interval I of eta_0 within ``_CERTIFY_T`` sd of its mean it is at least D_I (that least
+    value when the turn is inside I, else the smaller end's), so every world with
+    eta_1 - eta_0 <= D_I and eta_0 in I is acceptable and
+
+        P_acc >= Phi((D_I - (mean_1 - mean_0)) / sd(eta_1 - eta_0)) - 2 Phi(-8).
+
+    The quadrature's P_acc integrates t over [-10, 10], which holds I, so the bound is below
+    it too. A card whose eta_1 - eta_0 has almost no variance next to its parts' (the
+    difference of two close floats) gets 0: its bound would not be trustworthy."""
+    from scipy.special import expit, ndtr
+
+    m0, m1 = means[:, 0], means[:, 1]
+    s00, s11, s01 = covs[:, 0, 0], covs[:, 1, 1], covs[:, 0, 1]
+    sd0 = np.sqrt(s00)
+    ends = np.stack([m0 - _CERTIFY_T * sd0, m0 + _CERTIFY_T * sd0])  # (2, J)
+    p = expit(ends) + delta
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rise = np.where(p >= 1.0, np.inf, np.log(p) - np.log1p(-p)) - ends
+    turn = math.log((1.0 - delta) / (1.0 + delta))  # logit((1 - delta) / 2)
+    inside = (ends[0] <= turn) & (turn <= ends[1])
+    least = np.where(inside, 2.0 * math.log((1.0 + delta) / (1.0 - delta)), rise.min(axis=0))
+    with np.errstate(invalid="ignore"):  # (+inf: every eta_0 of I is acceptable; stays)
+        least = np.where(np.isinf(least), least, least - 1e-9 * (1.0 + np.abs(least)))
+    var = s11 + s00 - 2.0 * s01
+    sure = var > 1e-8 * (s00 + s11)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = (least - (m1 - m0)) / np.sqrt(np.where(sure, var, 1.0))
+    return np.where(sure, np.maximum(ndtr(z) - 2.0 * ndtr(-_CERTIFY_T), 0.0), 0.0)
 
 
 def acceptance_arrays(
@@ -196,6 +284,7 @@ def acceptance_arrays(
     tolerance: float = 1e-8,
     absolute_cap: float | None = None,
     shared_control: bool = False,
+    certify: float | None = None,
 ) -> AcceptanceArrays:
     """``acceptance_probabilities`` without a record per card: the resolved cards' P_acc =
     max(0, value - error) and error elementwise (the same floats), the careful path's
@@ -203,7 +292,12 @@ def acceptance_arrays(
 
     ``shared_control``: the caller's promise that every card has the same control arm
     (eta_means[:, 0] and eta_covs[:, 0, 0] equal, as a decision's cards with their one
-    control row): logit(p_0(t) + delta) is then taken once for every card, not checked."""
+    control row): logit(p_0(t) + delta) is then taken once for every card, not checked.
+
+    ``certify``: a decision's alpha. A well-posed card whose ``certified`` bound exceeds it
+    by ``CERTIFY_MARGIN`` is admitted without its integral (the integral, at least the
+    bound less its 1e-8 error, would admit it too); its floats are taken when asked for
+    (``AcceptanceArrays.deferred``). Every other card is integrated as without it."""
     means = np.asarray(eta_means, dtype=float).reshape(-1, 2)
     covs = np.asarray(eta_covs, dtype=float).reshape(-1, 2, 2)
     if len(means) != len(covs):
@@ -217,6 +311,12 @@ def acceptance_arrays(
     failed = np.zeros(len(unique), dtype=bool)
     done = np.zeros(len(unique), dtype=bool)
     fast = _well_posed(u_means, u_covs) if absolute_cap is None else np.zeros(len(unique), bool)
+    sure = np.zeros(len(unique), dtype=bool)
+    if certify is not None and np.any(fast):
+        sure[fast] = certified(u_means[fast], u_covs[fast], delta) > certify + CERTIFY_MARGIN
+        prob[sure], err[sure] = np.nan, np.nan
+        done |= sure
+        fast &= ~sure
     idx = np.flatnonzero(fast)
     if len(idx):
         value, error, resolved = _fast(u_means[idx], u_covs[idx], delta, tolerance, shared_control)
@@ -229,7 +329,15 @@ def acceptance_arrays(
     for k in np.flatnonzero(~done).tolist():
         acc = acceptance_probability(u_means[k], u_covs[k], delta, tolerance, absolute_cap)
         prob[k], err[k], failed[k] = acc.probability, acc.error, acc.failed
-    return AcceptanceArrays(prob[inverse], err[inverse], failed[inverse])
+    deferred = None
+    if np.any(sure):
+        place = np.full(len(unique), -1)
+        place[sure] = np.arange(int(np.count_nonzero(sure)))
+        deferred = _Deferred(
+            u_means[sure], u_covs[sure], place[inverse], float(certify or 0.0),
+            (delta, tolerance, shared_control),
+        )  # fmt: skip
+    return AcceptanceArrays(prob[inverse], err[inverse], failed[inverse], deferred)
 
 
 def _distinct_rows(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

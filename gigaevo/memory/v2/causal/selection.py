@@ -272,7 +272,10 @@ def select(
         rep[members] = len(hot) + b
     firsts = np.array([members[0] for members in blocks], dtype=int)
     means, covs = invalidity.linear_predictors(z0, _take(rows, np.r_[hot, firsts].tolist()))
-    accepted = acceptance_arrays(means, covs, delta=cfg.delta, shared_control=True)
+    # a card whose certified bound clears alpha is admitted without its integral
+    accepted = acceptance_arrays(
+        means, covs, delta=cfg.delta, shared_control=True, certify=cfg.alpha
+    )
     admitted = accepted.admitted(cfg.alpha)
     acceptance = AcceptanceMap(ids, rep, accepted)
     safe_at = np.flatnonzero(admitted[rep])
