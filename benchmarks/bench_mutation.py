@@ -74,7 +74,16 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         f"{CAUSAL}/retirement.py",
         (f"{T}/test_retirement.py",),
     ),
-    "chance": (f"{CAUSAL}/chance.py", (f"{T}/test_chance.py", f"{T}/test_selection.py")),
+    "chance": (
+        f"{CAUSAL}/chance.py",
+        (
+            f"{T}/test_chance.py",
+            f"{T}/test_chance_pinned.py",
+            f"{T}/test_chance_bookkeeping.py",
+            f"{T}/test_chance_certified.py",
+            f"{T}/test_selection.py",
+        ),
+    ),
     "invalidity": (
         f"{CAUSAL}/invalidity.py",
         (
@@ -119,7 +128,16 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     # the exchangeable cards' draws (session 6); never mutated before session 10
     "exchangeable": (
         f"{CAUSAL}/exchangeable.py",
-        (f"{T}/test_exchangeable.py", f"{T}/test_world_fast_paths.py"),
+        (
+            f"{T}/test_exchangeable.py",
+            f"{T}/test_exchangeable_passes.py",
+            f"{T}/test_world_fast_paths.py",
+        ),
+    ),
+    # the block's gain law and draws, split out of exchangeable.py in session 19
+    "gainlaw": (
+        f"{CAUSAL}/gainlaw.py",
+        (f"{T}/test_exchangeable.py", f"{T}/test_exchangeable_passes.py"),
     ),
     "blr": (
         f"{CAUSAL}/blr.py",
