@@ -98,14 +98,63 @@ def test_the_bound_by_hand() -> None:
     assert got <= exact.probability + exact.error
 
 
+def test_the_bound_takes_the_least_rise_over_the_cards_own_range() -> None:
+    """Far from the turn the least rise over eta_0's 8-sd range is its nearer end's, much
+    above the global least: a card at p_0 ~ 5 % (eta_0 = -3, sd 0.1) has D_I = lambda(-2.2)
+    + 2.2 = 0.8121, so eta_1 - eta_0 ~ N(0.5, 0.2^2) gives Phi(1.56) = 0.94 (the global
+    least 0.4013 would give 0.31). Each card's own range counts, not its neighbours'."""
+    far = [-3.0, -2.5]
+    near = [math.log(0.9 / 1.1), math.log(0.9 / 1.1) + 0.5]
+    means = np.array([far, near])
+    sd0, s = 0.1, 0.2
+    c = [[sd0**2, sd0**2], [sd0**2, sd0**2 + s**2]]
+    covs = np.array([c, c])
+    end = -3.0 + 8.0 * sd0
+    least = float(logit(expit(end) + 0.10)) - end
+    assert least == pytest.approx(0.8121, abs=1e-4)
+    got = certified(means, covs, 0.10)
+    assert got[0] == pytest.approx(float(ndtr((least - 0.5) / s)), abs=1e-7)
+    assert got[0] > 0.9 and got[1] < 0.35
+    exact = acceptance_probability(means[0], covs[0], 0.10)
+    assert got[0] <= exact.probability + exact.error
+
+
 def test_a_nearly_degenerate_difference_is_not_certified() -> None:
-    """eta_1 - eta_0 with a variance lost in the rounding of its parts gets no bound."""
-    means = np.array([[-3.0, -3.0]])
-    covs = np.array([[[1.0, 1.0], [1.0, 1.0 + 1e-12]]])
-    assert certified(means, covs, 0.10)[0] == 0.0
+    """eta_1 - eta_0 with a variance lost in the rounding of its parts gets no bound, at any
+    scale of the parts (here 1e4, with a difference variance of 1e-6)."""
+    means = np.array([[-3.0, -3.0], [-3.0, -3.0]])
+    covs = np.array([[[1.0, 1.0], [1.0, 1.0 + 1e-12]], [[1e4, 1e4], [1e4, 1e4 + 1e-6]]])
+    assert certified(means, covs, 0.10).tolist() == [0.0, 0.0]
 
 
-@pytest.mark.parametrize("alpha", [0.05, 0.10, 0.30])
+def test_a_bound_within_the_margin_of_alpha_is_integrated() -> None:
+    """A card whose bound clears alpha by less than ``CERTIFY_MARGIN`` is integrated at
+    once; one that clears it by more is deferred (its floats NaN until asked for)."""
+    turn = math.log(0.9 / 1.1)
+    sd0, s = 1e-4, 0.2
+    cov = np.array([[sd0**2, sd0**2], [sd0**2, sd0**2 + s**2]])
+
+    def mean_with_bound(target: float) -> float:  # bisection on the difference's mean
+        lo, hi = -2.0, 2.0  # bound falls as the mean rises
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            if certified(np.array([[turn, turn + mid]]), cov[None], 0.10)[0] > target:
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    inside = mean_with_bound(0.10 + 0.5 * CERTIFY_MARGIN)
+    outside = mean_with_bound(0.10 + 2.0 * CERTIFY_MARGIN)
+    means = np.array([[turn, turn + inside], [turn, turn + outside]])
+    got = acceptance_arrays(means, np.stack([cov, cov]), certify=0.10)
+    assert got.deferred is not None
+    assert got.deferred.of_card.tolist() == [-1, 0]
+    assert not math.isnan(got.probability[0]) and math.isnan(got.probability[1])
+    assert got.admitted(0.10).tolist() == [True, True]
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.05, 0.10, 0.30])
 def test_certified_admission_is_the_integrals(alpha: float) -> None:
     """``acceptance_arrays(certify=alpha)`` admits the cards the full path admits, at alpha
     and at any laxer level; a stricter level or a record integrates the deferred cards, whose
@@ -117,6 +166,10 @@ def test_certified_admission_is_the_integrals(alpha: float) -> None:
     for level in (0.0, alpha / 2, alpha):
         np.testing.assert_array_equal(fast.admitted(level), full.admitted(level))
     assert not fast.deferred.done  # answered from the bound
+    late = fast.deferred.of_card >= 0
+    assert np.all(np.isnan(fast.probability[late])) and not np.any(
+        np.isnan(fast.probability[~late])
+    )
     np.testing.assert_array_equal(fast.admitted(0.9), full.admitted(0.9))
     assert fast.deferred.done
     np.testing.assert_allclose(fast.probability, full.probability, rtol=0, atol=1e-15)

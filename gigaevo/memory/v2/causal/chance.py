@@ -331,10 +331,11 @@ def acceptance_arrays(
         prob[k], err[k], failed[k] = acc.probability, acc.error, acc.failed
     deferred = None
     if np.any(sure):
+        assert certify is not None  # (no card is certified without it)
         place = np.full(len(unique), -1)
         place[sure] = np.arange(int(np.count_nonzero(sure)))
         deferred = _Deferred(
-            u_means[sure], u_covs[sure], place[inverse], float(certify or 0.0),
+            u_means[sure], u_covs[sure], place[inverse], float(certify),
             (delta, tolerance, shared_control),
         )  # fmt: skip
     return AcceptanceArrays(prob[inverse], err[inverse], failed[inverse], deferred)
