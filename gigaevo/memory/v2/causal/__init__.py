@@ -18,8 +18,9 @@ Modules and the sections of docs/memory-model.md they implement:
 - ``lineage``: memory-model.md "Delayed-lineage head" (maturity, scan, g^L, exclusive credit).
 - ``transfer``: memory-model.md "Multitask transfer".
 
-- ``retirement``: memory-model.md "Retirement" (practical threshold, eligibility, viability
-  with the Wilson bound, per-card judgement); ``projection``: the exact bivariate law of a
+- ``retirement``: memory-model.md "Retirement" (practical threshold, eligibility, per-card
+  judgement); ``viability``: its Monte Carlo part (the heads' worlds of a card, the count of
+  worlds safe and useful, the Wilson bound); ``projection``: the exact bivariate law of a
   card's two arm predictors under a fitted head (its retirement draws). Import them from
   their modules.
 """

@@ -7,32 +7,31 @@ support of its lineage from the ledger (``CardSupport``) and hands over the fitt
 check, in the order of memory-model.md "Eligibility") or "retire" with every (context, RAG state)
 evaluation.
 
-Viability (8.3) needs only the linear predictors z_0'theta and z_1'theta of each head in
-each world, so the draws are taken from their exact joint law: for a Gaussian-mixture head
-(immediate, delayed-lineage) pick node k with probability w_k, then the bivariate normal
-(z_0, z_1)'N(m_k, Sigma_k); for the Laplace invalidity head N(S gamma-hat, S Sigma_gamma S').
-This is the distribution of the projected coherent world draws at O(P_s + C) cost per card
-instead of O(P) (P grows with the bank). The RNG of one evaluation is keyed by the evidence
-version V, the card id as domain and the counter 2 * context index + state index; a head's
-worlds are ``MixtureProjector.draw``'s.
+Viability's worlds, their count and its Wilson bound are ``gigaevo.memory.v2.causal.viability``'s
+(imported here under their old names too). The RNG of one evaluation is keyed by the evidence
+version V, the card id as domain and the counter 2 * context index + state index.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from gigaevo.memory.v2.causal.blr import BayesianLinearHead
-from gigaevo.memory.v2.causal.features import DesignSpace
-from gigaevo.memory.v2.causal.invalidity import LogisticLaplaceHead, acceptance_probability
+from gigaevo.memory.v2.causal.invalidity import acceptance_probability
 from gigaevo.memory.v2.causal.policy import rng_stream
-from gigaevo.memory.v2.causal.projection import MixtureProjector, card_columns, chol2x2
+from gigaevo.memory.v2.causal.viability import (
+    RetirementHeads,
+    invalid_logits,
+    useful_worlds,
+    wilson_upper,
+)
 
 RAG_STATES = ("unassessed", "applicable")  # r = 0 and r = +0.5 (memory-model.md "Eligibility")
 RESIDUAL_KNOB = "memory.posterior_config.reward_residual_sd_bounds"
+_useful_worlds = useful_worlds  # its name before the viability module (tests import it)
 
 
 @dataclass(frozen=True)
@@ -72,7 +71,7 @@ class RetirementConfig:
             raise ValueError("max_viability_probability must lie in (0, 1)")
 
 
-# -- 8.1 and 8.3: threshold and Wilson bound -------------------------------------------
+# -- 8.1: threshold -------------------------------------------------------------------
 
 
 def practical_threshold(
@@ -101,15 +100,6 @@ def sorted_threshold(
     hi = min(lo + 1, len(omega) - 1)
     theta = float(omega[lo] + (rank - lo) * (omega[hi] - omega[lo]))
     return theta if math.isfinite(theta) and theta > 0.0 else 0.0
-
-
-def wilson_upper(k: int, n: int, z: float = 1.96) -> float:
-    """Wilson score upper bound of a binomial proportion k / n (memory-model.md "Viability")."""
-    if n < 1 or not 0 <= k <= n:
-        raise ValueError(f"need 0 <= k <= n and n >= 1, got k={k}, n={n}")
-    p, z2 = k / n, z * z
-    top = p + z2 / (2 * n) + z * math.sqrt(p * (1.0 - p) / n + z2 / (4.0 * n * n))
-    return min(1.0, top / (1.0 + z2 / n))
 
 
 # -- inputs ----------------------------------------------------------------------------
@@ -151,66 +141,6 @@ class CardSupport:
     def sorted_contexts(self) -> tuple[SupportContext, ...]:
         """Contexts in (island, cell) order: the order of the RNG counters."""
         return tuple(sorted(self.contexts, key=lambda c: (c.island, c.cell)))
-
-
-@dataclass
-class RetirementHeads:
-    """Heads fitted on one evidence version; ``lineage`` is None while inactive (no rows)."""
-
-    space: DesignSpace
-    immediate: BayesianLinearHead
-    invalidity: LogisticLaplaceHead
-    lineage: BayesianLinearHead | None = None
-    _projectors: dict[int, MixtureProjector] = field(default_factory=dict, repr=False)
-    _levels: dict[str, tuple[float, LogisticLaplaceHead] | None] = field(
-        default_factory=dict, repr=False
-    )
-
-    def projector(self, head: BayesianLinearHead) -> MixtureProjector:
-        key = id(head)
-        if key not in self._projectors:
-            self._projectors[key] = MixtureProjector(head, self.space)
-        return self._projectors[key]
-
-    def other_level(self, lineage: str) -> tuple[float, LogisticLaplaceHead] | None:
-        """(posterior probability, invalidity head) of the shift level of ``lineage`` that the
-        invalidity head did not choose (memory-model.md "Card shift levels"); None with one
-        level. The head picks a card's level by approximate posterior odds, so the other
-        level can keep up to about half of the posterior mass; a verdict weighs both, each
-        by its Laplace evidence."""
-        inv = self.invalidity
-        levels = inv.shift_levels
-        if levels is None or not inv.ok_:
-            return None
-        if lineage not in self._levels:
-            from scipy.special import expit
-
-            column = self.space.lineage_slice(lineage).start
-            wide = bool(np.isin(column, inv.wide_columns_))
-            other = inv.with_level(column, not wide)
-            if not other.ok_:
-                self._levels[lineage] = (1.0, other)  # fail-keep: evaluate says why
-            else:  # Laplace evidence of each level at its own MAP, times the prior odds
-                prior = math.log(levels.weight / (1.0 - levels.weight))
-                odds = (-prior if wide else prior) + other.log_evidence() - inv.log_evidence()
-                self._levels[lineage] = (float(expit(odds)), other)
-        return self._levels[lineage]
-
-    def safety_moments(
-        self, lineage: str, z0: np.ndarray, z1: np.ndarray, head: LogisticLaplaceHead | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(eta-bar (2,), Sigma_eta (2, 2)) of the invalidity head (or ``head``) at the arm rows
-        z0, z1.
-
-        A dense fit keeps Sigma_gamma: slice it on the card's columns (O((P_s + C)^2));
-        a block fit solves with its factored precision.
-        """
-        inv = self.invalidity if head is None else head
-        if inv.coef_cov_ is None:
-            return inv.linear_predictor(z0, z1)
-        cols = card_columns(self.space, lineage)
-        s = np.vstack([z0, z1])[:, cols]
-        return s @ inv.coef_[cols], s @ inv.coef_cov_[np.ix_(cols, cols)] @ s.T
 
 
 def heads_gate(heads: RetirementHeads, alpha: float, declared: bool = False) -> str:
@@ -332,14 +262,10 @@ def evaluate(
     n = cfg.retirement_draws
     counter = 2 * index + RAG_STATES.index(state)
     rng = rng_stream(evidence_version, card.card_id, counter)
-    v = heads.projector(heads.immediate).draw(card.lineage, z0, z1, n, rng)  # own arrays: in place
-    if heads.lineage is not None:
-        lineage = heads.projector(heads.lineage).draw(card.lineage, z0, z1, n, rng)
-        v += np.maximum(0.0, lineage, out=lineage)
-    eta = eta_mean + rng.standard_normal((n, 2)) @ chol2x2(eta_cov[None])[0].T
-    lo, hi = ctx.gain_bounds
-    np.clip(v, lo, hi, out=v)
-    k = _useful_worlds(v, eta, lo, theta, cfg.delta)
+    v = heads.world_values(card.lineage, z0, z1, ctx.gain_bounds, n, rng)
+    eta = invalid_logits(eta_mean, eta_cov, n, rng)
+    lo = ctx.gain_bounds[0]
+    k = useful_worlds(v, eta, lo, theta, cfg.delta)
     if k is None:
         return f"prediction not finite in context {index} ({state})"
     upper = wilson_upper(k, n, cfg.wilson_z)
@@ -353,9 +279,9 @@ def evaluate(
         weight, head = other
         mean_o, cov_o = heads.safety_moments(card.lineage, z0, z1, head)
         rng = rng_stream(evidence_version, f"{card.card_id}\x1flevel", counter)
-        eta_o = mean_o + rng.standard_normal((n, 2)) @ chol2x2(cov_o[None])[0].T
+        eta_o = invalid_logits(mean_o, cov_o, n, rng)
         eta = np.where((rng.uniform(size=n) < weight)[:, None], eta_o, eta)
-        k_o = _useful_worlds(v, eta, lo, theta, cfg.delta)
+        k_o = useful_worlds(v, eta, lo, theta, cfg.delta)
         upper_o = math.nan if k_o is None else wilson_upper(k_o, n, cfg.wilson_z)
         if k_o is not None and upper_o > cfg.max_viability_probability:
             return Evaluation(index, state, k_o, n, upper_o, False, math.nan, weight)
@@ -374,23 +300,6 @@ def evaluate(
     if acc.failed or not acc.error <= cfg.safety_tolerance:
         return f"safety integration not certified in context {index} ({state})"
     return Evaluation(index, state, k_o, n, upper_o, True, max(error, acc.error), weight)
-
-
-def _useful_worlds(
-    v: np.ndarray, eta: np.ndarray, lo: float, theta: float, delta: float
-) -> int | None:
-    """#{worlds: p_1 - p_0 <= delta and Delta > theta} for clipped values v and invalid
-    logits eta (each (n, 2)); None when a prediction is not finite."""
-    from scipy.special import expit
-
-    p = expit(eta)
-    q = 1.0 - p  # q = (1 - p) v + p lo, the same products and sum, without temporaries
-    q *= v
-    q += p * lo
-    if not np.isfinite(q).all():  # a NaN p (the only non-finite expit) makes its q NaN
-        return None
-    useful = (p[:, 1] - p[:, 0] <= delta) & (q[:, 1] - q[:, 0] > theta)
-    return int(np.count_nonzero(useful))
 
 
 def judge_card(

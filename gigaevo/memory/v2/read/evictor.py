@@ -44,13 +44,13 @@ from gigaevo.memory.v2.causal.retirement import (
     CardSupport,
     Judgement,
     RetirementConfig,
-    RetirementHeads,
     SupportContext,
     heads_gate,
     judge_supported,
     sorted_threshold,
     support_gate,
 )
+from gigaevo.memory.v2.causal.viability import RetirementHeads
 from gigaevo.memory.v2.errors import CardFormatError, MemoryConfigError
 from gigaevo.memory.v2.evidence import Observation
 from gigaevo.memory.v2.read.events import retired_fields
