@@ -95,8 +95,8 @@ SESSION_COUNTERS = (
     *_under("decide.applicability.", "decisions calls failures cache_hits labelled"),
     *_under(
         "evictor.",
-        "sweeps cards_judged cards_not_due viability_evaluations verdicts retired disabled_sweeps "
-        "sweep_seconds keep_reasons gate",
+        "sweeps cards_judged cards_not_due viability_evaluations judgements_reused verdicts "
+        "retired disabled_sweeps sweep_seconds keep_reasons gate",
     ),
 )
 ABSTAIN_REASON = "memory.selection=none: the provider abstains"
@@ -582,8 +582,14 @@ class CardBankMemory:
                 "cost_usd": round(self.usage.cost_usd, 6),
             },
             "duplicate_audit": None if self.audit is None else self.audit.to_dict(),
-            "evictor": {"mode": "none"} if self.evictor is None else self.evictor.stats(),
+            "evictor": {"mode": "none"} if self.evictor is None else self._evictor_stats(),
         }
+
+    def _evictor_stats(self) -> dict[str, Any]:
+        """The evictor's counts, and how many judgements its memo supplied (kept out of
+        ``CausalEvictor.stats``, which is the same with and without the memo)."""
+        assert self.evictor is not None
+        return {**self.evictor.stats(), "judgements_reused": self.evictor.counts.reused}
 
 
 def _earlier_stats(path: Path, run_id: str) -> dict[str, Any] | None:
