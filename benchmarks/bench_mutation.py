@@ -74,6 +74,11 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         f"{CAUSAL}/retirement.py",
         (f"{T}/test_retirement.py",),
     ),
+    # retirement's Monte Carlo worlds and Wilson bound, split out of retirement.py in session 20
+    "viability": (
+        f"{CAUSAL}/viability.py",
+        (f"{T}/test_retirement.py", "tests/memory/test_retirement_sweep_reuse.py"),
+    ),
     "chance": (
         f"{CAUSAL}/chance.py",
         (
