@@ -178,7 +178,8 @@ class CausalReader:
         cards, universe = bank.cards, bank.universe
         x = self._features(context)
         active = self.leases.active() if cards else ()
-        pending = pending_counts(universe, active, bank.owners)  # the cards with any
+        # the cards with any (the owners index is built only once a lease needs it)
+        pending = pending_counts(universe, active, bank.owners) if active else {}
         excluded = self.excluded(context.parent_id, universe)
         # every card but those at the pending limit and those the excluder removed
         left_out = excluded.union(c for c, n in pending.items() if n >= PENDING_LIMIT)
