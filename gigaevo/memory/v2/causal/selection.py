@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ from gigaevo.memory.v2.causal.policy import (
     world_effects,
 )
 from gigaevo.memory.v2.causal.projection import (
+    BlockStack,
     CardLayout,
     block_stack,
     draw_arm_pairs,
@@ -374,10 +376,10 @@ def exchangeable_blocks(
     everyone = np.arange(len(z1.lineage) if isinstance(z1, BlockDesign) else len(z1))
     if not isinstance(z1, BlockDesign) or len(everyone) < EXCHANGEABLE_MIN:
         return [], everyone
-    stacks = [block_stack(h) for h in heads]
-    if any(st is None for st in stacks):
+    stacks = [st for st in map(block_stack, heads) if st is not None]
+    if len(stacks) < len(heads):  # a head not in block form
         return [], everyone
-    steady = [st.steady for st in stacks if st is not None]
+    steady = [st.steady for st in stacks]
     if codes is None:
         cand = _steady_singles(z1, steady)
         if len(cand) < EXCHANGEABLE_MIN:
@@ -387,8 +389,6 @@ def exchangeable_blocks(
     # (kind, RAG label) codes: everything but the distinct codes' rows (which move with the
     # context) is kept from the last call on the same fit and cards (``_BlockMemo``)
     memo = _BLOCK_MEMO.get(stacks, z1, codes)
-    if memo is None:
-        memo = _BlockMemo.of(stacks, z1, codes, _steady_singles(z1, steady))
     if len(memo.cand) < EXCHANGEABLE_MIN:
         return [], everyone
     per_code = row_groups(np.hstack([z1.shared[memo.reps], z1.lineage_part[memo.reps]]))
@@ -435,12 +435,11 @@ class _BlockMemo:
     lineage column and one set of row codes, none of which depends on the decision's
     context: the candidate rows, each distinct code's first row among them (``reps``) and
     the rank of each candidate's code, and the blocks found per numbering of the distinct
-    codes' rows. Kept only for read-only lineage and code columns (a ``CandidateSet``'s),
-    held here so that their identity cannot be taken by another array."""
+    codes' rows. Kept only for read-only lineage and code columns (a ``CandidateSet``'s);
+    the fit and the columns are held by weak reference, so the memo keeps none of them
+    alive and a freed one never matches."""
 
-    stacks: tuple[object, ...]
-    lineage: np.ndarray
-    codes: np.ndarray
+    sources: tuple[weakref.ref[object], ...]  # the stacks, the lineage column, the codes
     threshold: int  # the EXCHANGEABLE_MIN it was built under
     cand: np.ndarray
     reps: np.ndarray
@@ -448,26 +447,20 @@ class _BlockMemo:
     blocks: dict[bytes, tuple[list[np.ndarray], np.ndarray]] = field(default_factory=dict)
 
     @classmethod
-    def of(
-        cls, stacks: Sequence[object], z1: BlockDesign, codes: np.ndarray, cand: np.ndarray
-    ) -> _BlockMemo:
+    def of(cls, sources: tuple[object, ...], codes: np.ndarray, cand: np.ndarray) -> _BlockMemo:
         _, first, inverse = np.unique(codes[cand], return_index=True, return_inverse=True)
         order = np.argsort(first)  # the distinct codes by first appearance among ``cand``
         rank = np.empty(len(order), dtype=int)
         rank[order] = np.arange(len(order))
         reps = cand[first[order]]  # each distinct code's first row
-        memo = cls(tuple(stacks), z1.lineage, codes, EXCHANGEABLE_MIN, cand, reps,
-                   rank[np.reshape(inverse, -1)])  # fmt: skip
-        _BLOCK_MEMO.keep(memo)
-        return memo
+        refs = tuple(weakref.ref(x) for x in sources)
+        return cls(refs, EXCHANGEABLE_MIN, cand, reps, rank[np.reshape(inverse, -1)])
 
-    def matches(self, stacks: Sequence[object], z1: BlockDesign, codes: np.ndarray) -> bool:
+    def matches(self, sources: tuple[object, ...]) -> bool:
         return (
-            self.lineage is z1.lineage
-            and self.codes is codes
-            and self.threshold == EXCHANGEABLE_MIN
-            and len(self.stacks) == len(stacks)
-            and all(a is b for a, b in zip(self.stacks, stacks, strict=True))
+            self.threshold == EXCHANGEABLE_MIN
+            and len(self.sources) == len(sources)
+            and all(ref() is x for ref, x in zip(self.sources, sources, strict=True))
         )
 
 
@@ -478,17 +471,18 @@ class _LastBlockMemo:
     def __init__(self) -> None:
         self._last: _BlockMemo | None = None
 
-    def get(
-        self, stacks: Sequence[object], z1: BlockDesign, codes: np.ndarray
-    ) -> _BlockMemo | None:
+    def get(self, stacks: Sequence[BlockStack], z1: BlockDesign, codes: np.ndarray) -> _BlockMemo:
+        """The memo of (``stacks``, ``z1``'s lineage column, ``codes``), built when the last
+        one is of others (and kept only when both columns are read-only)."""
+        sources = (*stacks, z1.lineage, codes)
+        kept = not z1.lineage.flags.writeable and not codes.flags.writeable
         last = self._last  # one read: another thread may replace it
-        if last is None or z1.lineage.flags.writeable or codes.flags.writeable:
-            return None
-        return last if last.matches(stacks, z1, codes) else None
-
-    def keep(self, memo: _BlockMemo) -> None:
-        if not memo.lineage.flags.writeable and not memo.codes.flags.writeable:
+        if kept and last is not None and last.matches(sources):
+            return last
+        memo = _BlockMemo.of(sources, codes, _steady_singles(z1, [st.steady for st in stacks]))
+        if kept:
             self._last = memo
+        return memo
 
 
 _BLOCK_MEMO = _LastBlockMemo()
