@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ from gigaevo.memory.v2.causal.policy import (
     world_effects,
 )
 from gigaevo.memory.v2.causal.projection import (
+    BlockStack,
     CardLayout,
     block_stack,
     draw_arm_pairs,
@@ -271,7 +273,7 @@ def select(
     for b, members in enumerate(blocks):
         rep[members] = len(hot) + b
     firsts = np.array([members[0] for members in blocks], dtype=int)
-    means, covs = invalidity.linear_predictors(z0, _take(rows, np.r_[hot, firsts].tolist()))
+    means, covs = invalidity.linear_predictors(z0, _take(rows, np.r_[hot, firsts]))
     # a card whose certified bound clears alpha is admitted without its integral
     accepted = acceptance_arrays(
         means, covs, delta=cfg.delta, shared_control=True, certify=cfg.alpha
@@ -284,7 +286,7 @@ def select(
     if not cset.ascending and any(a > b for a, b in itertools.pairwise(ids[j] for j in safe_at)):
         safe_at = np.array(sorted(safe_at.tolist(), key=ids.__getitem__), dtype=int)
     safe = cset.id_list(safe_at)
-    z1 = _take(rows, safe_at.tolist())
+    z1 = _take(rows, safe_at)
     # world draws project each head on the rows; one shared-block draw per world and head
     at_safe = np.full(len(cards), -1)
     at_safe[safe_at] = np.arange(len(safe_at))
@@ -336,7 +338,7 @@ def world_votes(
         lineage = latents[2] if len(heads) > 2 else None
         return match_worlds(safe, world_effects(latents[0], latents[1], gain_bounds, lineage))
     assert isinstance(z1, BlockDesign)
-    z1_hot = _take(z1, hot.tolist())
+    z1_hot = _take(z1, hot)
     assert isinstance(z1_hot, BlockDesign)
     draws = world_draws(decision_key, heads, z0, z1_hot, n, cfg.draw_threads)
     lineage = (draws[2][0], draws[2][1]) if len(heads) > 2 else None
@@ -377,37 +379,116 @@ def exchangeable_blocks(
     everyone = np.arange(len(z1.lineage) if isinstance(z1, BlockDesign) else len(z1))
     if not isinstance(z1, BlockDesign) or len(everyone) < EXCHANGEABLE_MIN:
         return [], everyone
-    stacks = [block_stack(h) for h in heads]
-    if any(st is None for st in stacks):
+    stacks = [st for st in map(block_stack, heads) if st is not None]
+    if len(stacks) < len(heads):  # a head not in block form
         return [], everyone
+    steady = [st.steady for st in stacks]
+    if codes is None:
+        cand = _steady_singles(z1, steady)
+        if len(cand) < EXCHANGEABLE_MIN:
+            return [], everyone
+        rows = row_groups(np.hstack([z1.shared[cand], z1.lineage_part[cand]]))
+        return _group_blocks(cand, rows, steady, z1.lineage, len(everyone))
+    # (kind, RAG label) codes: everything but the distinct codes' rows (which move with the
+    # context) is kept from the last call on the same fit and cards (``_BlockMemo``)
+    memo = _BLOCK_MEMO.get(stacks, z1, codes)
+    if len(memo.cand) < EXCHANGEABLE_MIN:
+        return [], everyone
+    per_code = row_groups(np.hstack([z1.shared[memo.reps], z1.lineage_part[memo.reps]]))
+    found = memo.blocks.get(per_code.tobytes())
+    if found is None:
+        rows = per_code[memo.code_rank]
+        found = _group_blocks(memo.cand, rows, steady, z1.lineage, len(everyone))
+        for members in (*found[0], found[1]):  # handed to every later decision: read-only
+            members.flags.writeable = False
+        memo.blocks[per_code.tobytes()] = found
+    return list(found[0]), found[1]
+
+
+def _steady_singles(z1: BlockDesign, steady: Sequence[np.ndarray]) -> np.ndarray:
+    """The rows alone in their lineage block whose block is steady in every head
+    (``BlockStack.steady`` of each, given), ascending."""
     lin = z1.lineage
     counts = np.bincount(lin[lin >= 0], minlength=z1.n_lineages)
     ok = lin >= 0
     ok[ok] = counts[lin[ok]] == 1
-    for st in stacks:
-        assert st is not None
-        ok[ok] = st.steady[lin[ok]] >= 0
-    cand = np.flatnonzero(ok)
-    if len(cand) < EXCHANGEABLE_MIN:
-        return [], everyone
-    if codes is None:
-        rows = row_groups(np.hstack([z1.shared[cand], z1.lineage_part[cand]]))
-    else:
+    for st in steady:
+        ok[ok] = st[lin[ok]] >= 0
+    return np.flatnonzero(ok)
+
+
+def _group_blocks(
+    cand: np.ndarray, rows: np.ndarray, steady: Sequence[np.ndarray], lin: np.ndarray, n: int
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """Blocks of ``cand`` with equal row numbers ``rows`` and equal steady numbers in every
+    head, of at least ``EXCHANGEABLE_MIN`` rows; and the other rows of ``n`` (ascending)."""
+    key = np.column_stack([rows] + [st[lin[cand]] for st in steady])
+    group = row_groups(key)
+    sizes = np.bincount(group)
+    blocks = [cand[group == g] for g in np.flatnonzero(sizes >= EXCHANGEABLE_MIN)]
+    taken = np.zeros(n, dtype=bool)
+    for members in blocks:
+        taken[members] = True
+    return blocks, np.flatnonzero(~taken)
+
+
+@dataclass(eq=False)
+class _BlockMemo:
+    """What ``exchangeable_blocks`` finds from one fit (the heads' stacks), one design's
+    lineage column and one set of row codes, none of which depends on the decision's
+    context: the candidate rows, each distinct code's first row among them (``reps``) and
+    the rank of each candidate's code, and the blocks found per numbering of the distinct
+    codes' rows. Kept only for read-only lineage and code columns (a ``CandidateSet``'s);
+    the fit and the columns are held by weak reference, so the memo keeps none of them
+    alive and a freed one never matches."""
+
+    sources: tuple[weakref.ref[object], ...]  # the stacks, the lineage column, the codes
+    threshold: int  # the EXCHANGEABLE_MIN it was built under
+    cand: np.ndarray
+    reps: np.ndarray
+    code_rank: np.ndarray
+    blocks: dict[bytes, tuple[list[np.ndarray], np.ndarray]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, sources: tuple[object, ...], codes: np.ndarray, cand: np.ndarray) -> _BlockMemo:
         _, first, inverse = np.unique(codes[cand], return_index=True, return_inverse=True)
         order = np.argsort(first)  # the distinct codes by first appearance among ``cand``
         rank = np.empty(len(order), dtype=int)
         rank[order] = np.arange(len(order))
         reps = cand[first[order]]  # each distinct code's first row
-        per_code = row_groups(np.hstack([z1.shared[reps], z1.lineage_part[reps]]))
-        rows = per_code[rank[np.reshape(inverse, -1)]]
-    key = np.column_stack([rows] + [st.steady[lin[cand]] for st in stacks if st is not None])
-    group = row_groups(key)
-    sizes = np.bincount(group)
-    blocks = [cand[group == g] for g in np.flatnonzero(sizes >= EXCHANGEABLE_MIN)]
-    taken = np.zeros(len(everyone), dtype=bool)
-    for members in blocks:
-        taken[members] = True
-    return blocks, np.flatnonzero(~taken)
+        refs = tuple(weakref.ref(x) for x in sources)
+        return cls(refs, EXCHANGEABLE_MIN, cand, reps, rank[np.reshape(inverse, -1)])
+
+    def matches(self, sources: tuple[object, ...]) -> bool:
+        return (
+            self.threshold == EXCHANGEABLE_MIN
+            and len(self.sources) == len(sources)
+            and all(ref() is x for ref, x in zip(self.sources, sources, strict=True))
+        )
+
+
+class _LastBlockMemo:
+    """The process's last ``_BlockMemo`` (one bank state and fit at a time: a decision
+    after a refit or a bank change builds a new one)."""
+
+    def __init__(self) -> None:
+        self._last: _BlockMemo | None = None
+
+    def get(self, stacks: Sequence[BlockStack], z1: BlockDesign, codes: np.ndarray) -> _BlockMemo:
+        """The memo of (``stacks``, ``z1``'s lineage column, ``codes``), built when the last
+        one is of others (and kept only when both columns are read-only)."""
+        sources = (*stacks, z1.lineage, codes)
+        kept = not z1.lineage.flags.writeable and not codes.flags.writeable
+        last = self._last  # one read: another thread may replace it
+        if kept and last is not None and last.matches(sources):
+            return last
+        memo = _BlockMemo.of(sources, codes, _steady_singles(z1, [st.steady for st in stacks]))
+        if kept:
+            self._last = memo
+        return memo
+
+
+_BLOCK_MEMO = _LastBlockMemo()
 
 
 def block_law(
@@ -574,19 +655,24 @@ def card_rows(
     distinct = np.array([unit.row(x, 1, "", kind, rag) for kind, rag in kinds]).reshape(
         len(kinds), ps + space.n_context
     )
-    rows = distinct[which]  # every card's row, taken from its (kind, label)'s
-    shared, part = np.ascontiguousarray(rows[:, :ps]), np.ascontiguousarray(rows[:, ps:])
+    # every card's row, taken from its (kind, label)'s: each part gathered straight into
+    # its own contiguous array (one copy of the cards' rows, not two)
+    shared = np.ascontiguousarray(distinct[:, :ps])[which]
+    part = np.ascontiguousarray(distinct[:, ps:])[which]
     return BlockDesign(shared, cset.blocks(space), part, len(space.lineages))
 
 
-def _take(rows: np.ndarray | BlockDesign, idx: list[int]) -> np.ndarray | BlockDesign:
-    """The rows ``idx``, in that order (a block design taking every row in order: itself,
-    not a copy; the designs are never written to)."""
+def _take(rows: np.ndarray | BlockDesign, idx: np.ndarray) -> np.ndarray | BlockDesign:
+    """The rows at positions ``idx`` (ints), in that order (a block design taking every row
+    in order: itself, not a copy; the designs are never written to). The positions stay an
+    array: as lists, 10,000 of them were built and compared element by element."""
+    at = np.asarray(idx, dtype=int)
     if isinstance(rows, BlockDesign):
-        if len(idx) == len(rows.lineage) and idx == list(range(len(idx))):
+        n = len(rows.lineage)
+        if len(at) == n and (n == 0 or (at[0] == 0 and np.all(np.diff(at) == 1))):
             return rows
-        return rows.take(idx)
-    return rows[idx]
+        return rows.take(at)
+    return rows[at]
 
 
 def _draw(decision_key: str, proposal: Proposal, cfg: SelectionConfig) -> Draw:

@@ -27,6 +27,7 @@ A head that fails or sits at its boundary makes the decision abstain
 
 from __future__ import annotations
 
+import bisect
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -178,7 +179,8 @@ class CausalReader:
         cards, universe = bank.cards, bank.universe
         x = self._features(context)
         active = self.leases.active() if cards else ()
-        pending = pending_counts(universe, active, bank.owners)  # the cards with any
+        # the cards with any (the owners index is built only once a lease needs it)
+        pending = pending_counts(universe, active, bank.owners) if active else {}
         excluded = self.excluded(context.parent_id, universe)
         # every card but those at the pending limit and those the excluder removed
         left_out = excluded.union(c for c, n in pending.items() if n >= PENDING_LIMIT)
@@ -339,13 +341,14 @@ class CausalReader:
         rho = np.append(np.asarray(prop.rho, dtype=float), 0.0)[where] + 0.0
         proposed, summ = sel.draw.proposed, sel.summary
         extra = {}
-        if summ is not None and proposed in ids:
-            i = ids.index(proposed)
-            extra = {
-                "mean_effect": {i: summ.effect_mean},
-                "sd_effect": {i: summ.effect_sd},
-                "p_positive": {i: summ.p_positive},
-            }
+        if summ is not None and proposed is not None:
+            i = bisect.bisect_left(ids, proposed)  # ids ascending: not two scans of J ids
+            if i < len(ids) and ids[i] == proposed:
+                extra = {
+                    "mean_effect": {i: summ.effect_mean},
+                    "sd_effect": {i: summ.effect_sd},
+                    "p_positive": {i: summ.p_positive},
+                }
         rags = [self._rag(cid) for cid in ids] if self.assessment is not None else None
         candidates = CandidateTable.from_columns(ids, rho, where >= 0, e, rag=rags, extra=extra)
         d = sel.draw
