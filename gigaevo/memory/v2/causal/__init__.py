@@ -13,7 +13,8 @@ Modules and the sections of docs/memory-model.md they implement:
 - ``invalidity``, ``chance``: memory-model.md "Invalidity head and chance constraint"
   (logistic MAP + Laplace, P_acc; ``chance`` integrates many cards at once).
 - ``policy``, ``selection``: memory-model.md "Policy" (world values, probability matching,
-  challenger exploration, RNG streams, proposal and offer draws, logged values).
+  challenger exploration, RNG streams, proposal and offer draws, logged values);
+  ``cardrows``: a decision's candidate cards and their treated rows.
 - ``ope``: memory-model.md "Off-policy evaluation".
 - ``lineage``: memory-model.md "Delayed-lineage head" (maturity, scan, g^L, exclusive credit).
 - ``transfer``: memory-model.md "Multitask transfer".
