@@ -25,6 +25,11 @@ few decisions of each kind at size N and prints the top functions.
 
 from __future__ import annotations
 
+import os
+
+# as run.py sets it for a run (numpy reads it at its import, below): no huge-page advice
+os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
+
 import argparse
 import cProfile
 import hashlib

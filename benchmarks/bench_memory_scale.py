@@ -58,12 +58,16 @@ write and the ratios.
 
 from __future__ import annotations
 
+import os
+
+# as run.py sets it for a run (numpy reads it at its import, below): no huge-page advice
+os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
+
 import argparse
 import gc
 import hashlib
 import itertools
 import json
-import os
 import resource
 import statistics
 import subprocess
