@@ -130,6 +130,11 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
             f"{T}/test_selection_fork.py",
         ),
     ),
+    # a decision's candidate cards and their rows, moved out of selection.py in session 20
+    "cardrows": (
+        f"{CAUSAL}/cardrows.py",
+        (f"{T}/test_selection.py", f"{T}/test_selection_pinned.py", f"{T}/test_wide_designs.py"),
+    ),
     # the exchangeable cards' draws (session 6); never mutated before session 10
     "exchangeable": (
         f"{CAUSAL}/exchangeable.py",
