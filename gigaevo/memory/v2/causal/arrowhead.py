@@ -380,6 +380,43 @@ class BlockPosterior:
         out[cols] = np.matmul(inv_dt, back[..., None])[..., 0]
         return out
 
+    def apply_inverse_rows(self, rows: np.ndarray) -> np.ndarray:
+        """Lambda^-1 rows' for rows (J, P), as columns (P, J): each entry the very value
+        ``solve`` gives, with ``apply_inverse``'s products taken over the lineage blocks
+        some row touches only (each block's slice keeping its strides, so the same call per
+        block; without the inverse factors, ``solve`` row by row).
+
+        An untouched block's rhs is 0, so its part of L^-1 rhs is 0 (``apply_inverse`` forms
+        +-0 there) and the sums over every block that follow are the same. ``rows @`` the
+        result is ``rows @ solve(...)`` (a row is 0 off its touched columns). A card's two
+        arm rows touch the shared columns and one lineage block: this skips the two products
+        over every active block of a full solve (about 40 % of a linear predictor at 1,000
+        cards).
+        """
+        if self.precomputed is None:
+            return np.column_stack([self.solve(r) for r in rows])
+        inv_s, inv_dt, l21_flat, cols = self.precomputed
+        ps, c = self.chol_s.shape[0], self.width
+        out = np.zeros((len(self.mean), len(rows)))
+        blocks = np.unique(np.flatnonzero((rows[:, ps:] != 0).any(axis=0)) // c)
+        lineage = ps + blocks[:, None] * c + np.arange(c)  # touched lineage columns, per block
+        out[lineage] = (rows[:, lineage] * self.prior_sd[lineage] ** 2).transpose(1, 2, 0)
+        if not len(self.active):
+            for j, rhs in enumerate(rows):
+                out[:ps, j] = inv_s.T @ (inv_s @ rhs[:ps])
+            return out
+        at = [k for b in blocks for k in np.flatnonzero(self.active == b)]  # touched, active
+        for j, rhs in enumerate(rows):
+            a = np.zeros((len(self.active), c))
+            for k in at:
+                a[k : k + 1] = np.matmul(rhs[cols[k : k + 1]][:, None, :], inv_dt[k : k + 1])[:, 0]
+            x_s = inv_s.T @ (inv_s @ (rhs[:ps] - l21_flat @ a.reshape(-1)))
+            back = a - (x_s @ l21_flat).reshape(a.shape)
+            out[:ps, j] = x_s
+            for k in at:
+                out[cols[k], j] = np.matmul(inv_dt[k : k + 1], back[k : k + 1, :, None])[0, :, 0]
+        return out
+
     def marginal_variance(self) -> np.ndarray:
         """diag(Lambda^-1), shape (P,)."""
         return marginal_variance(self)

@@ -1061,41 +1061,9 @@ class _BlockPrecision:
         return self._factor.solve(rhs)
 
     def solve_touched(self, rows: np.ndarray) -> np.ndarray:
-        """F^-1 rows' (rows (J, P)) on the columns some row touches, 0 elsewhere, (P, J): each
-        entry the very value ``solve`` gives (``apply_inverse``'s products, sums and BLAS
-        calls; a per-block product over the touched blocks alone, each block's slice keeping
-        its strides, so the same call per block).
-
-        An untouched block's rhs is 0, so its part of L^-1 rhs is 0 (``solve`` forms +-0
-        there) and the sums over every block that follow are the same. ``rows @`` the result
-        is ``rows @ solve(...)`` (a row is 0 off its touched columns). A card's two arm rows
-        touch the shared columns and one lineage block: this skips the two products over
-        every active block that a full solve makes (about 40 % of ``linear_predictor`` at
-        1,000 cards). Without the cached inverse factors: ``solve`` row by row.
-        """
-        f = self._factor
-        if f.precomputed is None:
-            return np.column_stack([f.solve(r) for r in rows])
-        inv_s, inv_dt, l21_flat, cols = f.precomputed
-        ps, c = f.chol_s.shape[0], f.width
-        out = np.zeros((len(f.mean), len(rows)))
-        blocks = np.unique(np.flatnonzero((rows[:, ps:] != 0).any(axis=0)) // c)
-        lineage = ps + blocks[:, None] * c + np.arange(c)  # touched lineage columns, per block
-        out[lineage] = (rows[:, lineage] * f.prior_sd[lineage] ** 2).transpose(1, 2, 0)
-        at = [k for b in blocks for k in np.flatnonzero(f.active == b)]  # touched, active
-        for j, rhs in enumerate(rows):
-            if not len(f.active):
-                out[:ps, j] = inv_s.T @ (inv_s @ rhs[:ps])
-                continue
-            a = np.zeros((len(f.active), c))
-            for k in at:
-                a[k : k + 1] = np.matmul(rhs[cols[k : k + 1]][:, None, :], inv_dt[k : k + 1])[:, 0]
-            x_s = inv_s.T @ (inv_s @ (rhs[:ps] - l21_flat @ a.reshape(-1)))
-            back = a - (x_s @ l21_flat).reshape(a.shape)
-            out[:ps, j] = x_s
-            for k in at:
-                out[cols[k], j] = np.matmul(inv_dt[k : k + 1], back[k : k + 1, :, None])[0, :, 0]
-        return out
+        """F^-1 rows' (rows (J, P)), (P, J), each entry the value ``solve`` gives
+        (``BlockPosterior.apply_inverse_rows``: products over the touched blocks alone)."""
+        return self._factor.apply_inverse_rows(rows)
 
     def noise(self, xi: np.ndarray) -> np.ndarray:
         return self._factor.sample(xi)
